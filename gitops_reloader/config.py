@@ -1,0 +1,318 @@
+"""Flags and environment → one validated, frozen :class:`Config`.
+
+Flag names are Stakater Reloader's wherever Stakater has the flag, so a Deployment's
+``args:`` keep working unchanged. Every boolean flag accepts ``--flag``, ``--flag=true``,
+``--flag=false`` and ``--flag true``; every other flag accepts ``--flag=value`` and
+``--flag value``. This is the only module that reads ``os.environ``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import durationpy
+
+from gitops_reloader.errors import ConfigError
+from gitops_reloader.model import SinkName
+
+TRUE_VALUES = frozenset({"1", "t", "true", "y", "yes", "on"})
+FALSE_VALUES = frozenset({"0", "f", "false", "n", "no", "off"})
+
+
+def parse_bool(text: str) -> bool:
+    """Parse a boolean the way Go's ``strconv.ParseBool`` (and pflag) does, plus yes/no."""
+    lowered = text.strip().lower()
+    if lowered in TRUE_VALUES:
+        return True
+    if lowered in FALSE_VALUES:
+        return False
+    raise ValueError(f"not a boolean: {text!r}")
+
+
+def parse_duration(text: str) -> float:
+    """Parse a Go-style duration (``10s``, ``1m30s``, ``500ms``, ``0``) into seconds."""
+    stripped = text.strip()
+    if stripped in ("0", ""):
+        return 0.0
+    try:
+        seconds = durationpy.from_str(stripped).total_seconds()
+    except Exception as exc:  # durationpy raises a bare Exception subclass
+        raise ValueError(f"not a duration: {text!r} (use e.g. 500ms, 2s, 1m)") from exc
+    if seconds < 0:
+        raise ValueError(f"duration must not be negative: {text!r}")
+    return seconds
+
+
+def split_csv(text: str) -> tuple[str, ...]:
+    """Split a comma list, trimming whitespace and dropping empty entries."""
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+@dataclass(frozen=True, slots=True)
+class AnnotationKeys:
+    """The annotation keys the policy reads (Stakater's defaults, each overridable)."""
+
+    auto: str = "reloader.stakater.com/auto"
+    configmap_auto: str = "configmap.reloader.stakater.com/auto"
+    secret_auto: str = "secret.reloader.stakater.com/auto"
+    configmap_reload: str = "configmap.reloader.stakater.com/reload"
+    secret_reload: str = "secret.reloader.stakater.com/reload"
+    search: str = "reloader.stakater.com/search"
+    match: str = "reloader.stakater.com/match"
+    ignore: str = "reloader.stakater.com/ignore"
+    configmaps_exclude: str = "configmaps.exclude.reloader.stakater.com/reload"
+    secrets_exclude: str = "secrets.exclude.reloader.stakater.com/reload"
+    pause_period: str = "deployment.reloader.stakater.com/pause-period"
+    paused_at: str = "deployment.reloader.stakater.com/paused-at"
+    rollout_strategy: str = "reloader.stakater.com/rollout-strategy"
+    sink: str = "gitops-reloader.io/sink"
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """Which objects the controller watches at all."""
+
+    namespaces: tuple[str, ...] = ()
+    """Watch only these namespaces; empty means all."""
+    namespaces_to_ignore: tuple[str, ...] = ()
+    namespace_selector: str = ""
+    resource_label_selector: str = ""
+    ignore_configmaps: bool = False
+    ignore_secrets: bool = False
+    ignored_workload_types: tuple[str, ...] = ()
+    """Lower-case plurals: ``jobs``, ``cronjobs``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Behaviour:
+    """What a change does."""
+
+    reload_strategy: SinkName = SinkName.ENV_VARS
+    auto_reload_all: bool = False
+    reload_on_create: bool = False
+    reload_on_delete: bool = False
+    sync_after_restart: bool = False
+    webhook_url: str = ""
+    is_argo_rollouts: bool = False
+    is_openshift: bool | None = None
+    """``None``: detect DeploymentConfig support through discovery."""
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    """How the controller runs: queue, rate limits, HTTP endpoints, HA, logging."""
+
+    coalesce_window: float = 2.0
+    workers: int = 4
+    write_qps: float = 100.0
+    write_burst: int = 300
+    max_retries: int = 12
+    retry_base_delay: float = 0.05
+    retry_max_delay: float = 60.0
+    http_address: str = ":9090"
+    enable_ha: bool = False
+    lease_name: str = "gitops-reloader"
+    lease_namespace: str = ""
+    log_format: str = "text"
+    log_level: str = "info"
+    kubeconfig: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """The whole validated configuration, built once by :func:`load_config`."""
+
+    keys: AnnotationKeys = field(default_factory=AnnotationKeys)
+    filters: Filters = field(default_factory=Filters)
+    behaviour: Behaviour = field(default_factory=Behaviour)
+    runtime: Runtime = field(default_factory=Runtime)
+    alerts: Mapping[str, str] = field(default_factory=dict)
+    """ALERT_* environment variables (ALERT_ON_RELOAD, ALERT_SINK, ...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FlagSpec:
+    """One command-line flag: its names, help text and default as the user writes it."""
+
+    names: tuple[str, ...]
+    help: str
+    default: str
+    boolean: bool = False
+    stakater: bool = True
+
+
+FLAGS: tuple[FlagSpec, ...] = (
+    FlagSpec(("--kubeconfig",), "Path to a kubeconfig; else KUBECONFIG, ~/.kube/config, in-cluster.", ""),
+    FlagSpec(("--reload-strategy",), "Default sink: env-vars or annotations (per workload: gitops-reloader.io/sink).", "env-vars"),
+    FlagSpec(("--auto-reload-all",), "Reload every workload that references a changed ConfigMap/Secret.", "false", True),
+    FlagSpec(("--reload-on-create",), "Reload when a referenced ConfigMap/Secret is created.", "false", True),
+    FlagSpec(("--reload-on-delete",), "Reload when a referenced ConfigMap/Secret is deleted.", "false", True),
+    FlagSpec(("--sync-after-restart",), "At start-up, reload workloads whose recorded hash is out of date.", "false", True),
+    FlagSpec(("--auto-annotation",), "Annotation: reload on any referenced ConfigMap/Secret.", "reloader.stakater.com/auto"),
+    FlagSpec(("--configmap-auto-annotation",), "Annotation: reload on referenced ConfigMaps.", "configmap.reloader.stakater.com/auto"),
+    FlagSpec(("--secret-auto-annotation",), "Annotation: reload on referenced Secrets.", "secret.reloader.stakater.com/auto"),
+    FlagSpec(("--configmap-annotation",), "Annotation: comma list of ConfigMap name regexes.", "configmap.reloader.stakater.com/reload"),
+    FlagSpec(("--secret-annotation",), "Annotation: comma list of Secret name regexes.", "secret.reloader.stakater.com/reload"),
+    FlagSpec(("--auto-search-annotation",), "Annotation on a workload: reload on referenced sources that carry the match annotation.", "reloader.stakater.com/search"),
+    FlagSpec(("--search-match-annotation",), "Annotation on a ConfigMap/Secret picked up by search.", "reloader.stakater.com/match"),
+    FlagSpec(("--pause-deployment-annotation",), "Annotation: pause a Deployment for this period after a reload.", "deployment.reloader.stakater.com/pause-period"),
+    FlagSpec(("--pause-deployment-time-annotation",), "Annotation where the pause start is recorded.", "deployment.reloader.stakater.com/paused-at"),
+    FlagSpec(("--resources-to-ignore",), "configMaps or secrets: do not watch that type.", ""),
+    FlagSpec(("--ignore-configmaps",), "Do not watch ConfigMaps (older Stakater spelling).", "false", True),
+    FlagSpec(("--ignore-secrets",), "Do not watch Secrets (older Stakater spelling).", "false", True),
+    FlagSpec(("--ignored-workload-types",), "Comma list of jobs, cronjobs to leave alone.", ""),
+    FlagSpec(("--namespaces-to-ignore",), "Comma list of namespaces to ignore.", ""),
+    FlagSpec(("--namespace-selector",), "Label selector: watch only namespaces that match.", ""),
+    FlagSpec(("--resource-label-selector",), "Label selector: watch only ConfigMaps/Secrets that match.", ""),
+    FlagSpec(("--namespaces",), "Comma list: watch only these namespaces (env KUBERNETES_NAMESPACE: one).", "", stakater=False),
+    FlagSpec(("--webhook-url",), "POST a JSON description of each change here instead of reloading.", ""),
+    FlagSpec(("--is-Argo-Rollouts", "--is-argo-rollouts"), "Also reload Argo Rollouts.", "false", True),
+    FlagSpec(("--is-openshift",), "Also reload DeploymentConfigs (default: detect through discovery).", ""),
+    FlagSpec(("--enable-ha",), "Leader election on a coordination.k8s.io Lease; standbys keep warm caches.", "false", True),
+    FlagSpec(("--log-format",), "Log format: json or text.", "text"),
+    FlagSpec(("--log-level",), "Log level: debug, info, warning, error.", "info"),
+    FlagSpec(("--coalesce-window",), "Wait this long after a change to batch further changes per workload/repository.", "2s", stakater=False),
+    FlagSpec(("--workers",), "Concurrent sink workers.", "4", stakater=False),
+    FlagSpec(("--write-qps",), "Client-side limit on API writes per second (token bucket).", "100", stakater=False),
+    FlagSpec(("--write-burst",), "Token-bucket burst for API writes.", "300", stakater=False),
+    FlagSpec(("--max-retries",), "Retries (exponential backoff) before a failed emission is reported and dropped from the queue.", "12", stakater=False),
+    FlagSpec(("--http-address",), "Address for /metrics, /live, /healthz, /readyz.", ":9090", stakater=False),
+    FlagSpec(("--lease-name",), "Lease name for --enable-ha.", "gitops-reloader", stakater=False),
+    FlagSpec(("--lease-namespace",), "Lease namespace for --enable-ha (default: POD_NAMESPACE or default).", "", stakater=False),
+)
+
+
+def _dest(spec: FlagSpec) -> str:
+    return spec.names[0].lstrip("-").lower().replace("-", "_")
+
+
+def build_parser(prog: str = "gitops-reloader run") -> argparse.ArgumentParser:
+    """An argparse parser for every flag in :data:`FLAGS` (values kept as strings)."""
+    parser = argparse.ArgumentParser(prog=prog, allow_abbrev=False)
+    for spec in FLAGS:
+        if spec.boolean:
+            parser.add_argument(
+                *spec.names, dest=_dest(spec), nargs="?", const="true", default=spec.default,
+                metavar="BOOL", help=f"{spec.help} (default {spec.default})",
+            )
+        else:
+            parser.add_argument(
+                *spec.names, dest=_dest(spec), default=spec.default,
+                help=f"{spec.help} (default {spec.default!r})",
+            )
+    return parser
+
+
+def _flag(name: str, value: str, parse):  # type: ignore[no-untyped-def]
+    try:
+        return parse(value)
+    except ValueError as exc:
+        raise ConfigError(f"invalid value for --{name}: {exc}") from exc
+
+
+def _positive_int(text: str) -> int:
+    number = int(text)
+    if number < 1:
+        raise ValueError(f"must be at least 1, got {number}")
+    return number
+
+
+def _positive_float(text: str) -> float:
+    number = float(text)
+    if number <= 0:
+        raise ValueError(f"must be greater than 0, got {number}")
+    return number
+
+
+def _choice(*allowed: str):  # type: ignore[no-untyped-def]
+    def parse(text: str) -> str:
+        if text not in allowed:
+            raise ValueError(f"{text!r} is not one of {', '.join(allowed)}")
+        return text
+
+    return parse
+
+
+def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Config:
+    """Parse ``argv`` (flags only, no sub-command) and the environment into a Config.
+
+    Raises :class:`ConfigError` naming the flag on any invalid value.
+    """
+    env = dict(os.environ if environ is None else environ)
+    parser = build_parser()
+    ns, extra = parser.parse_known_args(list(argv))
+    if extra:
+        raise ConfigError(f"unknown arguments: {' '.join(extra)}")
+    raw: dict[str, str] = vars(ns)
+    b = {spec: _flag(spec.names[0].lstrip("-"), raw[_dest(spec)], parse_bool)
+         for spec in FLAGS if spec.boolean}
+    flag_bool = {_dest(s): v for s, v in b.items()}
+
+    resources_to_ignore = raw["resources_to_ignore"].strip()
+    _flag("resources-to-ignore", resources_to_ignore, _choice("", "configMaps", "configmaps", "secrets"))
+    ignored_types = split_csv(raw["ignored_workload_types"].lower())
+    for kind in ignored_types:
+        _flag("ignored-workload-types", kind, _choice("jobs", "cronjobs"))
+
+    namespaces = split_csv(raw["namespaces"])
+    if not namespaces and env.get("KUBERNETES_NAMESPACE", "").strip():
+        namespaces = (env["KUBERNETES_NAMESPACE"].strip(),)
+
+    is_openshift_text = raw["is_openshift"].strip()
+    is_openshift = None if not is_openshift_text else _flag("is-openshift", is_openshift_text, parse_bool)
+
+    strategy = _flag("reload-strategy", raw["reload_strategy"], _choice("env-vars", "annotations"))
+    log_format = _flag("log-format", raw["log_format"] or "text", _choice("text", "json"))
+    log_level = _flag("log-level", raw["log_level"].lower(), _choice("debug", "info", "warning", "error"))
+
+    keys = AnnotationKeys(
+        auto=raw["auto_annotation"],
+        configmap_auto=raw["configmap_auto_annotation"],
+        secret_auto=raw["secret_auto_annotation"],
+        configmap_reload=raw["configmap_annotation"],
+        secret_reload=raw["secret_annotation"],
+        search=raw["auto_search_annotation"],
+        match=raw["search_match_annotation"],
+        pause_period=raw["pause_deployment_annotation"],
+        paused_at=raw["pause_deployment_time_annotation"],
+    )
+    filters = Filters(
+        namespaces=namespaces,
+        namespaces_to_ignore=split_csv(raw["namespaces_to_ignore"]),
+        namespace_selector=raw["namespace_selector"].strip(),
+        resource_label_selector=raw["resource_label_selector"].strip(),
+        ignore_configmaps=flag_bool["ignore_configmaps"] or resources_to_ignore.lower() == "configmaps",
+        ignore_secrets=flag_bool["ignore_secrets"] or resources_to_ignore == "secrets",
+        ignored_workload_types=ignored_types,
+    )
+    if filters.ignore_configmaps and filters.ignore_secrets:
+        raise ConfigError("--resources-to-ignore/--ignore-*: ignoring both ConfigMaps and Secrets leaves nothing to watch")
+    behaviour = Behaviour(
+        reload_strategy=SinkName(strategy),
+        auto_reload_all=flag_bool["auto_reload_all"],
+        reload_on_create=flag_bool["reload_on_create"],
+        reload_on_delete=flag_bool["reload_on_delete"],
+        sync_after_restart=flag_bool["sync_after_restart"],
+        webhook_url=raw["webhook_url"].strip(),
+        is_argo_rollouts=flag_bool["is_argo_rollouts"],
+        is_openshift=is_openshift,
+    )
+    runtime = Runtime(
+        coalesce_window=_flag("coalesce-window", raw["coalesce_window"], parse_duration),
+        workers=_flag("workers", raw["workers"], _positive_int),
+        write_qps=_flag("write-qps", raw["write_qps"], _positive_float),
+        write_burst=_flag("write-burst", raw["write_burst"], _positive_int),
+        max_retries=_flag("max-retries", raw["max_retries"], _positive_int),
+        http_address=raw["http_address"],
+        enable_ha=flag_bool["enable_ha"],
+        lease_name=raw["lease_name"],
+        lease_namespace=raw["lease_namespace"] or env.get("POD_NAMESPACE", "") or "default",
+        log_format=log_format,
+        log_level=log_level,
+        kubeconfig=raw["kubeconfig"],
+    )
+    alerts = {k: v for k, v in env.items() if k.startswith("ALERT_")}
+    return Config(keys=keys, filters=filters, behaviour=behaviour, runtime=runtime, alerts=alerts)
