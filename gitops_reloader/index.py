@@ -1,0 +1,205 @@
+"""Which ConfigMaps/Secrets a pod template references, and the reverse index over workloads.
+
+:func:`extract_refs` turns a raw pod spec (JSON as the API returns it) into
+:class:`~gitops_reloader.model.PodRefs`, once, when the workload enters the cache.
+It reads, for every container and init container, ``env[].valueFrom.configMapKeyRef`` /
+``secretKeyRef`` and ``envFrom[].configMapRef`` / ``secretRef`` (→
+``ContainerRefs.configmaps`` / ``.secrets``), and for the pod's volumes ``configMap.name``,
+``secret.secretName`` and ``projected.sources[].configMap.name`` / ``.secret.name`` (→
+``PodRefs.volume_configmaps`` / ``.volume_secrets``, each source name mapped to the
+containers that mount such a volume). It never raises: a missing, ``null`` or wrongly
+typed field simply contributes nothing.
+
+:class:`ReferenceIndex` answers "which workloads use ``ns/ConfigMap/x``?" in time
+proportional to the answer, with memory proportional to the number of references.
+Pure: no I/O; a :class:`threading.Lock` makes it safe to share between informer threads.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from gitops_reloader.model import ContainerRefs, PodRefs, SourceKind, SourceRef, WorkloadKey
+
+__all__ = ["ReferenceIndex", "extract_refs"]
+
+
+def _map(value: object) -> Mapping[str, Any]:
+    """``value`` if it is a JSON object, else an empty one."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: object) -> list[Mapping[str, Any]]:
+    """The JSON objects of ``value`` if it is a JSON array, else nothing."""
+    if not isinstance(value, list | tuple):
+        return []
+    return [item for item in value if isinstance(item, Mapping)]
+
+
+def _name(value: object, field: str = "name") -> str | None:
+    """``value[field]`` if ``value`` is an object and that field a non-empty string."""
+    name = _map(value).get(field)
+    return name if isinstance(name, str) and name else None
+
+
+def _container_refs(container: Mapping[str, Any], *, init: bool) -> ContainerRefs | None:
+    name = _name(container)
+    if name is None:  # the API requires a name; a nameless one cannot be patched anyway
+        return None
+    configmaps: set[str] = set()
+    secrets: set[str] = set()
+    for env in _list(container.get("env")):
+        value_from = _map(env.get("valueFrom"))
+        if cm := _name(value_from.get("configMapKeyRef")):
+            configmaps.add(cm)
+        if secret := _name(value_from.get("secretKeyRef")):
+            secrets.add(secret)
+    for env_from in _list(container.get("envFrom")):
+        if cm := _name(env_from.get("configMapRef")):
+            configmaps.add(cm)
+        if secret := _name(env_from.get("secretRef")):
+            secrets.add(secret)
+    return ContainerRefs(
+        name=name, init=init, configmaps=frozenset(configmaps), secrets=frozenset(secrets)
+    )
+
+
+def _mounted_volumes(container: Mapping[str, Any]) -> set[str]:
+    return {n for m in _list(container.get("volumeMounts")) if (n := _name(m))}
+
+
+def extract_refs(pod_spec: Mapping[str, Any] | None) -> PodRefs:
+    """The ConfigMaps/Secrets referenced by a pod spec (``spec.template.spec``).
+
+    ``containers`` lists regular containers first, then init containers, each group in
+    spec order; containers without a name are skipped. ``ContainerRefs`` hold env and
+    envFrom references only; volume references are in ``volume_configmaps`` /
+    ``volume_secrets``: source name → names of the containers (regular, then init, in that
+    order, no duplicates) whose ``volumeMounts`` mount a volume of that source. A volume
+    nobody mounts still counts as a reference (with an empty tuple). Never raises.
+    """
+    spec = _map(pod_spec)
+    raw_containers = [(c, False) for c in _list(spec.get("containers"))]
+    raw_containers += [(c, True) for c in _list(spec.get("initContainers"))]
+
+    containers: list[ContainerRefs] = []
+    mounts: list[tuple[str, set[str]]] = []
+    for raw, init in raw_containers:
+        refs = _container_refs(raw, init=init)
+        if refs is not None:
+            containers.append(refs)
+            mounts.append((refs.name, _mounted_volumes(raw)))
+
+    # source name -> names of the volumes that carry it
+    cm_volumes: dict[str, list[str | None]] = {}
+    secret_volumes: dict[str, list[str | None]] = {}
+    for volume in _list(spec.get("volumes")):
+        volume_name = _name(volume)
+        if cm := _name(volume.get("configMap")):
+            cm_volumes.setdefault(cm, []).append(volume_name)
+        if secret := _name(volume.get("secret"), "secretName"):
+            secret_volumes.setdefault(secret, []).append(volume_name)
+        for source in _list(_map(volume.get("projected")).get("sources")):
+            if cm := _name(source.get("configMap")):
+                cm_volumes.setdefault(cm, []).append(volume_name)
+            if secret := _name(source.get("secret")):
+                secret_volumes.setdefault(secret, []).append(volume_name)
+
+    def mounters(volume_names: list[str | None]) -> tuple[str, ...]:
+        wanted = {v for v in volume_names if v is not None}
+        return tuple(dict.fromkeys(c for c, mounted in mounts if mounted & wanted))
+
+    return PodRefs(
+        containers=tuple(containers),
+        volume_configmaps={name: mounters(v) for name, v in cm_volumes.items()},
+        volume_secrets={name: mounters(v) for name, v in secret_volumes.items()},
+    )
+
+
+def _source_refs(namespace: str, refs: PodRefs) -> frozenset[SourceRef]:
+    return frozenset(
+        SourceRef(kind, namespace, name) for kind in SourceKind for name in refs.names(kind)
+    )
+
+
+class ReferenceIndex:
+    """Reverse index: source (``SourceRef``) → workloads whose pod template references it.
+
+    Also tracks, per namespace, the workloads flagged *explicit* (they carry a non-empty
+    reload list: such a workload can match a source it does not reference, so the
+    controller must evaluate it for every change in its namespace).
+
+    Thread-safe: every method takes the internal lock, and results are fresh frozensets
+    the caller may keep. Callers must pass the same namespace the workload key names;
+    the index does not parse keys.
+
+    >>> index = ReferenceIndex()
+    >>> app = {"name": "app", "envFrom": [{"configMapRef": {"name": "cfg"}}]}
+    >>> refs = extract_refs({"containers": [app]})
+    >>> index.update(WorkloadKey("ns/Deployment/web"), "ns", refs, explicit=False)
+    >>> sorted(index.lookup(SourceRef(SourceKind.CONFIGMAP, "ns", "cfg")))
+    ['ns/Deployment/web']
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_source: dict[SourceRef, set[WorkloadKey]] = {}
+        self._explicit: dict[str, set[WorkloadKey]] = {}
+        self._entries: dict[WorkloadKey, tuple[str, frozenset[SourceRef], bool]] = {}
+
+    def update(self, key: WorkloadKey, namespace: str, refs: PodRefs, *, explicit: bool) -> None:
+        """Record (or replace) what workload ``key`` in ``namespace`` references."""
+        sources = _source_refs(namespace, refs)
+        with self._lock:
+            self._remove_locked(key)
+            self._entries[key] = (namespace, sources, explicit)
+            for source in sources:
+                self._by_source.setdefault(source, set()).add(key)
+            if explicit:
+                self._explicit.setdefault(namespace, set()).add(key)
+
+    def remove(self, key: WorkloadKey) -> None:
+        """Forget workload ``key``; unknown keys are ignored."""
+        with self._lock:
+            self._remove_locked(key)
+
+    def _remove_locked(self, key: WorkloadKey) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is None:
+            return
+        namespace, sources, explicit = entry
+        for source in sources:
+            keys = self._by_source.get(source)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._by_source[source]
+        if explicit:
+            keys = self._explicit.get(namespace)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._explicit[namespace]
+
+    def lookup(self, ref: SourceRef) -> frozenset[WorkloadKey]:
+        """Workloads whose pod template references ``ref`` (same namespace, kind and name)."""
+        with self._lock:
+            keys = self._by_source.get(ref)
+            return frozenset(keys) if keys else frozenset()
+
+    def explicit_in(self, namespace: str) -> frozenset[WorkloadKey]:
+        """Workloads in ``namespace`` flagged explicit (a reload list needs no reference)."""
+        with self._lock:
+            keys = self._explicit.get(namespace)
+            return frozenset(keys) if keys else frozenset()
+
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return key in self._entries
+
+    def __len__(self) -> int:
+        """The number of workloads indexed."""
+        with self._lock:
+            return len(self._entries)
