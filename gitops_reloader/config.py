@@ -116,9 +116,25 @@ class Runtime:
     enable_ha: bool = False
     lease_name: str = "gitops-reloader"
     lease_namespace: str = ""
+    lease_duration: float = 15.0
     log_format: str = "text"
     log_level: str = "info"
     kubeconfig: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class GitOps:
+    """Settings of the git and pull-request sinks."""
+
+    config_file: str = ""
+    """YAML file listing repositories, branches and credential files (``--git-config``)."""
+    cache_dir: str = "/var/cache/gitops-reloader"
+    digest_key_secret: str = "gitops-reloader-digest-key"
+    """Name of the Secret (in the controller's namespace) holding the HMAC key."""
+    digest_key_namespace: str = "default"
+    pr_grouping: str = "workload"
+    request_refresh: bool = True
+    """After a push, ask Argo CD / Flux to reconcile now."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +145,7 @@ class Config:
     filters: Filters = field(default_factory=Filters)
     behaviour: Behaviour = field(default_factory=Behaviour)
     runtime: Runtime = field(default_factory=Runtime)
+    gitops: GitOps = field(default_factory=GitOps)
     alerts: Mapping[str, str] = field(default_factory=dict)
     """ALERT_* environment variables (ALERT_ON_RELOAD, ALERT_SINK, ...)."""
 
@@ -181,6 +198,12 @@ FLAGS: tuple[FlagSpec, ...] = (
     FlagSpec(("--max-retries",), "Retries (exponential backoff) before a failed emission is reported and dropped from the queue.", "12", stakater=False),
     FlagSpec(("--http-address",), "Address for /metrics, /live, /healthz, /readyz.", ":9090", stakater=False),
     FlagSpec(("--lease-name",), "Lease name for --enable-ha.", "gitops-reloader", stakater=False),
+    FlagSpec(("--lease-duration",), "How long a standby waits for a silent leader before taking over.", "15s", stakater=False),
+    FlagSpec(("--git-config",), "YAML file describing manifest repositories and their credentials (git / pull-request sinks).", "", stakater=False),
+    FlagSpec(("--git-cache-dir",), "Directory for working clones (an emptyDir in the chart).", "/var/cache/gitops-reloader", stakater=False),
+    FlagSpec(("--digest-key-secret",), "Secret holding the HMAC key for digests written to git (created if missing).", "gitops-reloader-digest-key", stakater=False),
+    FlagSpec(("--pr-grouping",), "One pull request per workload or per repository.", "workload", stakater=False),
+    FlagSpec(("--request-refresh",), "After a push, ask Argo CD / Flux to reconcile now.", "true", True, stakater=False),
     FlagSpec(("--lease-namespace",), "Lease namespace for --enable-ha (default: POD_NAMESPACE or default).", "", stakater=False),
 )
 
@@ -234,6 +257,21 @@ def _choice(*allowed: str):  # type: ignore[no-untyped-def]
         return text
 
     return parse
+
+
+def _kubeconfig_path(flag: str, env: Mapping[str, str]) -> str:
+    """As kubectl: --kubeconfig, else KUBECONFIG (first existing entry), else ~/.kube/config;
+    "" means in-cluster."""
+    if flag:
+        if not os.path.isfile(flag):
+            raise ConfigError(f"invalid value for --kubeconfig: no file {flag!r}")
+        return flag
+    for entry in env.get("KUBECONFIG", "").split(os.pathsep):
+        if entry and os.path.isfile(entry):
+            return entry
+    home = env.get("HOME") or os.path.expanduser("~")
+    default = os.path.join(home, ".kube", "config")
+    return default if os.path.isfile(default) else ""
 
 
 def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Config:
@@ -310,9 +348,20 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
         enable_ha=flag_bool["enable_ha"],
         lease_name=raw["lease_name"],
         lease_namespace=raw["lease_namespace"] or env.get("POD_NAMESPACE", "") or "default",
+        lease_duration=_flag("lease-duration", raw["lease_duration"], parse_duration) or 15.0,
         log_format=log_format,
         log_level=log_level,
-        kubeconfig=raw["kubeconfig"],
+        kubeconfig=_kubeconfig_path(raw["kubeconfig"], env),
+    )
+    gitops = GitOps(
+        config_file=raw["git_config"].strip(),
+        cache_dir=raw["git_cache_dir"],
+        digest_key_secret=raw["digest_key_secret"],
+        digest_key_namespace=runtime.lease_namespace,
+        pr_grouping=_flag("pr-grouping", raw["pr_grouping"], _choice("workload", "repository")),
+        request_refresh=flag_bool["request_refresh"],
     )
     alerts = {k: v for k, v in env.items() if k.startswith("ALERT_")}
-    return Config(keys=keys, filters=filters, behaviour=behaviour, runtime=runtime, alerts=alerts)
+    return Config(
+        keys=keys, filters=filters, behaviour=behaviour, runtime=runtime, gitops=gitops, alerts=alerts
+    )

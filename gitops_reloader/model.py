@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import NewType
+from typing import Any, NewType
 
 WorkloadKey = NewType("WorkloadKey", str)
 """``namespace/Kind/name`` of a workload; the work queue's key."""
@@ -140,12 +140,13 @@ class ReloadItem:
 class ReloadRequest:
     """What a sink is asked to do for one workload.
 
-    ``workload`` is the raw object as last seen in the informer cache (read-only: a sink
-    must not mutate it); ``items`` are the changed sources, oldest change first.
+    ``workload`` is the workload's record as last seen in the informer cache
+    (:class:`gitops_reloader.kube.workloads.WorkloadRecord`; read-only: a sink must not
+    mutate it); ``items`` are the changed sources, oldest change first.
     """
 
     ref: ObjectRef
-    workload: Mapping[str, object]
+    workload: Any
     items: tuple[ReloadItem, ...]
     observed_at: int
 
@@ -163,3 +164,19 @@ class Outcome:
     status: OutcomeStatus
     sink: str
     detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateEdit:
+    """A change to a pod template, independent of how it is sent to the API server.
+
+    ``set_env`` holds (container, env var name, value); ``remove_env`` (container, name);
+    ``annotations`` are pod-template annotations to set.
+    """
+
+    set_env: tuple[tuple[str, str, str], ...] = ()
+    remove_env: tuple[tuple[str, str], ...] = ()
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.set_env or self.remove_env or self.annotations)

@@ -1,0 +1,38 @@
+"""Sinks by name. Each is built with its collaborators; see :mod:`.base` for the protocol."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from gitops_reloader.config import Config
+from gitops_reloader.kube.api import KubeApi
+from gitops_reloader.kube.workloads import WorkloadAdapter
+from gitops_reloader.observability.metrics import Metrics
+from gitops_reloader.ratelimit import TokenBucket
+from gitops_reloader.sinks.annotations import AnnotationsSink
+from gitops_reloader.sinks.base import Sink
+from gitops_reloader.sinks.envvars import EnvVarsSink
+from gitops_reloader.sinks.live import LivePatcher
+from gitops_reloader.sinks.webhook import WebhookSink
+
+__all__ = ["Sink", "build_live_sinks"]
+
+
+def build_live_sinks(
+    config: Config,
+    api: KubeApi,
+    adapters: Mapping[str, WorkloadAdapter],
+    *,
+    metrics: Metrics,
+) -> dict[str, Sink]:
+    """The sinks that need only the API server: env-vars, annotations, webhook."""
+    runtime = config.runtime
+    patcher = LivePatcher(api, adapters, keys=config.keys,
+                          limiter=TokenBucket(runtime.write_qps, runtime.write_burst))
+    sinks: dict[str, Sink] = {
+        EnvVarsSink.name: EnvVarsSink(patcher),
+        AnnotationsSink.name: AnnotationsSink(patcher),
+    }
+    if config.behaviour.webhook_url:
+        sinks[WebhookSink.name] = WebhookSink(config.behaviour.webhook_url, metrics=metrics)
+    return sinks

@@ -1,0 +1,108 @@
+"""Assemble the running controller from a :class:`Config`: client, metrics, HTTP, sinks, HA."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+
+from kubernetes.client import ApiClient
+from prometheus_client import CollectorRegistry
+
+from gitops_reloader.clock import Clock, SystemClock
+from gitops_reloader.config import Config
+from gitops_reloader.controller import Controller
+from gitops_reloader.kube.api import KubeApi
+from gitops_reloader.kube.client import load_api_client
+from gitops_reloader.kube.events import EventRecorder
+from gitops_reloader.kube.leader import LeaderElector
+from gitops_reloader.kube.workloads import adapters_for
+from gitops_reloader.observability.http import HttpServer
+from gitops_reloader.observability.metrics import Metrics
+from gitops_reloader.sinks import build_live_sinks
+
+log = logging.getLogger(__name__)
+
+
+class App:
+    """Everything ``gitops-reloader run`` starts, with injectable collaborators."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        api_client: ApiClient | None = None,
+        registry: CollectorRegistry | None = None,
+        clock: Clock | None = None,
+        serve_http: bool = True,
+        identity: str = "",
+    ) -> None:
+        self.config = config
+        self.clock = clock or SystemClock()
+        self.api = KubeApi(api_client or load_api_client(config.runtime.kubeconfig))
+        self.registry = registry or CollectorRegistry()
+        self.metrics = Metrics(self.registry)
+        self.recorder = EventRecorder(self.api, clock=self.clock)
+        behaviour = config.behaviour
+        openshift = behaviour.is_openshift
+        if openshift is None:
+            openshift = self.api.discover_group("apps.openshift.io")
+        self.adapters = adapters_for(
+            argo_rollouts=behaviour.is_argo_rollouts, openshift=openshift,
+            ignored=config.filters.ignored_workload_types,
+        )
+        sinks = build_live_sinks(config, self.api, self.adapters, metrics=self.metrics)
+        self.controller = Controller(
+            config, self.api, sinks=sinks, metrics=self.metrics, recorder=self.recorder,
+            adapters=self.adapters, clock=self.clock,
+        )
+        self.http = (HttpServer(config.runtime.http_address, registry=self.registry,
+                                ready=self.controller.ready) if serve_http else None)
+        self.identity = identity or f"{socket.gethostname()}-{os.getpid()}"
+        self._stop = threading.Event()
+        self.elector: LeaderElector | None = None
+        self._lost_leadership = threading.Event()
+
+    def start(self) -> None:
+        """Start serving; returns when caches are synced (and, without HA, workers run)."""
+        if self.http is not None:
+            self.http.start()
+        runtime = self.config.runtime
+        if not runtime.enable_ha:
+            self.metrics.set_leader(True)
+            self.controller.start()
+            return
+        self.controller.start(activate=False)
+        self.elector = LeaderElector(self.api, namespace=runtime.lease_namespace,
+                                     name=runtime.lease_name, identity=self.identity,
+                                     clock=self.clock, **self._lease_timing())
+        threading.Thread(target=self.elector.run, name="leader-election", daemon=True,
+                         args=(self._became_leader, self._lost, self._stop)).start()
+
+    def _lease_timing(self) -> dict[str, float]:
+        duration = self.config.runtime.lease_duration
+        return {"lease_duration": duration, "renew_deadline": duration * 2 / 3,
+                "retry_period": max(duration / 7.5, 0.1)}
+
+    def _became_leader(self) -> None:
+        self.metrics.set_leader(True)
+        self.controller.activate()
+
+    def _lost(self) -> None:
+        # As client-go's users do: a replica that lost the lease exits and restarts clean.
+        self.metrics.set_leader(False)
+        self._lost_leadership.set()
+        self._stop.set()
+
+    def wait(self) -> int:
+        """Block until stopped; 1 if leadership was lost, else 0."""
+        self._stop.wait()
+        return 1 if self._lost_leadership.is_set() else 0
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.controller.stop()
+        self.recorder.close()
+        if self.http is not None:
+            self.http.stop()

@@ -1,0 +1,576 @@
+"""Wires informers → change detection → policy → work queue → sinks.
+
+Flow: the ConfigMap/Secret informers keep only a :class:`SourceMeta` (hash, labels, the
+annotations we read) per object. A *data* change (hash differs from the cached one) looks
+the workloads up in the :class:`ReferenceIndex` — never a LIST call — records the source
+as pending for each and adds the workload key to the queue after the coalescing window.
+A worker takes the key, reads the *current* workload and sources from the caches, asks the
+policy, and hands one :class:`ReloadRequest` to the workload's sink. Success → ``forget``;
+a retryable error → the pending sources are put back and the key re-queued with backoff
+(up to ``--max-retries``); a permanent error → log, metric, Warning Event.
+
+Handlers run on informer threads and only record and enqueue; all writes happen on the
+worker threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from gitops_reloader import policy
+from gitops_reloader.clock import Clock, SystemClock
+from gitops_reloader.config import Config, parse_duration
+from gitops_reloader.errors import KubeNotFound, ReloaderError
+from gitops_reloader.hashing import hash_object
+from gitops_reloader.index import ReferenceIndex
+from gitops_reloader.kube.api import JSON, STRATEGIC, KubeApi
+from gitops_reloader.kube.events import EventRecorder
+from gitops_reloader.kube.informer import Informer, InformerEvent, InformerOptions
+from gitops_reloader.kube.resources import CONFIGMAPS, NAMESPACES, SECRETS, ResourceKind
+from gitops_reloader.kube.store import object_key
+from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord, adapters_for
+from gitops_reloader.model import (
+    ObjectRef,
+    Outcome,
+    OutcomeStatus,
+    ReloadItem,
+    ReloadRequest,
+    SinkName,
+    Source,
+    SourceKind,
+    SourceMeta,
+    SourceRef,
+    WorkloadKey,
+)
+from gitops_reloader.observability.metrics import Metrics
+from gitops_reloader.queue import WorkQueue
+from gitops_reloader.ratelimit import ItemExponentialLimiter
+from gitops_reloader.sinks.base import Sink
+
+log = logging.getLogger(__name__)
+
+UNPAUSE_PREFIX = "unpause|"
+_TOMBSTONES = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class PendingSource:
+    """A changed source waiting for its workload's turn (deleted: a delete to record)."""
+
+    meta: SourceMeta
+    deleted: bool = False
+
+
+def source_transform(kind: SourceKind, keys: Iterable[str]) -> Callable[[JSON], SourceMeta]:
+    """Informer transform: hash the data, keep labels and the annotations we read, drop the rest."""
+    wanted = tuple(keys)
+
+    def transform(raw: JSON) -> SourceMeta:
+        metadata = raw.get("metadata") or {}
+        annotations = metadata.get("annotations") or {}
+        return SourceMeta(
+            ref=SourceRef(kind, str(metadata.get("namespace", "")), str(metadata["name"])),
+            hash=hash_object(kind, raw),
+            labels=dict(metadata.get("labels") or {}),
+            annotations={k: str(annotations[k]) for k in wanted if k in annotations},
+            resource_version=str(metadata.get("resourceVersion", "")),
+        )
+
+    return transform
+
+
+def workload_key(ref: ObjectRef) -> WorkloadKey:
+    return WorkloadKey(ref.key)
+
+
+class Controller:
+    """The reloader. ``start()`` returns once caches are synced and workers run."""
+
+    def __init__(
+        self,
+        config: Config,
+        api: KubeApi,
+        *,
+        sinks: Mapping[str, Sink],
+        metrics: Metrics,
+        recorder: EventRecorder | None = None,
+        adapters: Mapping[str, WorkloadAdapter] | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.config = config
+        self.api = api
+        self.sinks = dict(sinks)
+        self.metrics = metrics
+        self.recorder = recorder
+        self.clock = clock or SystemClock()
+        behaviour = config.behaviour
+        self.adapters = dict(adapters) if adapters is not None else adapters_for(
+            argo_rollouts=behaviour.is_argo_rollouts,
+            openshift=bool(behaviour.is_openshift),
+            ignored=config.filters.ignored_workload_types,
+        )
+        self.options = policy.PolicyOptions(keys=config.keys, auto_reload_all=behaviour.auto_reload_all)
+        self.index = ReferenceIndex()
+        self.queue: WorkQueue[str] = WorkQueue(
+            clock=self.clock,
+            limiter=ItemExponentialLimiter(config.runtime.retry_base_delay,
+                                           config.runtime.retry_max_delay),
+            name="reload",
+        )
+        self._pending: dict[str, dict[SourceRef, PendingSource]] = {}
+        self._pending_lock = threading.Lock()
+        self._tombstones: OrderedDict[SourceRef, str] = OrderedDict()
+        self._allowed_namespaces: set[str] | None = None
+        self._source_informers: dict[SourceKind, list[Informer[SourceMeta]]] = {}
+        self._workload_informers: dict[str, list[Informer[WorkloadRecord]]] = {}
+        self._namespace_informer: Informer[Mapping[str, str]] | None = None
+        self._workers: list[threading.Thread] = []
+        self._started = threading.Event()
+        self._active = threading.Event()
+        metrics.set_queue_depth_callback(lambda: float(len(self.queue)))
+
+    # --- lifecycle -----------------------------------------------------------------
+
+    def informers(self) -> list[Informer[Any]]:
+        out: list[Informer[Any]] = []
+        if self._namespace_informer is not None:
+            out.append(self._namespace_informer)
+        for group in self._source_informers.values():
+            out.extend(group)
+        for wgroup in self._workload_informers.values():
+            out.extend(wgroup)
+        return out
+
+    def ready(self) -> bool:
+        """Caches synced (for /readyz)."""
+        return self._started.is_set() and all(i.has_synced() for i in self.informers())
+
+    def idle(self) -> bool:
+        """Nothing pending, queued, delayed or in progress (tests and benchmarks wait on it)."""
+        with self._pending_lock:
+            if self._pending:
+                return False
+        return not any(self.queue.depth().values())
+
+    def seen(self, kind: SourceKind, namespace: str, name: str, resource_version: str) -> bool:
+        """Whether the cache holds this source at ``resource_version`` or later."""
+        meta = self.source(SourceRef(kind, namespace, name))
+        return meta is not None and int(meta.resource_version or 0) >= int(resource_version)
+
+    def start(self, *, sync_timeout: float = 60.0, activate: bool = True) -> None:
+        """Start informers and wait until synced; then start workers if ``activate``.
+
+        With HA, a standby calls ``start(activate=False)`` (warm caches, no writes) and
+        :meth:`activate` when it becomes leader.
+        """
+        self._build_informers()
+        for informer in self.informers():
+            informer.start()
+        for informer in self.informers():
+            if not informer.wait_synced(sync_timeout):
+                raise ReloaderError(f"cache for {informer.name} did not sync in {sync_timeout}s")
+            self.metrics.set_informer_synced(informer.kind.plural, True)
+        self._started.set()
+        log.info("caches synced", extra={"informers": len(self.informers())})
+        if activate:
+            self.activate()
+
+    def activate(self) -> None:
+        """Become the active instance: start workers (and the start-up sync, if asked)."""
+        if self._active.is_set():
+            return
+        self._active.set()
+        self._schedule_unpauses()
+        if self.config.behaviour.sync_after_restart:
+            self._sync_after_restart()
+        for number in range(self.config.runtime.workers):
+            thread = threading.Thread(target=self._worker, name=f"worker-{number}", daemon=True)
+            thread.start()
+            self._workers.append(thread)
+
+    def stop(self, *, drain: bool = False, timeout: float = 10.0) -> None:
+        self.queue.shutdown(drain=drain, timeout=timeout)
+        for informer in self.informers():
+            informer.stop()
+        for thread in self._workers:
+            thread.join(timeout)
+
+    # --- informers -----------------------------------------------------------------
+
+    def _scopes(self) -> list[str | None]:
+        return list(self.config.filters.namespaces) or [None]
+
+    def _field_selector(self) -> str:
+        return ",".join(f"metadata.namespace!={ns}" for ns in self.config.filters.namespaces_to_ignore)
+
+    def _build_informers(self) -> None:
+        filters = self.config.filters
+        observer = self.metrics_observer()
+        if filters.namespace_selector:
+            self._allowed_namespaces = set()
+            self._namespace_informer = Informer(
+                self.api, NAMESPACES,
+                lambda raw: dict((raw.get("metadata") or {}).get("labels") or {}),
+                self._on_namespace,
+                options=InformerOptions(label_selector=filters.namespace_selector),
+                observer=observer,
+            )
+        keys = (self.config.keys.ignore, self.config.keys.match)
+        kinds: list[tuple[SourceKind, ResourceKind]] = []
+        if not filters.ignore_configmaps:
+            kinds.append((SourceKind.CONFIGMAP, CONFIGMAPS))
+        if not filters.ignore_secrets:
+            kinds.append((SourceKind.SECRET, SECRETS))
+        for source_kind, resource in kinds:
+            self._source_informers[source_kind] = [
+                Informer(
+                    self.api, resource, source_transform(source_kind, keys), self._on_source,
+                    options=InformerOptions(
+                        namespace=scope, label_selector=filters.resource_label_selector,
+                        field_selector=self._field_selector(),
+                    ),
+                    observer=observer,
+                )
+                for scope in self._scopes()
+            ]
+        for kind, adapter in self.adapters.items():
+            self._workload_informers[kind] = [
+                Informer(
+                    self.api, adapter.resource, adapter.record, self._on_workload,
+                    options=InformerOptions(namespace=scope, field_selector=self._field_selector()),
+                    observer=observer,
+                )
+                for scope in self._scopes()
+            ]
+
+    def metrics_observer(self) -> _MetricsObserver:
+        return _MetricsObserver(self.metrics)
+
+    def _namespace_allowed(self, namespace: str) -> bool:
+        allowed = self._allowed_namespaces
+        return allowed is None or namespace in allowed
+
+    def _on_namespace(self, event: InformerEvent[Mapping[str, str]]) -> None:
+        assert self._allowed_namespaces is not None
+        if event.delta.new is None:
+            self._allowed_namespaces.discard(event.delta.key)
+        else:
+            self._allowed_namespaces.add(event.delta.key)
+
+    # --- lookups in the caches -----------------------------------------------------
+
+    def source(self, ref: SourceRef) -> SourceMeta | None:
+        for informer in self._source_informers.get(ref.kind, ()):
+            meta = informer.store.get(object_key(ref.namespace, ref.name))
+            if meta is not None:
+                return meta
+        return None
+
+    def sources_in(self, kind: SourceKind, namespace: str) -> list[SourceMeta]:
+        prefix = f"{namespace}/"
+        out: list[SourceMeta] = []
+        for informer in self._source_informers.get(kind, ()):
+            keys = [k for k in list(informer.store.keys()) if k.startswith(prefix)]
+            out.extend(informer.store.get(k) for k in keys)
+        return [m for m in out if m is not None]
+
+    def workload(self, ref: ObjectRef) -> WorkloadRecord | None:
+        for informer in self._workload_informers.get(ref.kind, ()):
+            record = informer.store.get(object_key(ref.namespace, ref.name))
+            if record is not None:
+                return record
+        return None
+
+    def workloads(self) -> list[WorkloadRecord]:
+        return [r for group in self._workload_informers.values() for i in group
+                for r in i.store.values()]
+
+    @staticmethod
+    def view(record: WorkloadRecord) -> policy.WorkloadView:
+        return policy.WorkloadView(record.ref, record.annotations, record.template_annotations,
+                                   record.refs)
+
+    # --- handlers (informer threads: record and enqueue only) -----------------------
+
+    def _on_workload(self, event: InformerEvent[WorkloadRecord]) -> None:
+        delta = event.delta
+        if delta.new is None:
+            if delta.old is not None:
+                self.index.remove(workload_key(delta.old.ref))
+            return
+        record = delta.new
+        self.index.update(workload_key(record.ref), record.ref.namespace, record.refs,
+                          explicit=policy.has_explicit_lists(self.view(record), self.config.keys))
+        if self._active.is_set():
+            self._schedule_unpause(record)
+
+    def _on_source(self, event: InformerEvent[SourceMeta]) -> None:
+        if event.initial:
+            return
+        old, new = event.delta.old, event.delta.new
+        behaviour = self.config.behaviour
+        meta = new or old
+        assert meta is not None
+        if not self._namespace_allowed(meta.ref.namespace):
+            return
+        if old is not None and new is not None:
+            if old.hash != new.hash:
+                self._changed(new)
+        elif new is not None:
+            previous = self._tombstones.pop(new.ref, None)
+            if previous is not None and previous != new.hash:
+                self._changed(new)  # deleted and re-created with other data: a change
+            elif behaviour.reload_on_create:
+                self._changed(new)
+        elif old is not None:
+            self._tombstones[old.ref] = old.hash
+            while len(self._tombstones) > _TOMBSTONES:
+                self._tombstones.popitem(last=False)
+            if behaviour.reload_on_delete:
+                self._changed(old, deleted=True)
+
+    def _changed(self, meta: SourceMeta, *, deleted: bool = False) -> None:
+        self.metrics.change_detected(meta.ref.kind.kube_kind)
+        candidates = self.index.lookup(meta.ref) | self.index.explicit_in(meta.ref.namespace)
+        log.debug("source changed", extra={"object": str(meta.ref), "candidates": len(candidates)})
+        for key in candidates:
+            self._add_pending(key, {meta.ref: PendingSource(meta, deleted)})
+
+    def _add_pending(self, key: str, sources: Mapping[SourceRef, PendingSource],
+                     *, retry: bool = False) -> None:
+        with self._pending_lock:
+            pending = self._pending.setdefault(key, {})
+            for ref, item in sources.items():
+                if retry and ref in pending:
+                    continue  # a newer change arrived meanwhile: it wins
+                pending.pop(ref, None)  # keep insertion order = order of change
+                pending[ref] = item
+        if not retry:
+            self.queue.add_after(key, self.config.runtime.coalesce_window)
+
+    def _take_pending(self, key: str) -> dict[SourceRef, PendingSource]:
+        with self._pending_lock:
+            return self._pending.pop(key, {})
+
+    # --- start-up ------------------------------------------------------------------
+
+    def _sync_after_restart(self) -> None:
+        """Reload workloads whose recorded hash is out of date; touch nothing else."""
+        queued = 0
+        for record in self.workloads():
+            view = self.view(record)
+            stale: dict[SourceRef, PendingSource] = {}
+            for kind in self._source_informers:
+                for meta in self._candidate_sources(record, kind):
+                    decision = policy.decide(view, meta, self.options)
+                    if not decision.reload:
+                        continue
+                    recorded = self._recorded_hash(record, meta, decision.container)
+                    if recorded is not None and recorded != meta.hash:
+                        stale[meta.ref] = PendingSource(meta)
+            if stale:
+                queued += 1
+                self._add_pending(workload_key(record.ref), stale)
+        log.info("sync after restart", extra={"workloads_out_of_date": queued})
+
+    def _candidate_sources(self, record: WorkloadRecord, kind: SourceKind) -> list[SourceMeta]:
+        if policy.has_explicit_lists(self.view(record), self.config.keys):
+            return self.sources_in(kind, record.ref.namespace)
+        metas = (self.source(SourceRef(kind, record.ref.namespace, n))
+                 for n in record.refs.names(kind))
+        return [m for m in metas if m is not None]
+
+    def _recorded_hash(self, record: WorkloadRecord, meta: SourceMeta,
+                       container: str | None) -> str | None:
+        recorder = getattr(self.sinks.get(self.sink_name(record) or ""), "recorded_hash", None)
+        return recorder(record, meta.ref, container) if recorder is not None else None
+
+    # --- pause period --------------------------------------------------------------
+
+    def _pause_state(self, record: WorkloadRecord) -> tuple[float, float] | None:
+        """(paused-at, period) when we paused this Deployment; None otherwise."""
+        keys = self.config.keys
+        if record.ref.kind != "Deployment":
+            return None
+        paused_at = record.annotations.get(keys.paused_at)
+        period_text = record.annotations.get(keys.pause_period)
+        if not paused_at or not period_text:
+            return None
+        try:
+            started = datetime.fromisoformat(paused_at.replace("Z", "+00:00")).timestamp()
+            period = parse_duration(period_text)
+        except ValueError:
+            self._warn(record, "InvalidPausePeriod",
+                       f"cannot read {keys.pause_period}={period_text!r} / {keys.paused_at}")
+            return None
+        return started, period
+
+    def _schedule_unpause(self, record: WorkloadRecord) -> None:
+        state = self._pause_state(record)
+        if state is None:
+            return
+        started, period = state
+        self.queue.add_after(UNPAUSE_PREFIX + workload_key(record.ref),
+                             max(0.0, started + period - self.clock.now()))
+
+    def _schedule_unpauses(self) -> None:
+        for record in self.workloads():
+            self._schedule_unpause(record)
+
+    def _unpause(self, key: str) -> None:
+        ref = _ref_from_key(key[len(UNPAUSE_PREFIX):])
+        record = self.workload(ref)
+        state = self._pause_state(record) if record is not None else None
+        if record is None or state is None:
+            return
+        started, period = state
+        remaining = started + period - self.clock.now()
+        if remaining > 0:
+            self.queue.add_after(key, remaining)
+            return
+        body = {"spec": {"paused": False},
+                "metadata": {"annotations": {self.config.keys.paused_at: None}}}
+        self.api.patch(self.adapters["Deployment"].resource, ref.namespace, ref.name, body,
+                       content_type=STRATEGIC)
+        log.info("unpaused after pause period", extra={"object": ref.key})
+
+    # --- workers -------------------------------------------------------------------
+
+    def _worker(self) -> None:
+        while True:
+            key = self.queue.get()
+            if key is None:
+                return
+            try:
+                if key.startswith(UNPAUSE_PREFIX):
+                    self._unpause(key)
+                else:
+                    self._sync(key)
+                self.queue.forget(key)
+            except ReloaderError as exc:
+                self._failed(key, exc)
+            except Exception as exc:  # a bug: report, keep the worker alive
+                log.exception("unexpected error while reloading", extra={"object": key})
+                self._failed(key, ReloaderError(f"internal error: {type(exc).__name__}"))
+            finally:
+                self.queue.done(key)
+
+    def _failed(self, key: str, exc: ReloaderError) -> None:
+        requeues = self.queue.num_requeues(key)
+        if exc.retryable and requeues < self.config.runtime.max_retries:
+            self.metrics.queue_retry()
+            log.info("emission failed, will retry",
+                     extra={"object": key, "error": str(exc), "attempt": requeues + 1})
+            if exc.retry_after:
+                self.queue.add_after(key, exc.retry_after)
+            else:
+                self.queue.add_rate_limited(key)
+            return
+        self.queue.forget(key)
+        log.error("emission failed, giving up",
+                  extra={"object": key, "error": str(exc), "attempts": requeues + 1})
+
+    def sink_name(self, record: WorkloadRecord) -> str | None:
+        """The sink for this workload (None: the annotation names no known sink)."""
+        if self.config.behaviour.webhook_url:
+            return SinkName.WEBHOOK
+        key = self.config.keys.sink
+        chosen = record.annotations.get(key) or record.template_annotations.get(key)
+        if not chosen:
+            return self.config.behaviour.reload_strategy
+        chosen = chosen.strip()
+        return chosen if chosen in set(SinkName) else None
+
+    def _sync(self, key: str) -> None:
+        pending = self._take_pending(key)
+        if not pending:
+            return
+        ref = _ref_from_key(key)
+        record = self.workload(ref)
+        if record is None:
+            return
+        try:
+            outcome = self._emit(record, pending)
+        except ReloaderError as exc:
+            if exc.retryable and self.queue.num_requeues(key) < self.config.runtime.max_retries:
+                self._add_pending(key, pending, retry=True)
+            else:
+                self.metrics.reload_executed(False, ref.namespace)
+                self._warn(record, "ReloadFailed", f"reload failed: {exc}")
+            raise
+        if outcome is not None and outcome.status is OutcomeStatus.APPLIED:
+            self.metrics.reload_executed(True, ref.namespace)
+            log.info("reloaded", extra={"object": ref.key, "sink": outcome.sink,
+                                        "detail": outcome.detail})
+            if self.recorder is not None:
+                self.recorder.normal(ref, "Reloaded", f"reloaded through {outcome.sink}: "
+                                     f"{outcome.detail}", uid=record.uid)
+
+    def _emit(self, record: WorkloadRecord,
+              pending: Mapping[SourceRef, PendingSource]) -> Outcome | None:
+        view = self.view(record)
+        items: list[ReloadItem] = []
+        for ref, item in pending.items():
+            meta = item.meta if item.deleted else self.source(ref)
+            if meta is None:
+                continue  # deleted since the change; a delete is its own event
+            decision = policy.decide(view, meta, self.options)
+            if decision.invalid_patterns:
+                self.metrics.invalid_annotation(record.ref.kind)
+                self._warn(record, "InvalidAnnotation",
+                           "invalid regex in reload list, entry skipped: "
+                           + ", ".join(repr(p) for p in decision.invalid_patterns))
+            if decision.reload:
+                items.append(ReloadItem(Source(ref, meta.hash), decision.container, item.deleted))
+        if not items:
+            return None
+        if not record.has_template and record.ref.kind != "CronJob":
+            log.info("workload has no pod template (e.g. a Rollout with workloadRef), skipped",
+                     extra={"object": record.ref.key})
+            return None
+        name = self.sink_name(record)
+        sink = self.sinks.get(name or "")
+        if sink is None:
+            self.metrics.sink_error(name or "unknown", "unknown-sink")
+            self._warn(record, "UnknownSink",
+                       f"{self.config.keys.sink} names no available sink; not reloaded")
+            return None
+        request = ReloadRequest(record.ref, record, tuple(items), int(self.clock.now()))
+        with self.metrics.time_emit(sink.name):
+            try:
+                outcome = sink.emit(request)
+            except ReloaderError as exc:
+                self.metrics.sink_outcome(sink.name, "error")
+                self.metrics.sink_error(sink.name, type(exc).__name__)
+                if isinstance(exc, KubeNotFound):
+                    return None  # the workload is gone
+                raise
+        self.metrics.sink_outcome(sink.name, outcome.status.value)
+        return outcome
+
+    def _warn(self, record: WorkloadRecord, reason: str, message: str) -> None:
+        log.warning(message, extra={"object": record.ref.key, "reason": reason})
+        if self.recorder is not None:
+            self.recorder.warning(record.ref, reason, message, uid=record.uid)
+
+
+class _MetricsObserver:
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def watch_restarted(self, resource: str, reason: str) -> None:
+        self.metrics.watch_restart(resource, reason)
+
+    def api_error(self, verb: str, resource: str, code: int) -> None:
+        self.metrics.api_error(verb, resource, code)
+
+
+def _ref_from_key(key: str) -> ObjectRef:
+    namespace, kind, name = key.split("/", 2)
+    return ObjectRef(kind, namespace, name)

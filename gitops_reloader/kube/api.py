@@ -1,0 +1,261 @@
+"""Raw-JSON access to the API server through the official ``kubernetes`` client.
+
+The generated model classes cost memory and time for every object of a large list, so
+lists, watches and writes go through ``ApiClient.param_serialize``/``call_api`` and are
+parsed with :mod:`json` into plain dicts. Every failure is translated here, once, into the
+:class:`~gitops_reloader.errors.KubeError` tree; nothing above this module sees
+``ApiException`` or urllib3 errors.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import urllib3
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+
+from gitops_reloader.errors import (
+    KubeConflict,
+    KubeError,
+    KubeGone,
+    KubeNotFound,
+    KubeThrottled,
+)
+from gitops_reloader.kube.resources import ResourceKind
+
+log = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+STRATEGIC = "application/strategic-merge-patch+json"
+MERGE = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+FIELD_MANAGER = "gitops-reloader"
+
+
+def error_for_status(status: int, message: str, *, retry_after: float | None = None) -> KubeError:
+    """The KubeError subclass for an HTTP status (0 = no response at all)."""
+    if status == 409:
+        return KubeConflict(message, status=status)
+    if status == 404:
+        return KubeNotFound(message, status=status)
+    if status == 410:
+        return KubeGone(message, status=status)
+    if status == 429:
+        return KubeThrottled(message, status=status, retry_after=retry_after)
+    return KubeError(message, status=status, retry_after=retry_after)
+
+
+def _status_message(body: bytes) -> str:
+    try:
+        status = json.loads(body)
+        return str(status.get("message") or status.get("reason") or "")[:300]
+    except (ValueError, AttributeError):
+        return ""
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    value = headers.get("Retry-After") if headers else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+class WatchStream:
+    """An open watch response: iterate for events; ``close()`` works from any thread."""
+
+    def __init__(self, response: urllib3.BaseHTTPResponse, *, what: str) -> None:
+        self._response = response
+        self._what = what
+        self._closed = False
+
+    def __iter__(self) -> Iterator[JSON]:
+        buffer = b""
+        try:
+            for chunk in self._response.stream(65536, decode_content=True):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line)
+            if buffer.strip():
+                yield json.loads(buffer)
+        except (urllib3.exceptions.HTTPError, OSError, ValueError, AttributeError) as exc:
+            # AttributeError: urllib3 drops its file object when closed from another thread.
+            if not self._closed:
+                raise KubeError(f"{self._what}: {type(exc).__name__}", status=0) from None
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop the stream; a reader blocked in another thread returns."""
+        if self._closed:
+            return
+        self._closed = True
+        shutdown = getattr(self._response, "shutdown", None)
+        try:
+            if shutdown is not None:
+                shutdown()
+            self._response.close()
+        except (RuntimeError, OSError):
+            pass  # already released to the pool or closed: nothing left to stop
+
+
+class KubeApi:
+    """JSON in, JSON out, over an injected ``ApiClient``. Thread-safe (urllib3 pool)."""
+
+    def __init__(self, api_client: ApiClient, *, timeout: float = 30.0) -> None:
+        self.api_client = api_client
+        self.timeout = timeout
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, Any]] = (),
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | tuple[float, float] | None = None,
+    ) -> urllib3.BaseHTTPResponse:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        serialized = self.api_client.param_serialize(
+            method, path, query_params=list(query), header_params=headers, body=body,
+            auth_settings=["BearerToken"],
+        )
+        what = f"{method} {path}"
+        try:
+            response = self.api_client.call_api(
+                *serialized, _request_timeout=timeout if timeout is not None else self.timeout
+            ).response
+        except ApiException as exc:
+            raise error_for_status(exc.status or 0, f"{what}: {exc.reason}") from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise KubeError(f"{what}: {type(exc).__name__}: {exc}", status=0) from None
+        if response.status >= 400:
+            data = response.read()
+            response.release_conn()
+            raise error_for_status(
+                response.status,
+                f"{what}: {response.status} {_status_message(data)}".rstrip(),
+                retry_after=_retry_after(response.headers),
+            )
+        return response
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, Any]] = (),
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> JSON:
+        """Send one request and return the decoded JSON body (raises KubeError)."""
+        response = self._send(method, path, query=query, body=body, content_type=content_type)
+        try:
+            data = response.read()
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise KubeError(f"{method} {path}: {type(exc).__name__}", status=0) from None
+        finally:
+            response.release_conn()
+        return json.loads(data) if data else {}
+
+    # --- typed helpers -------------------------------------------------------------
+
+    def list(
+        self,
+        kind: ResourceKind,
+        *,
+        namespace: str | None = None,
+        label_selector: str = "",
+        field_selector: str = "",
+        limit: int = 500,
+        continue_token: str = "",
+    ) -> JSON:
+        """One page of a list."""
+        query: list[tuple[str, Any]] = [("limit", limit)]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        if continue_token:
+            query.append(("continue", continue_token))
+        return self.request("GET", kind.path(namespace), query=query)
+
+    def watch(
+        self,
+        kind: ResourceKind,
+        *,
+        resource_version: str,
+        namespace: str | None = None,
+        label_selector: str = "",
+        field_selector: str = "",
+        timeout_seconds: int = 300,
+    ) -> WatchStream:
+        """Open a watch; iterate the returned stream for events (``type``, ``object``)."""
+        query: list[tuple[str, Any]] = [
+            ("watch", "true"),
+            ("resourceVersion", resource_version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", timeout_seconds),
+        ]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        # Read timeout a little over the server-side timeout: a silent stream is dead.
+        response = self._send(
+            "GET", kind.path(namespace), query=query, timeout=(10.0, timeout_seconds + 30.0)
+        )
+        return WatchStream(response, what=f"watch {kind.plural}")
+
+    def get(self, kind: ResourceKind, namespace: str | None, name: str) -> JSON:
+        return self.request("GET", kind.path(namespace, name))
+
+    def create(self, kind: ResourceKind, namespace: str | None, body: Mapping[str, Any]) -> JSON:
+        return self.request(
+            "POST", kind.path(namespace), body=dict(body),
+            query=[("fieldManager", FIELD_MANAGER)],
+        )
+
+    def update(self, kind: ResourceKind, namespace: str | None, name: str,
+               body: Mapping[str, Any]) -> JSON:
+        return self.request(
+            "PUT", kind.path(namespace, name), body=dict(body),
+            query=[("fieldManager", FIELD_MANAGER)],
+        )
+
+    def patch(
+        self,
+        kind: ResourceKind,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        *,
+        content_type: str = STRATEGIC,
+    ) -> JSON:
+        """Patch with our field manager (Flux prunes fields owned by ``kubectl``)."""
+        return self.request(
+            "PATCH", kind.path(namespace, name), body=body, content_type=content_type,
+            query=[("fieldManager", FIELD_MANAGER)],
+        )
+
+    def delete(self, kind: ResourceKind, namespace: str | None, name: str,
+               *, propagation: str = "Background") -> JSON:
+        return self.request(
+            "DELETE", kind.path(namespace, name),
+            body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation},
+        )
+
+    def discover_group(self, group: str) -> bool:
+        """Whether the API server serves ``group`` (e.g. ``apps.openshift.io``)."""
+        try:
+            self.request("GET", f"/apis/{group}")
+        except KubeNotFound:
+            return False
+        return True

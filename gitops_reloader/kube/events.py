@@ -1,0 +1,112 @@
+"""Kubernetes Events on the objects we act on (Normal for reloads, Warning for refusals).
+
+Events are written from a background thread with a bounded buffer, so a slow or failing
+API server never delays a reload; an event that can't be written is logged and dropped
+(it is a notification, not state). Messages must never contain secret values.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import secrets
+import threading
+from dataclasses import dataclass
+
+from gitops_reloader.clock import Clock, SystemClock
+from gitops_reloader.errors import KubeError
+from gitops_reloader.kube.api import KubeApi
+from gitops_reloader.kube.resources import EVENTS
+from gitops_reloader.kube.workloads import rfc3339
+from gitops_reloader.model import ObjectRef
+
+log = logging.getLogger(__name__)
+
+COMPONENT = "gitops-reloader"
+
+
+@dataclass(frozen=True, slots=True)
+class EventSpec:
+    ref: ObjectRef
+    api_version: str
+    uid: str
+    type: str
+    reason: str
+    message: str
+
+
+class EventRecorder:
+    """``normal()``/``warning()`` return at once; a daemon thread does the writes."""
+
+    def __init__(self, api: KubeApi, *, clock: Clock | None = None, capacity: int = 1000) -> None:
+        self.api = api
+        self.clock = clock or SystemClock()
+        self._queue: queue.Queue[EventSpec | None] = queue.Queue(maxsize=capacity)
+        self._thread = threading.Thread(target=self._run, name="event-recorder", daemon=True)
+        self._thread.start()
+
+    def normal(self, ref: ObjectRef, reason: str, message: str, *, uid: str = "",
+               api_version: str = "") -> None:
+        self._put(EventSpec(ref, api_version, uid, "Normal", reason, message))
+
+    def warning(self, ref: ObjectRef, reason: str, message: str, *, uid: str = "",
+                api_version: str = "") -> None:
+        self._put(EventSpec(ref, api_version, uid, "Warning", reason, message))
+
+    def _put(self, spec: EventSpec) -> None:
+        try:
+            self._queue.put_nowait(spec)
+        except queue.Full:
+            log.warning("event buffer full, event dropped",
+                        extra={"object": spec.ref.key, "reason": spec.reason})
+
+    def flush(self, timeout: float = 5.0) -> None:
+        """Wait until buffered events are written (for tests and shutdown)."""
+        done = threading.Event()
+        deadline = self.clock.monotonic() + timeout
+        while not self._queue.empty() and self.clock.monotonic() < deadline:
+            done.wait(0.01)
+        self._queue.join()
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(5.0)
+
+    def _run(self) -> None:
+        while True:
+            spec = self._queue.get()
+            try:
+                if spec is None:
+                    return
+                self._write(spec)
+            finally:
+                self._queue.task_done()
+
+    def _write(self, spec: EventSpec) -> None:
+        now = rfc3339(self.clock.now())
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "name": f"{spec.ref.name}.{secrets.token_hex(8)}",
+                "namespace": spec.ref.namespace,
+            },
+            "involvedObject": {
+                "kind": spec.ref.kind, "namespace": spec.ref.namespace, "name": spec.ref.name,
+                **({"uid": spec.uid} if spec.uid else {}),
+                **({"apiVersion": spec.api_version} if spec.api_version else {}),
+            },
+            "reason": spec.reason,
+            "message": spec.message[:1024],
+            "type": spec.type,
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            self.api.create(EVENTS, spec.ref.namespace, body)
+        except KubeError as exc:
+            log.warning("cannot write event",
+                        extra={"object": spec.ref.key, "reason": spec.reason, "error": str(exc)})

@@ -1,0 +1,79 @@
+"""The ``annotations`` sink: pod-template annotation ``reloader.stakater.com/last-reloaded-from``.
+
+The value is Stakater's JSON ``{"type","name","namespace","hash","containerRefs",
+"observedAt"}``. One annotation records one source: when several sources changed in one
+window, the last one is recorded (the single write rolls the pods for all of them).
+Idempotent: the same (type, name, namespace, hash) already recorded → no write.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import ClassVar
+
+from gitops_reloader.hashing import DELETED_HASH
+from gitops_reloader.kube.workloads import WorkloadRecord
+from gitops_reloader.model import (
+    Outcome,
+    OutcomeStatus,
+    ReloadItem,
+    ReloadRequest,
+    SinkName,
+    SourceRef,
+    TemplateEdit,
+)
+from gitops_reloader.sinks.live import LivePatcher
+
+LAST_RELOADED_FROM = "reloader.stakater.com/last-reloaded-from"
+
+
+def recorded_source(record: WorkloadRecord) -> tuple[str, str, str, str] | None:
+    """(type, name, namespace, hash) recorded on the workload, if any and well-formed."""
+    text = record.template_annotations.get(LAST_RELOADED_FROM)
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+        return (str(data["type"]), str(data["name"]), str(data["namespace"]), str(data["hash"]))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _identity(item: ReloadItem) -> tuple[str, str, str, str]:
+    ref = item.source.ref
+    digest = DELETED_HASH if item.deleted else item.source.hash
+    return (ref.kind.value, ref.name, ref.namespace, digest)
+
+
+class AnnotationsSink:
+    """Record the changed source in the pod-template annotation."""
+
+    name: ClassVar[str] = SinkName.ANNOTATIONS
+
+    def __init__(self, patcher: LivePatcher) -> None:
+        self.patcher = patcher
+
+    def recorded_hash(self, record: WorkloadRecord, ref: SourceRef,
+                      container: str | None) -> str | None:
+        """The hash recorded for ``ref`` if the annotation records that very source."""
+        recorded = recorded_source(record)
+        if recorded is None or recorded[:3] != (ref.kind.value, ref.name, ref.namespace):
+            return None
+        return recorded[3]
+
+    def emit(self, request: ReloadRequest) -> Outcome:
+        record: WorkloadRecord = request.workload
+        recorded = recorded_source(record)
+        pending = [item for item in request.items if _identity(item) != recorded]
+        if not pending:
+            return Outcome(OutcomeStatus.ALREADY_CURRENT, self.name)
+        item = pending[-1]
+        kind, name, namespace, digest = _identity(item)
+        value = json.dumps({
+            "type": kind, "name": name, "namespace": namespace, "hash": digest,
+            "containerRefs": [item.container] if item.container else [],
+            "observedAt": int(request.observed_at),
+        }, separators=(",", ":"))
+        self.patcher.apply(record, TemplateEdit(annotations={LAST_RELOADED_FROM: value}),
+                           now=request.observed_at)
+        return Outcome(OutcomeStatus.APPLIED, self.name, f"{kind.lower()}/{name}")

@@ -1,0 +1,45 @@
+"""What the two live-patch sinks share: one rate-limited write through the kind adapter.
+
+A Deployment carrying the pause-period annotation is paused in the same write and the
+pause start recorded in ``paused-at``; the controller unpauses it when the period is over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from gitops_reloader.config import AnnotationKeys
+from gitops_reloader.kube.api import JSON, KubeApi
+from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord, rfc3339
+from gitops_reloader.model import TemplateEdit
+from gitops_reloader.ratelimit import TokenBucket
+
+
+class LivePatcher:
+    """Apply a TemplateEdit to a workload, within the client-side write rate limit."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        adapters: Mapping[str, WorkloadAdapter],
+        *,
+        keys: AnnotationKeys,
+        limiter: TokenBucket | None = None,
+    ) -> None:
+        self.api = api
+        self.adapters = adapters
+        self.keys = keys
+        self.limiter = limiter
+
+    def pause_patch(self, record: WorkloadRecord, now: float) -> JSON | None:
+        """For a Deployment with a pause period: pause it and record when."""
+        if record.ref.kind != "Deployment" or not record.annotations.get(self.keys.pause_period):
+            return None
+        return {"spec": {"paused": True},
+                "metadata": {"annotations": {self.keys.paused_at: rfc3339(now)}}}
+
+    def apply(self, record: WorkloadRecord, edit: TemplateEdit, *, now: float) -> None:
+        adapter = self.adapters[record.ref.kind]
+        if self.limiter is not None:
+            self.limiter.acquire()
+        adapter.apply(self.api, record, edit, now=now, extra_patch=self.pause_patch(record, now))
