@@ -1,0 +1,252 @@
+"""Log output: text or JSON lines, with a secret-redaction backstop.
+
+Code logs constant messages and puts facts in ``extra`` (STYLE B.16)::
+
+    log.info("reloaded", extra={"object": "ns/Deployment/web", "sink": "env-vars"})
+
+:func:`configure_logging` replaces the root logger's handlers with one stream handler:
+
+* ``text``: ``2024-05-01T12:00:00.123Z info gitops_reloader.sinks.git reloaded object=ns/D/web``
+  (values with spaces or quotes are JSON-quoted; a traceback follows on its own lines);
+* ``json``: one object per line, ``{"time", "level", "logger", "msg", <extras>..., "exc"}``.
+
+Extras are whatever a record carries beyond the standard :class:`logging.LogRecord`
+attributes. The handler's :class:`RedactionFilter` runs before formatting and replaces
+registered secret values and well-known credential shapes (``Authorization:`` headers,
+``Basic``/``Bearer`` tokens, ``scheme://user:pass@``, ``token=``/``password=`` pairs) by
+``***`` in the message and its arguments, in extras and in tracebacks. It is a backstop:
+code must still never log secrets. ``httpx``/``httpcore`` are held at WARNING because they
+log full request URLs (webhook URLs carry tokens) at INFO.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import re
+import sys
+import threading
+import traceback
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from gitops_reloader.errors import ConfigError
+
+REDACTED = "***"
+
+LEVELS: Mapping[str, int] = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warn": logging.WARNING,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+}
+
+_STANDARD_ATTRS = frozenset(
+    logging.LogRecord("", 0, "", 0, "", (), None).__dict__
+) | {"message", "asctime", "taskName"}
+
+MIN_SECRET_LENGTH = 4
+"""Shorter values are not registered: replacing them everywhere would garble the log."""
+
+_SENSITIVE_NAME = r"[\w-]*(?:token|password|passwd|secret|api_?key)"
+_SENSITIVE_KEY = re.compile(rf"(?i)(?:{_SENSITIVE_NAME}|(?:proxy-)?authorization|sig|signature)")
+_TOKEN_CHARS = r"A-Za-z0-9._~+/=-"
+
+_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    # Authorization / Proxy-Authorization headers, as "Name: value" or "'Name': 'value'".
+    (
+        re.compile(r"""(?i)\b((?:proxy-)?authorization["']?\s*[:=]\s*["']?)[^"'\r\n]+"""),
+        rf"\1{REDACTED}",
+    ),
+    # Basic/Bearer credentials: the token must hold a digit or symbol, so "basic auth" stays.
+    (
+        re.compile(rf"\b((?i:basic|bearer)\s+)(?=[A-Za-z]*[0-9._~+/=-])[{_TOKEN_CHARS}]{{8,}}"),
+        rf"\1{REDACTED}",
+    ),
+    # Credentials in URLs: scheme://user:pass@host, scheme://token@host.
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@:?#]*(?::[^/\s@?#]*)?@"), rf"\1{REDACTED}@"),
+    # token=..., password=..., access_token=... in queries and key=value text.
+    (re.compile(rf"(?i)\b({_SENSITIVE_NAME}|sig|signature)=[^&\s\"',;)}}]+"), rf"\1={REDACTED}"),
+    # "token": "...", 'password': '...' in JSON or dict reprs.
+    (
+        re.compile(rf"""(?i)(["'])({_SENSITIVE_NAME})\1(\s*:\s*)(["'])(?:(?!\4).)*\4"""),
+        rf"\1\2\1\3\4{REDACTED}\4",
+    ),
+)
+
+
+class RedactionFilter(logging.Filter):
+    """Replace secrets by ``***`` in every record that passes (thread-safe).
+
+    Attach it to a handler, not a logger: handler filters see records from every logger.
+    The filter rewrites the record in place (``msg`` becomes the formatted message and
+    ``args`` is cleared), so every handler downstream sees the redacted text.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._secrets: set[str] = set()
+        self._secret_re: re.Pattern[str] | None = None
+
+    def register_secret(self, value: str, *, encoded: bool = True) -> None:
+        """Redact ``value`` wherever it appears from now on.
+
+        With ``encoded`` (the default) its standard base64 form is registered too, as
+        Secret data travels base64-encoded. Values under :data:`MIN_SECRET_LENGTH`
+        characters (after stripping) are ignored.
+        """
+        candidates = {value}
+        if encoded:
+            candidates.add(base64.b64encode(value.encode()).decode())
+        with self._lock:
+            for candidate in candidates:
+                if len(candidate.strip()) >= MIN_SECRET_LENGTH:
+                    self._secrets.add(candidate)
+            ordered = sorted(self._secrets, key=len, reverse=True)
+            self._secret_re = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+
+    def redact(self, text: str) -> str:
+        """``text`` with registered secrets and credential patterns replaced."""
+        secret_re = self._secret_re
+        if secret_re is not None:
+            text = secret_re.sub(REDACTED, text)
+        for pattern, replacement in _PATTERNS:
+            text = pattern.sub(replacement, text)
+        return text
+
+    def scrub(self, value: Any) -> Any:
+        """Redact a log field: strings, and recursively mappings and sequences.
+
+        Numbers, booleans and ``None`` pass unchanged; any other object becomes its
+        redacted ``str`` (the formatter would print ``str(value)`` anyway).
+        """
+        if value is None or isinstance(value, bool | int | float):
+            return value
+        if isinstance(value, str):
+            return self.redact(value)
+        if isinstance(value, Mapping):
+            return {
+                str(k): REDACTED if _SENSITIVE_KEY.fullmatch(str(k)) else self.scrub(v)
+                for k, v in value.items()
+            }
+        if isinstance(value, list | tuple | set | frozenset):
+            return [self.scrub(v) for v in value]
+        return self.redact(str(value))
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Redact ``record`` in place; never drops it."""
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad %-format must not lose the record
+            message = f"{record.msg} {record.args!r}"
+        record.msg = self.redact(message)
+        record.args = None
+        for key in extra_keys(record):
+            value = record.__dict__[key]
+            record.__dict__[key] = REDACTED if _SENSITIVE_KEY.fullmatch(key) else self.scrub(value)
+        if record.exc_info and not record.exc_text:
+            record.exc_text = "".join(traceback.format_exception(*record.exc_info)).rstrip("\n")
+        if record.exc_text:
+            record.exc_text = self.redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = self.redact(record.stack_info)
+        return True
+
+
+def extra_keys(record: logging.LogRecord) -> list[str]:
+    """The names of the fields a record carries beyond the standard attributes."""
+    return [k for k in record.__dict__ if k not in _STANDARD_ATTRS and not k.startswith("_")]
+
+
+def _timestamp(record: logging.LogRecord) -> str:
+    moment = datetime.fromtimestamp(record.created, tz=UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{int(record.msecs):03d}Z"
+
+
+def _level(record: logging.LogRecord) -> str:
+    return record.levelname.lower()
+
+
+def _exception_text(formatter: logging.Formatter, record: logging.LogRecord) -> str:
+    if record.exc_info and not record.exc_text:
+        record.exc_text = formatter.formatException(record.exc_info)
+    text = record.exc_text or ""
+    if record.stack_info:
+        text = f"{text}\n{record.stack_info}" if text else record.stack_info
+    return text
+
+
+class TextFormatter(logging.Formatter):
+    """``time level logger message key=value...`` then the traceback, if any."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        parts = [_timestamp(record), _level(record), record.name, record.getMessage()]
+        parts.extend(f"{key}={_text_value(record.__dict__[key])}" for key in extra_keys(record))
+        line = " ".join(parts)
+        exc = _exception_text(self, record)
+        return f"{line}\n{exc}" if exc else line
+
+
+def _text_value(value: Any) -> str:
+    if isinstance(value, str):
+        text = value
+    else:
+        text = json.dumps(value, default=str, separators=(",", ":"))
+    if text == "" or any(ch.isspace() or ch in "\"=" for ch in text):
+        return json.dumps(text)
+    return text
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ``time``, ``level``, ``logger``, ``msg``, extras, ``exc``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "time": _timestamp(record),
+            "level": _level(record),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for key in extra_keys(record):
+            if key not in out:
+                out[key] = record.__dict__[key]
+        exc = _exception_text(self, record)
+        if exc:
+            out["exc"] = exc
+        return json.dumps(out, default=str, ensure_ascii=False)
+
+
+def configure_logging(
+    *, fmt: str = "text", level: str = "info", stream: TextIO | None = None
+) -> RedactionFilter:
+    """Replace the root logger's handlers with one that writes ``fmt`` to ``stream``.
+
+    ``stream`` defaults to ``sys.stderr`` at call time. Returns the handler's
+    :class:`RedactionFilter`, so the caller can :meth:`~RedactionFilter.register_secret`
+    tokens it loads (webhook URLs, git credentials). Raises :class:`ConfigError` for an
+    unknown format or level. Call it once at start-up.
+    """
+    if fmt not in ("text", "json"):
+        raise ConfigError(f"invalid log format {fmt!r}; use text or json")
+    try:
+        numeric_level = LEVELS[level.lower()]
+    except KeyError:
+        raise ConfigError(
+            f"invalid log level {level!r}; use debug, info, warning or error") from None
+    handler = logging.StreamHandler(sys.stderr if stream is None else stream)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    redactor = RedactionFilter()
+    handler.addFilter(redactor)
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(numeric_level)
+    for noisy in ("httpx", "httpcore"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, numeric_level))
+    return redactor

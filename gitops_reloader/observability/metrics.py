@@ -1,0 +1,256 @@
+"""Prometheus metrics of the controller, on an injected :class:`CollectorRegistry`.
+
+:class:`Metrics` owns every collector and offers one small method per fact
+(``metrics.reload_executed(True, "ns")``) so callers never touch prometheus objects.
+
+Names:
+
+* Stakater's, kept byte-for-byte so existing dashboards and alerts keep working:
+  ``reloader_reload_executed_total{success}`` (pre-set to 0 for ``"true"`` and ``"false"``,
+  as Stakater does) and, only when ``count_by_namespace=True`` (Stakater's
+  ``METRICS_COUNT_BY_NAMESPACE=enabled``), ``reloader_reload_executed_total_by_namespace``
+  ``{namespace,success}``. prometheus_client would append ``_total`` to a counter of that
+  name, so that one family is exposed as ``untyped`` by a small collector of its own.
+* Ours, prefixed ``gitops_reloader_`` (see :class:`Metrics` for the list).
+
+Label values are kinds, sink names, repository names from the configuration, verbs,
+status codes and fixed reasons: never data, hashes, URLs or tokens. Callers must keep it
+that way; a label value is public to whoever can scrape ``/metrics``.
+
+Every method is thread-safe (prometheus_client's collectors are).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+PREFIX = "gitops_reloader_"
+
+SINK_OUTCOMES = frozenset({"applied", "already-current", "skipped", "error"})
+"""Allowed ``outcome`` label values of ``gitops_reloader_sink_outcomes_total``."""
+
+WATCH_RESTART_REASONS = frozenset({"expired", "error", "closed"})
+"""Allowed ``reason`` label values of ``gitops_reloader_watch_restarts_total``."""
+
+_EMIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+def _bool_label(value: bool) -> str:
+    return "true" if value else "false"
+
+
+class _ByNamespaceCollector(Collector):
+    """Stakater's ``reloader_reload_executed_total_by_namespace``, under its exact name."""
+
+    NAME = "reloader_reload_executed_total_by_namespace"
+    HELP = "Counter of reloads executed by Reloader by namespace."
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[tuple[str, str], float] = {}
+
+    def inc(self, namespace: str, success: bool) -> None:
+        key = (namespace, _bool_label(success))
+        with self._lock:
+            self._counts[key] = self._counts.get(key, 0.0) + 1.0
+
+    def describe(self) -> Iterable[Metric]:
+        return [Metric(self.NAME, self.HELP, "unknown")]
+
+    def collect(self) -> Iterable[Metric]:
+        family = Metric(self.NAME, self.HELP, "unknown")
+        with self._lock:
+            items = sorted(self._counts.items())
+        for (namespace, success), value in items:
+            family.add_sample(self.NAME, {"namespace": namespace, "success": success}, value)
+        return [family]
+
+
+class Metrics:
+    """Every metric the controller exports, registered on ``registry``.
+
+    Build exactly one per registry (a second one on the same registry raises
+    ``ValueError: Duplicated timeseries``). Tests build their own ``CollectorRegistry``.
+
+    Families (``gitops_reloader_`` prefix omitted):
+
+    ========================================  =========================================
+    ``sink_outcomes_total{sink,outcome}``     outcome: applied, already-current, skipped, error
+    ``sink_errors_total{sink,reason}``        reason: a short fixed word (``not-found``...)
+    ``emit_duration_seconds{sink}``           histogram of one ``Sink.emit`` call
+    ``queue_depth``                           keys waiting in the work queue (callback)
+    ``queue_retries_total``                   rate-limited re-adds
+    ``api_errors_total{verb,resource,code}``  failed Kubernetes API calls
+    ``watch_restarts_total{resource,reason}`` reason: expired, error, closed
+    ``changes_detected_total{kind}``          data changes seen (CONFIGMAP/SECRET)
+    ``invalid_annotations_total{kind}``       malformed annotations skipped
+    ``git_commits_total{repo}``               commits pushed
+    ``git_push_rejections_total{repo}``       non-fast-forward pushes, re-applied
+    ``git_errors_total{repo,reason}``         other git failures
+    ``pr_operations_total{host,operation}``   PR/MR API operations (open, update...)
+    ``alerts_total{sink,success}``            reload alerts sent or given up
+    ``webhook_posts_total{success}``          POSTs of the ``webhook`` sink
+    ``leader``                                1 while this replica holds the Lease
+    ``informer_synced{resource}``             1 once the informer's cache has synced
+    ========================================  =========================================
+    """
+
+    def __init__(self, registry: CollectorRegistry, *, count_by_namespace: bool = False) -> None:
+        self.registry = registry
+        self._reloads = Counter(
+            "reloader_reload_executed_total", "Counter of reloads executed by Reloader.",
+            ["success"], registry=registry,
+        )
+        # Stakater exports both series from start-up; dashboards divide one by the other.
+        self._reloads.labels(success="true").inc(0)
+        self._reloads.labels(success="false").inc(0)
+        self._by_namespace: _ByNamespaceCollector | None = None
+        if count_by_namespace:
+            self._by_namespace = _ByNamespaceCollector()
+            registry.register(self._by_namespace)
+
+        def counter(name: str, doc: str, labels: tuple[str, ...] = ()) -> Counter:
+            return Counter(PREFIX + name, doc, list(labels), registry=registry)
+
+        def gauge(name: str, doc: str, labels: tuple[str, ...] = ()) -> Gauge:
+            return Gauge(PREFIX + name, doc, list(labels), registry=registry)
+
+        self._sink_outcomes = counter(
+            "sink_outcomes_total", "Emissions by sink and outcome.", ("sink", "outcome"))
+        self._sink_errors = counter(
+            "sink_errors_total", "Failed emissions by sink and reason.", ("sink", "reason"))
+        self._emit_duration = Histogram(
+            PREFIX + "emit_duration_seconds", "Duration of one sink emission.", ["sink"],
+            registry=registry, buckets=_EMIT_BUCKETS,
+        )
+        self._queue_depth = gauge("queue_depth", "Keys waiting in the work queue.")
+        self._queue_retries = counter("queue_retries_total", "Rate-limited re-queues of a key.")
+        self._api_errors = counter(
+            "api_errors_total", "Failed Kubernetes API calls.", ("verb", "resource", "code"))
+        self._watch_restarts = counter(
+            "watch_restarts_total", "Watch streams restarted, by reason.", ("resource", "reason"))
+        self._changes = counter(
+            "changes_detected_total", "ConfigMap/Secret data changes detected.", ("kind",))
+        self._invalid_annotations = counter(
+            "invalid_annotations_total", "Malformed annotations skipped.", ("kind",))
+        self._git_commits = counter("git_commits_total", "Commits pushed.", ("repo",))
+        self._git_push_rejections = counter(
+            "git_push_rejections_total", "Pushes rejected because the remote moved on.", ("repo",))
+        self._git_errors = counter("git_errors_total", "Failed git operations.", ("repo", "reason"))
+        self._pr_operations = counter(
+            "pr_operations_total", "Pull/merge request API operations.", ("host", "operation"))
+        self._alerts = counter(
+            "alerts_total", "Reload alerts by sink and success.", ("sink", "success"))
+        self._webhook_posts = counter(
+            "webhook_posts_total", "POSTs made by the webhook sink.", ("success",))
+        self._leader = gauge("leader", "1 while this replica is the leader, else 0.")
+        self._informer_synced = gauge(
+            "informer_synced", "1 once the informer's cache has synced.", ("resource",))
+
+    # Stakater-compatible
+
+    def reload_executed(self, success: bool, namespace: str) -> None:
+        """Count one workload reload (Stakater: N per change that reloads N workloads)."""
+        self._reloads.labels(success=_bool_label(success)).inc()
+        if self._by_namespace is not None:
+            self._by_namespace.inc(namespace, success)
+
+    # sinks
+
+    def sink_outcome(self, sink: str, outcome: str) -> None:
+        """Count one emission; ``outcome`` is an ``OutcomeStatus`` value or ``"error"``."""
+        value = str(outcome)
+        if value not in SINK_OUTCOMES:
+            raise ValueError(f"unknown sink outcome {value!r}; use one of {sorted(SINK_OUTCOMES)}")
+        self._sink_outcomes.labels(sink=str(sink), outcome=value).inc()
+
+    def sink_error(self, sink: str, reason: str) -> None:
+        """Count one failed emission; ``reason`` is a short fixed word, never a message."""
+        self._sink_errors.labels(sink=str(sink), reason=reason).inc()
+
+    def observe_emit(self, sink: str, seconds: float) -> None:
+        """Record how long one ``emit`` took."""
+        self._emit_duration.labels(sink=str(sink)).observe(seconds)
+
+    @contextmanager
+    def time_emit(self, sink: str) -> Iterator[None]:
+        """Time the ``with`` block into ``emit_duration_seconds`` (also when it raises)."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.observe_emit(sink, time.perf_counter() - start)
+
+    # work queue
+
+    def set_queue_depth_callback(self, depth: Callable[[], float]) -> None:
+        """Read ``queue_depth`` from ``depth()`` at every scrape."""
+        self._queue_depth.set_function(depth)
+
+    def queue_retry(self) -> None:
+        """Count one rate-limited re-queue."""
+        self._queue_retries.inc()
+
+    # Kubernetes API
+
+    def api_error(self, verb: str, resource: str, code: int | str) -> None:
+        """Count one failed API call (``code``: HTTP status, or a word like ``network``)."""
+        self._api_errors.labels(verb=verb, resource=resource, code=str(code)).inc()
+
+    def watch_restart(self, resource: str, reason: str) -> None:
+        """Count one restarted watch; ``reason`` is expired, error or closed."""
+        if reason not in WATCH_RESTART_REASONS:
+            allowed = sorted(WATCH_RESTART_REASONS)
+            raise ValueError(f"unknown watch restart reason {reason!r}; use one of {allowed}")
+        self._watch_restarts.labels(resource=resource, reason=reason).inc()
+
+    def change_detected(self, kind: str) -> None:
+        """Count one data change of a ConfigMap/Secret (``kind``: CONFIGMAP or SECRET)."""
+        self._changes.labels(kind=str(kind)).inc()
+
+    def invalid_annotation(self, kind: str) -> None:
+        """Count one malformed annotation (``kind``: the object kind carrying it)."""
+        self._invalid_annotations.labels(kind=str(kind)).inc()
+
+    def set_informer_synced(self, resource: str, synced: bool) -> None:
+        """Report whether ``resource``'s informer cache has synced."""
+        self._informer_synced.labels(resource=resource).set(1 if synced else 0)
+
+    def set_leader(self, leader: bool) -> None:
+        """Report whether this replica currently leads."""
+        self._leader.set(1 if leader else 0)
+
+    # git and git hosts
+
+    def git_commit(self, repo: str) -> None:
+        """Count one pushed commit to ``repo`` (its name from the configuration)."""
+        self._git_commits.labels(repo=repo).inc()
+
+    def git_push_rejected(self, repo: str) -> None:
+        """Count one rejected (non-fast-forward) push."""
+        self._git_push_rejections.labels(repo=repo).inc()
+
+    def git_error(self, repo: str, reason: str) -> None:
+        """Count one failed git operation."""
+        self._git_errors.labels(repo=repo, reason=reason).inc()
+
+    def pr_operation(self, host: str, operation: str) -> None:
+        """Count one PR/MR API operation (``operation``: find, open, update, comment...)."""
+        self._pr_operations.labels(host=host, operation=operation).inc()
+
+    # notifications
+
+    def alert_sent(self, sink: str, success: bool) -> None:
+        """Count one reload alert, delivered or given up."""
+        self._alerts.labels(sink=sink, success=_bool_label(success)).inc()
+
+    def webhook_post(self, success: bool) -> None:
+        """Count one POST of the ``webhook`` sink."""
+        self._webhook_posts.labels(success=_bool_label(success)).inc()
