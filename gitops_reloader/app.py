@@ -18,6 +18,8 @@ from gitops_reloader.kube.client import load_api_client
 from gitops_reloader.kube.events import EventRecorder
 from gitops_reloader.kube.leader import LeaderElector
 from gitops_reloader.kube.workloads import adapters_for
+from gitops_reloader.model import Outcome, ReloadRequest, SourceKind
+from gitops_reloader.observability.alerts import Alerter, alert_config_from_env, reload_message
 from gitops_reloader.observability.http import HttpServer
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.sinks import build_live_sinks
@@ -53,9 +55,13 @@ class App:
             ignored=config.filters.ignored_workload_types,
         )
         sinks = build_live_sinks(config, self.api, self.adapters, metrics=self.metrics)
+        alert_config = alert_config_from_env(config.alerts)
+        self.alerter = (Alerter(alert_config, metrics=self.metrics)
+                        if alert_config.enabled else None)
         self.controller = Controller(
             config, self.api, sinks=sinks, metrics=self.metrics, recorder=self.recorder,
             adapters=self.adapters, clock=self.clock,
+            listeners=[self._alert] if self.alerter is not None else [],
         )
         self.http = (HttpServer(config.runtime.http_address, registry=self.registry,
                                 ready=self.controller.ready) if serve_http else None)
@@ -63,6 +69,17 @@ class App:
         self._stop = threading.Event()
         self.elector: LeaderElector | None = None
         self._lost_leadership = threading.Event()
+
+    def _alert(self, request: ReloadRequest, outcome: Outcome) -> None:
+        """Stakater's alert on reload; Secrets get no hash at all."""
+        assert self.alerter is not None
+        for item in request.items:
+            source = item.source
+            self.alerter.notify(reload_message(
+                workload=request.ref.name, kind=request.ref.kind, source=source.ref.name,
+                namespace=request.ref.namespace, source_kind=source.ref.kind.value,
+                hash_prefix=source.hash[:12] if source.ref.kind is SourceKind.CONFIGMAP else "",
+            ))
 
     def start(self) -> None:
         """Start serving; returns when caches are synced (and, without HA, workers run)."""
@@ -104,5 +121,7 @@ class App:
         self._stop.set()
         self.controller.stop()
         self.recorder.close()
+        if self.alerter is not None:
+            self.alerter.close()
         if self.http is not None:
             self.http.stop()

@@ -102,8 +102,10 @@ class Controller:
         recorder: EventRecorder | None = None,
         adapters: Mapping[str, WorkloadAdapter] | None = None,
         clock: Clock | None = None,
+        listeners: Iterable[Callable[[ReloadRequest, Outcome], None]] = (),
     ) -> None:
         self.config = config
+        self.listeners = tuple(listeners)
         self.api = api
         self.sinks = dict(sinks)
         self.metrics = metrics
@@ -496,7 +498,7 @@ class Controller:
         if record is None:
             return
         try:
-            outcome = self._emit(record, pending)
+            emitted = self._emit(record, pending)
         except ReloaderError as exc:
             if exc.retryable and self.queue.num_requeues(key) < self.config.runtime.max_retries:
                 self._add_pending(key, pending, retry=True)
@@ -504,16 +506,24 @@ class Controller:
                 self.metrics.reload_executed(False, ref.namespace)
                 self._warn(record, "ReloadFailed", f"reload failed: {exc}")
             raise
-        if outcome is not None and outcome.status is OutcomeStatus.APPLIED:
+        if emitted is None:
+            return
+        request, outcome = emitted
+        if outcome.status is OutcomeStatus.APPLIED:
             self.metrics.reload_executed(True, ref.namespace)
             log.info("reloaded", extra={"object": ref.key, "sink": outcome.sink,
                                         "detail": outcome.detail})
             if self.recorder is not None:
                 self.recorder.normal(ref, "Reloaded", f"reloaded through {outcome.sink}: "
                                      f"{outcome.detail}", uid=record.uid)
+            for listener in self.listeners:
+                try:
+                    listener(request, outcome)
+                except Exception:  # a listener (alerts) must never break a reload
+                    log.exception("reload listener failed", extra={"object": ref.key})
 
     def _emit(self, record: WorkloadRecord,
-              pending: Mapping[SourceRef, PendingSource]) -> Outcome | None:
+              pending: Mapping[SourceRef, PendingSource]) -> tuple[ReloadRequest, Outcome] | None:
         view = self.view(record)
         items: list[ReloadItem] = []
         for ref, item in pending.items():
@@ -552,7 +562,7 @@ class Controller:
                     return None  # the workload is gone
                 raise
         self.metrics.sink_outcome(sink.name, outcome.status.value)
-        return outcome
+        return request, outcome
 
     def _warn(self, record: WorkloadRecord, reason: str, message: str) -> None:
         log.warning(message, extra={"object": record.ref.key, "reason": reason})

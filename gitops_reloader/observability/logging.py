@@ -193,10 +193,7 @@ class TextFormatter(logging.Formatter):
 
 
 def _text_value(value: Any) -> str:
-    if isinstance(value, str):
-        text = value
-    else:
-        text = json.dumps(value, default=str, separators=(",", ":"))
+    text = value if isinstance(value, str) else json.dumps(value, default=str, separators=(",", ":"))
     if text == "" or any(ch.isspace() or ch in "\"=" for ch in text):
         return json.dumps(text)
     return text

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
 
 from gitops_reloader.config import Config
+from gitops_reloader.hashing import keyed_digest
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.workloads import WorkloadAdapter
 from gitops_reloader.observability.metrics import Metrics
@@ -34,5 +36,10 @@ def build_live_sinks(
         AnnotationsSink.name: AnnotationsSink(patcher),
     }
     if config.behaviour.webhook_url:
-        sinks[WebhookSink.name] = WebhookSink(config.behaviour.webhook_url, metrics=metrics)
+        # Secrets: a digest keyed per process, never the plain SHA-1 of the data.
+        key = secrets.token_bytes(32)
+        sinks[WebhookSink.name] = WebhookSink(
+            config.behaviour.webhook_url, metrics=metrics,
+            secret_digest=lambda digest: keyed_digest(key, [("secret", digest)]),
+        )
     return sinks
