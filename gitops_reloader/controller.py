@@ -56,6 +56,7 @@ from gitops_reloader.sinks.base import Sink
 log = logging.getLogger(__name__)
 
 UNPAUSE_PREFIX = "unpause|"
+BATCH_PREFIX = "batch|"
 _TOMBSTONES = 10_000
 
 
@@ -127,6 +128,7 @@ class Controller:
         )
         self._pending: dict[str, dict[SourceRef, PendingSource]] = {}
         self._pending_lock = threading.Lock()
+        self._groups: dict[str, set[str]] = {}
         self._tombstones: OrderedDict[SourceRef, str] = OrderedDict()
         self._allowed_namespaces: set[str] | None = None
         self._source_informers: dict[SourceKind, list[Informer[SourceMeta]]] = {}
@@ -354,7 +356,23 @@ class Controller:
                 pending.pop(ref, None)  # keep insertion order = order of change
                 pending[ref] = item
         if not retry:
-            self.queue.add_after(key, self.config.runtime.coalesce_window)
+            self.queue.add_after(self._queue_key(key), self.config.runtime.coalesce_window)
+
+    def _queue_key(self, key: str) -> str:
+        """The workload's own key, or its batch group's (``batch|...``) for a batch sink."""
+        record = self.workload(_ref_from_key(key))
+        sink = self.sinks.get(self.sink_name(record) or "") if record is not None else None
+        group_key = getattr(sink, "group_key", None)
+        if record is None or group_key is None:
+            return key
+        try:
+            group = BATCH_PREFIX + group_key(record)
+        except ReloaderError as exc:
+            self._warn(record, "CannotGroup", str(exc))
+            return key
+        with self._pending_lock:
+            self._groups.setdefault(group, set()).add(key)
+        return group
 
     def _take_pending(self, key: str) -> dict[SourceRef, PendingSource]:
         with self._pending_lock:
@@ -452,6 +470,8 @@ class Controller:
             try:
                 if key.startswith(UNPAUSE_PREFIX):
                     self._unpause(key)
+                elif key.startswith(BATCH_PREFIX):
+                    self._sync_batch(key)
                 else:
                     self._sync(key)
                 self.queue.forget(key)
@@ -509,21 +529,64 @@ class Controller:
         if emitted is None:
             return
         request, outcome = emitted
-        if outcome.status is OutcomeStatus.APPLIED:
-            self.metrics.reload_executed(True, ref.namespace)
-            log.info("reloaded", extra={"object": ref.key, "sink": outcome.sink,
-                                        "detail": outcome.detail})
-            if self.recorder is not None:
-                self.recorder.normal(ref, "Reloaded", f"reloaded through {outcome.sink}: "
-                                     f"{outcome.detail}", uid=record.uid)
-            for listener in self.listeners:
-                try:
-                    listener(request, outcome)
-                except Exception:  # a listener (alerts) must never break a reload
-                    log.exception("reload listener failed", extra={"object": ref.key})
+        self._report(record, request, outcome)
 
-    def _emit(self, record: WorkloadRecord,
-              pending: Mapping[SourceRef, PendingSource]) -> tuple[ReloadRequest, Outcome] | None:
+    def _sync_batch(self, group: str) -> None:
+        """One emission for every workload of a batch group (e.g. one git commit)."""
+        with self._pending_lock:
+            members = sorted(self._groups.pop(group, set()))
+            pending = {key: self._pending.pop(key, {}) for key in members}
+        requests: list[tuple[str, WorkloadRecord, ReloadRequest]] = []
+        sink: Any = None
+        for key, sources in pending.items():
+            record = self.workload(_ref_from_key(key))
+            if record is None or not sources:
+                continue
+            items = self._items(record, sources)
+            if items:
+                sink = self.sinks.get(self.sink_name(record) or "")
+                requests.append((key, record, ReloadRequest(record.ref, record, tuple(items),
+                                                            int(self.clock.now()))))
+        if not requests or sink is None:
+            return
+        try:
+            with self.metrics.time_emit(sink.name):
+                outcomes = sink.emit_batch([r for _, _, r in requests])
+        except ReloaderError as exc:
+            self.metrics.sink_outcome(sink.name, "error")
+            self.metrics.sink_error(sink.name, type(exc).__name__)
+            retry = exc.retryable and self.queue.num_requeues(group) < self.config.runtime.max_retries
+            for key, record, _ in requests:
+                if retry:
+                    self._add_pending(key, pending[key], retry=True)
+                    with self._pending_lock:
+                        self._groups.setdefault(group, set()).add(key)
+                else:
+                    self.metrics.reload_executed(False, record.ref.namespace)
+                self._warn(record, "ReloadFailed", f"{sink.name} sink: {exc}")
+            raise
+        for (_, record, request), outcome in zip(requests, outcomes, strict=True):
+            self.metrics.sink_outcome(sink.name, outcome.status.value)
+            self._report(record, request, outcome)
+
+    def _report(self, record: WorkloadRecord, request: ReloadRequest, outcome: Outcome) -> None:
+        if outcome.status is not OutcomeStatus.APPLIED:
+            return
+        ref = record.ref
+        self.metrics.reload_executed(True, ref.namespace)
+        log.info("reloaded", extra={"object": ref.key, "sink": outcome.sink, "detail": outcome.detail})
+        if self.recorder is not None:
+            self.recorder.normal(ref, "Reloaded", f"reloaded through {outcome.sink}: {outcome.detail}",
+                                 uid=record.uid)
+        for listener in self.listeners:
+            try:
+                listener(request, outcome)
+            except Exception:  # a listener (alerts) must never break a reload
+                log.exception("reload listener failed", extra={"object": ref.key})
+
+    def _items(self, record: WorkloadRecord,
+               pending: Mapping[SourceRef, PendingSource]) -> list[ReloadItem]:
+        """The pending sources the policy says this workload reloads for."""
         view = self.view(record)
         items: list[ReloadItem] = []
         for ref, item in pending.items():
@@ -538,6 +601,11 @@ class Controller:
                            + ", ".join(repr(p) for p in decision.invalid_patterns))
             if decision.reload:
                 items.append(ReloadItem(Source(ref, meta.hash), decision.container, item.deleted))
+        return items
+
+    def _emit(self, record: WorkloadRecord,
+              pending: Mapping[SourceRef, PendingSource]) -> tuple[ReloadRequest, Outcome] | None:
+        items = self._items(record, pending)
         if not items:
             return None
         if not record.has_template and record.ref.kind != "CronJob":

@@ -9,7 +9,8 @@ into the controller.
 
 from __future__ import annotations
 
-from typing import ClassVar, Protocol
+from collections.abc import Sequence
+from typing import Any, ClassVar, Protocol
 
 from gitops_reloader.model import Outcome, ReloadRequest
 
@@ -20,3 +21,19 @@ class Sink(Protocol):
     name: ClassVar[str]
 
     def emit(self, request: ReloadRequest) -> Outcome: ...
+
+
+class BatchSink(Protocol):
+    """A sink that emits many workloads at once (the git sink: one commit per repository).
+
+    The controller queues such workloads under ``group_key(record)`` instead of their own
+    key, so everything that changed within one coalescing window for one group reaches
+    ``emit_batch`` together. ``emit_batch`` returns one Outcome per request, in order, or
+    raises (the whole batch is then retried).
+    """
+
+    name: ClassVar[str]
+
+    def group_key(self, record: Any) -> str: ...
+
+    def emit_batch(self, requests: Sequence[ReloadRequest]) -> list[Outcome]: ...
