@@ -1,0 +1,155 @@
+"""Shared pieces of the benchmarks: processes on 127.0.0.1, bulk object creation, stats.
+
+Every process a benchmark starts is stopped by PID when the benchmark ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from kubernetes import config as kube_config
+from kubernetes.client import ApiClient, Configuration
+
+from gitops_reloader.kube.api import KubeApi
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def apiserver_process(workdir: Path, *extra: str) -> Iterator[tuple[str, Path]]:
+    """The API test server in its own process; yields (url, kubeconfig path)."""
+    kubeconfig = workdir / "kubeconfig"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gitops_reloader.testing.apiserver", "--port", "0",
+         "--kubeconfig", str(kubeconfig), *extra],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        if not line.startswith("READY "):
+            raise RuntimeError(f"API test server did not start: {line!r}")
+        yield line.split()[1], kubeconfig
+    finally:
+        stop_process(proc)
+
+
+def stop_process(proc: subprocess.Popen[Any]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+@contextmanager
+def controller_process(kubeconfig: Path, flags: Sequence[str], *,
+                       env: Mapping[str, str] | None = None) -> Iterator[tuple[subprocess.Popen[Any], int]]:
+    """``gitops-reloader run`` in its own process; yields (process, metrics port) once ready."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gitops_reloader.cli", "run", f"--kubeconfig={kubeconfig}",
+         f"--http-address=127.0.0.1:{port}", "--log-level=warning", *flags],
+        env={**os.environ, **(env or {})},
+    )
+    try:
+        yield proc, port
+    finally:
+        stop_process(proc)
+
+
+def wait_ready(port: int, timeout: float = 120.0) -> float:
+    """Seconds until /readyz answers 200."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as response:
+                if response.status == 200:
+                    return time.monotonic() - start
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError("controller did not become ready")
+
+
+def api_for(kubeconfig: Path, pool: int = 32) -> KubeApi:
+    configuration = Configuration()
+    kube_config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+    configuration.connection_pool_maxsize = pool
+    return KubeApi(ApiClient(configuration))
+
+
+def create_all(api: KubeApi, paths_and_bodies: Iterable[tuple[str, Mapping[str, Any]]],
+               threads: int = 16) -> None:
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(lambda pb: api.request("POST", pb[0], body=dict(pb[1])), paths_and_bodies))
+
+
+def server_requests(url: str) -> dict[tuple[str, str], int]:
+    with urllib.request.urlopen(f"{url}/_testing/requests", timeout=5) as response:
+        data = json.load(response)
+    return {(r["verb"], r["resource"]): r["count"] for r in data["requests"]}
+
+
+def reset_server_requests(url: str) -> None:
+    request = urllib.request.Request(f"{url}/_testing/reset-requests", method="POST", data=b"{}",
+                                     headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(request, timeout=5).close()
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def print_table(title: str, rows: Sequence[tuple[str, str]], command: str) -> None:
+    width = max(len(k) for k, _ in rows)
+    print(f"\n{title}\ncommand: {command}")
+    print("-" * (width + 20))
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+    print("-" * (width + 20))
+
+
+def configmap_body(name: str, data: Mapping[str, str], namespace: str = "bench") -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace}, "data": dict(data)}
+
+
+def deployment_body(name: str, configmap: str, namespace: str = "bench",
+                    annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace,
+                     "annotations": dict(annotations or {"reloader.stakater.com/auto": "true"})},
+        "spec": {"selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels},
+            "spec": {"containers": [{"name": "app", "image": "nginx",
+                                     "envFrom": [{"configMapRef": {"name": configmap}}]}]}}},
+    }
