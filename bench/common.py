@@ -14,11 +14,11 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from kubernetes import config as kube_config
 from kubernetes.client import ApiClient, Configuration

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import (  # noqa: E402
+from bench.common import (
     api_for,
     apiserver_process,
     configmap_body,
@@ -39,7 +39,7 @@ from bench.common import (  # noqa: E402
     server_requests,
     wait_ready,
 )
-from gitops_reloader.kube.resources import DEPLOYMENTS  # noqa: E402
+from gitops_reloader.kube.resources import DEPLOYMENTS
 
 
 def run_once(workloads: int, changes: int) -> dict[str, float]:
@@ -92,7 +92,9 @@ def run_once(workloads: int, changes: int) -> dict[str, float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="one short run (< 1 minute)")
     parser.add_argument("--workloads", type=int, default=1000)
     parser.add_argument("--changes", type=int, default=0, help="default 1000 (quick: 200)")
