@@ -27,7 +27,7 @@ from gitops_reloader import policy
 from gitops_reloader.clock import Clock, SystemClock
 from gitops_reloader.config import Config, parse_duration
 from gitops_reloader.errors import KubeNotFound, ReloaderError
-from gitops_reloader.hashing import hash_object
+from gitops_reloader.hashing import data_fingerprint, hash_object
 from gitops_reloader.index import ReferenceIndex
 from gitops_reloader.kube.api import JSON, STRATEGIC, KubeApi
 from gitops_reloader.kube.events import EventRecorder
@@ -68,19 +68,27 @@ class PendingSource:
     deleted: bool = False
 
 
-def source_transform(kind: SourceKind, keys: Iterable[str]) -> Callable[[JSON], SourceMeta]:
-    """Informer transform: hash the data, keep labels and the annotations we read, drop the rest."""
+def source_transform(kind: SourceKind, keys: Iterable[str],
+                     full_hash: Callable[[], bool]) -> Callable[[JSON], SourceMeta]:
+    """Informer transform: hash the data, keep labels and the annotations we read, drop the rest.
+
+    For Secrets the Stakater hash (which decodes every value) is computed only when
+    ``full_hash()`` says so — after the initial list, or for ``--sync-after-restart``;
+    change detection uses the cheap fingerprint either way.
+    """
     wanted = tuple(keys)
 
     def transform(raw: JSON) -> SourceMeta:
         metadata = raw.get("metadata") or {}
         annotations = metadata.get("annotations") or {}
+        secret = kind is SourceKind.SECRET
         return SourceMeta(
             ref=SourceRef(kind, str(metadata.get("namespace", "")), str(metadata["name"])),
-            hash=hash_object(kind, raw),
+            hash=hash_object(kind, raw) if not secret or full_hash() else "",
             labels=dict(metadata.get("labels") or {}),
             annotations={k: str(annotations[k]) for k in wanted if k in annotations},
             resource_version=str(metadata.get("resourceVersion", "")),
+            fingerprint=data_fingerprint(raw) if secret else "",
         )
 
     return transform
@@ -234,7 +242,9 @@ class Controller:
         for source_kind, resource in kinds:
             self._source_informers[source_kind] = [
                 Informer(
-                    self.api, resource, source_transform(source_kind, keys), self._on_source,
+                    self.api, resource,
+                    source_transform(source_kind, keys, self._full_hashes(source_kind)),
+                    self._on_source,
                     options=InformerOptions(
                         namespace=scope, label_selector=filters.resource_label_selector,
                         field_selector=self._field_selector(),
@@ -252,6 +262,12 @@ class Controller:
                 )
                 for scope in self._scopes()
             ]
+
+    def _full_hashes(self, kind: SourceKind) -> Callable[[], bool]:
+        """Whether the informer for ``kind`` must compute Stakater hashes right now."""
+        if self.config.behaviour.sync_after_restart:
+            return lambda: True
+        return lambda: all(i.has_synced() for i in self._source_informers.get(kind, ()))
 
     def metrics_observer(self) -> _MetricsObserver:
         return _MetricsObserver(self.metrics)
@@ -324,16 +340,16 @@ class Controller:
         if not self._namespace_allowed(meta.ref.namespace):
             return
         if old is not None and new is not None:
-            if old.hash != new.hash:
+            if old.change_key != new.change_key:
                 self._changed(new)
         elif new is not None:
             previous = self._tombstones.pop(new.ref, None)
-            if previous is not None and previous != new.hash:
+            if previous is not None and previous != new.change_key:
                 self._changed(new)  # deleted and re-created with other data: a change
             elif behaviour.reload_on_create:
                 self._changed(new)
         elif old is not None:
-            self._tombstones[old.ref] = old.hash
+            self._tombstones[old.ref] = old.change_key
             while len(self._tombstones) > _TOMBSTONES:
                 self._tombstones.popitem(last=False)
             if behaviour.reload_on_delete:
@@ -593,6 +609,9 @@ class Controller:
             meta = item.meta if item.deleted else self.source(ref)
             if meta is None:
                 continue  # deleted since the change; a delete is its own event
+            if not meta.hash and not item.deleted:
+                log.error("no hash for source, skipped", extra={"object": str(ref)})
+                continue
             decision = policy.decide(view, meta, self.options)
             if decision.invalid_patterns:
                 self.metrics.invalid_annotation(record.ref.kind)

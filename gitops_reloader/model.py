@@ -74,6 +74,10 @@ class SourceRef:
 class SourceMeta:
     """What the controller keeps of a ConfigMap/Secret: never its data (DESIGN contract 3).
 
+    ``hash`` is the Stakater hash ("" when not computed: decoding every Secret of the
+    initial list is the largest start-up cost and no decision needs it then);
+    ``fingerprint`` changes exactly when the data changes and is what change detection
+    compares (for Secrets a digest of the base64 text, for ConfigMaps the hash itself).
     ``annotations`` holds only the few keys the policy reads.
     """
 
@@ -82,6 +86,12 @@ class SourceMeta:
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
     resource_version: str = ""
+    fingerprint: str = ""
+
+    @property
+    def change_key(self) -> str:
+        """What differs exactly when the data differs."""
+        return self.fingerprint or self.hash
 
 
 @dataclass(frozen=True, slots=True)
