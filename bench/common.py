@@ -153,3 +153,46 @@ def deployment_body(name: str, configmap: str, namespace: str = "bench",
             "spec": {"containers": [{"name": "app", "image": "nginx",
                                      "envFrom": [{"configMapRef": {"name": configmap}}]}]}}},
     }
+
+
+class DeploymentWatch:
+    """Records when each Deployment in namespace ``bench`` is MODIFIED (a thread on a watch)."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        import threading
+
+        from gitops_reloader.kube.resources import DEPLOYMENTS
+
+        self._api = api_for(kubeconfig, pool=2)
+        rv = str(self._api.list(DEPLOYMENTS, namespace="bench", limit=1)["metadata"]["resourceVersion"])
+        self._stream = self._api.watch(DEPLOYMENTS, namespace="bench", resource_version=rv,
+                                       timeout_seconds=900)
+        self.times: list[tuple[str, float]] = []
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> DeploymentWatch:
+        self._thread.start()
+        time.sleep(0.3)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stream.close()
+
+    def _run(self) -> None:
+        for event in self._stream:
+            if event.get("type") == "MODIFIED":
+                with self._cond:
+                    self.times.append((event["object"]["metadata"]["name"], time.perf_counter()))
+                    self._cond.notify_all()
+
+    def wait_names(self, count: int, timeout: float) -> float:
+        """Wait until ``count`` distinct Deployments were modified; return the last time."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while len({n for n, _ in self.times}) < count:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise RuntimeError(f"only {len({n for n, _ in self.times})}/{count} written")
+                self._cond.wait(remaining)
+            return max(t for _, t in self.times)

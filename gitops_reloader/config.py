@@ -91,6 +91,8 @@ class Behaviour:
     """What a change does."""
 
     reload_strategy: SinkName = SinkName.ENV_VARS
+    """Stakater's flag; also the default sink unless ``default_sink`` is set."""
+    default_sink: SinkName | None = None
     auto_reload_all: bool = False
     reload_on_create: bool = False
     reload_on_delete: bool = False
@@ -107,7 +109,7 @@ class Runtime:
 
     coalesce_window: float = 2.0
     workers: int = 4
-    write_qps: float = 100.0
+    write_qps: float = 200.0
     write_burst: int = 300
     max_retries: int = 12
     retry_base_delay: float = 0.05
@@ -164,6 +166,7 @@ class FlagSpec:
 FLAGS: tuple[FlagSpec, ...] = (
     FlagSpec(("--kubeconfig",), "Path to a kubeconfig; else KUBECONFIG, ~/.kube/config, in-cluster.", ""),
     FlagSpec(("--reload-strategy",), "Default sink: env-vars or annotations (per workload: gitops-reloader.io/sink).", "env-vars"),
+    FlagSpec(("--default-sink",), "Sink for workloads without gitops-reloader.io/sink: env-vars, annotations, git, pull-request, webhook (default: --reload-strategy).", "", stakater=False),
     FlagSpec(("--auto-reload-all",), "Reload every workload that references a changed ConfigMap/Secret.", "false", True),
     FlagSpec(("--reload-on-create",), "Reload when a referenced ConfigMap/Secret is created.", "false", True),
     FlagSpec(("--reload-on-delete",), "Reload when a referenced ConfigMap/Secret is deleted.", "false", True),
@@ -187,13 +190,13 @@ FLAGS: tuple[FlagSpec, ...] = (
     FlagSpec(("--namespaces",), "Comma list: watch only these namespaces (env KUBERNETES_NAMESPACE: one).", "", stakater=False),
     FlagSpec(("--webhook-url",), "POST a JSON description of each change here instead of reloading.", ""),
     FlagSpec(("--is-Argo-Rollouts", "--is-argo-rollouts"), "Also reload Argo Rollouts.", "false", True),
-    FlagSpec(("--is-openshift",), "Also reload DeploymentConfigs (default: detect through discovery).", ""),
+    FlagSpec(("--is-openshift",), "Also reload DeploymentConfigs (default: detect through discovery).", "", True),
     FlagSpec(("--enable-ha",), "Leader election on a coordination.k8s.io Lease; standbys keep warm caches.", "false", True),
     FlagSpec(("--log-format",), "Log format: json or text.", "text"),
     FlagSpec(("--log-level",), "Log level: debug, info, warning, error.", "info"),
     FlagSpec(("--coalesce-window",), "Wait this long after a change to batch further changes per workload/repository.", "2s", stakater=False),
     FlagSpec(("--workers",), "Concurrent sink workers.", "4", stakater=False),
-    FlagSpec(("--write-qps",), "Client-side limit on API writes per second (token bucket).", "100", stakater=False),
+    FlagSpec(("--write-qps",), "Client-side limit on API writes per second (token bucket).", "200", stakater=False),
     FlagSpec(("--write-burst",), "Token-bucket burst for API writes.", "300", stakater=False),
     FlagSpec(("--max-retries",), "Retries (exponential backoff) before a failed emission is reported and dropped from the queue.", "12", stakater=False),
     FlagSpec(("--http-address",), "Address for /metrics, /live, /healthz, /readyz.", ":9090", stakater=False),
@@ -286,7 +289,7 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
         raise ConfigError(f"unknown arguments: {' '.join(extra)}")
     raw: dict[str, str] = vars(ns)
     b = {spec: _flag(spec.names[0].lstrip("-"), raw[_dest(spec)], parse_bool)
-         for spec in FLAGS if spec.boolean}
+         for spec in FLAGS if spec.boolean and spec.default}  # "" default: tri-state, read below
     flag_bool = {_dest(s): v for s, v in b.items()}
 
     resources_to_ignore = raw["resources_to_ignore"].strip()
@@ -330,6 +333,8 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
         raise ConfigError("--resources-to-ignore/--ignore-*: ignoring both ConfigMaps and Secrets leaves nothing to watch")
     behaviour = Behaviour(
         reload_strategy=SinkName(strategy),
+        default_sink=SinkName(_flag("default-sink", raw["default_sink"], _choice(*SinkName)))
+        if raw["default_sink"] else None,
         auto_reload_all=flag_bool["auto_reload_all"],
         reload_on_create=flag_bool["reload_on_create"],
         reload_on_delete=flag_bool["reload_on_delete"],

@@ -521,7 +521,7 @@ class Controller:
         key = self.config.keys.sink
         chosen = record.annotations.get(key) or record.template_annotations.get(key)
         if not chosen:
-            return self.config.behaviour.reload_strategy
+            return self.config.behaviour.default_sink or self.config.behaviour.reload_strategy
         chosen = chosen.strip()
         return chosen if chosen in set(SinkName) else None
 

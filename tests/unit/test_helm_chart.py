@@ -1,0 +1,640 @@
+"""The Helm chart: lint, render every values file of the matrix, validate, check RBAC and args.
+
+The matrix lives in ``helm/gitops-reloader/values-tests/``; each file names one feature
+set. Rendering uses the real helm binary (``.ci/install-tools.sh``); a missing helm fails
+these tests. Every rendered object is validated strictly with kubernetes-validate, and
+the container args are fed to the controller's own flag parser.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+# tests/ is not a package: make tests/helm_tools.py importable from here.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import helm_tools
+from helm_tools import CHART_DIR, render, require_helm, run_helm, validate_object
+
+from gitops_reloader.config import FLAGS, load_config
+
+VALUES_DIR = CHART_DIR / "values-tests"
+EXPECTED_MATRIX = {
+    "default", "namespaced", "ha", "git-sink", "pull-request", "argo-rollouts-openshift",
+    "ignore-secrets", "monitoring-pdb-netpol", "stakater-compat",
+}
+NAMESPACE = "ops"
+RELEASE = "reloader"
+FULLNAME = "reloader-gitops-reloader"
+KNOWN_FLAGS = frozenset(name for spec in FLAGS for name in spec.names)
+READ = ["get", "list", "watch"]
+
+Obj = dict[str, Any]
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    return require_helm()
+
+
+@pytest.fixture(scope="module")
+def helm_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("helm-home")
+
+
+@pytest.fixture(scope="module")
+def rendered(helm: Path, helm_home: Path) -> dict[str, list[Obj]]:
+    """Every values file of the matrix, rendered once: name → objects."""
+    return {
+        path.stem: render(helm, CHART_DIR, home=helm_home, values_files=[path],
+                          release=RELEASE, namespace=NAMESPACE)
+        for path in sorted(VALUES_DIR.glob("*.yaml"))
+    }
+
+
+def values_files() -> list[str]:
+    return sorted(path.stem for path in VALUES_DIR.glob("*.yaml"))
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def objects(docs: list[Obj], kind: str) -> list[Obj]:
+    return [doc for doc in docs if doc["kind"] == kind]
+
+
+def one(docs: list[Obj], kind: str, name: str | None = None) -> Obj:
+    found = [doc for doc in objects(docs, kind) if name is None or doc["metadata"]["name"] == name]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
+    return found[0]
+
+
+def container(docs: list[Obj]) -> Obj:
+    containers = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    return containers[0]
+
+
+def args_of(docs: list[Obj]) -> list[str]:
+    args = container(docs)["args"]
+    assert args[0] == "run", "the first arg must be the `run` sub-command"
+    return args[1:]
+
+
+def flag_values(docs: list[Obj]) -> dict[str, str]:
+    return dict(arg.split("=", 1) for arg in args_of(docs))
+
+
+def all_rules(docs: list[Obj]) -> Iterator[tuple[Obj, Obj]]:
+    """(role, rule) for every rule of every Role and ClusterRole."""
+    for role in objects(docs, "ClusterRole") + objects(docs, "Role"):
+        for rule in role["rules"]:
+            yield role, rule
+
+
+def verbs_for(docs: list[Obj], group: str, resource: str) -> set[str]:
+    """All verbs granted on ``group/resource`` by any rule (with or without resourceNames)."""
+    return {
+        verb
+        for _, rule in all_rules(docs)
+        if group in rule["apiGroups"] and resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def unrestricted_verbs(docs: list[Obj], group: str, resource: str) -> set[str]:
+    """Verbs granted on ``group/resource`` without a resourceNames restriction."""
+    return {
+        verb
+        for _, rule in all_rules(docs)
+        if group in rule["apiGroups"] and resource in rule["resources"]
+        and not rule.get("resourceNames")
+        for verb in rule["verbs"]
+    }
+
+
+def main_role(docs: list[Obj]) -> Obj:
+    return one(docs, "ClusterRole") if objects(docs, "ClusterRole") else one(docs, "Role", FULLNAME)
+
+
+# --------------------------------------------------------------------------- lint, render, validate
+
+
+def test_values_matrix_is_complete() -> None:
+    assert set(values_files()) >= EXPECTED_MATRIX
+
+
+@pytest.mark.parametrize("values", [None, *values_files()])
+def test_helm_lint_strict(helm: Path, helm_home: Path, values: str | None) -> None:
+    args = ["lint", "--strict", str(CHART_DIR)]
+    if values:
+        args += ["--values", str(VALUES_DIR / f"{values}.yaml")]
+    result = run_helm(helm, args, home=helm_home)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("values", values_files())
+def test_every_rendered_object_validates_strictly(rendered: dict[str, list[Obj]], values: str) -> None:
+    docs = rendered[values]
+    assert docs, "nothing rendered"
+    problems = [problem for doc in docs for problem in validate_object(doc)]
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("values", values_files())
+def test_core_objects_always_rendered(rendered: dict[str, list[Obj]], values: str) -> None:
+    docs = rendered[values]
+    for kind in ("ServiceAccount", "Deployment", "Service"):
+        assert objects(docs, kind), f"{kind} missing"
+    for doc in docs:
+        if doc["kind"] not in ("ClusterRole", "ClusterRoleBinding", "PodMonitor"):
+            assert doc["metadata"]["namespace"] == NAMESPACE, doc["kind"]
+
+
+def test_validator_rejects_unknown_fields_and_unknown_groups() -> None:
+    """Guard for the guard: strict validation really fails on typos."""
+    bad_field = {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "dataa": {},
+    }
+    assert validate_object(bad_field)
+    unknown_group = {"apiVersion": "example.invalid/v1", "kind": "Thing", "metadata": {"name": "x"}}
+    assert validate_object(unknown_group)
+    crd = {"apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor",
+           "metadata": {"name": "x"}, "spec": {"anything": True}}
+    assert validate_object(crd) == []
+
+
+# --------------------------------------------------------------------------- args
+
+
+@pytest.mark.parametrize("values", values_files())
+def test_every_arg_is_a_known_flag(rendered: dict[str, list[Obj]], values: str) -> None:
+    for arg in args_of(rendered[values]):
+        assert arg.startswith("--") and "=" in arg, f"{arg!r}: use --flag=value"
+        name = arg.split("=", 1)[0]
+        assert name in KNOWN_FLAGS, f"{name} is not in gitops_reloader.config.FLAGS"
+
+
+@pytest.mark.parametrize("values", values_files())
+def test_args_are_accepted_by_the_controller(rendered: dict[str, list[Obj]], values: str) -> None:
+    load_config(args_of(rendered[values]), environ={"POD_NAMESPACE": NAMESPACE})
+
+
+def test_default_args_are_minimal(rendered: dict[str, list[Obj]]) -> None:
+    # The OpenShift flag is always explicit so the controller never watches a kind
+    # it has no RBAC for (it would otherwise detect DeploymentConfigs by discovery).
+    assert args_of(rendered["default"]) == ["--is-openshift=false"]
+    config = load_config(args_of(rendered["default"]), environ={"POD_NAMESPACE": NAMESPACE})
+    assert config.filters.namespaces == ()
+    assert config.gitops.config_file == ""
+
+
+def test_stakater_values_file_keeps_stakater_defaults(rendered: dict[str, list[Obj]]) -> None:
+    docs = rendered["stakater-compat"]
+    assert args_of(docs) == ["--is-openshift=false"]
+    assert main_role(docs)["kind"] == "ClusterRole"
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsUser"] == 65534  # the user's value wins
+    assert pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def test_namespaced_args(rendered: dict[str, list[Obj]]) -> None:
+    flags = flag_values(rendered["namespaced"])
+    assert flags["--namespaces"] == NAMESPACE
+    assert flags["--reload-strategy"] == "annotations"
+    assert flags["--namespaces-to-ignore"] == "kube-system,kube-public"
+    assert flags["--resource-label-selector"] == "reloader=enabled"
+    assert flags["--log-format"] == "json"
+    assert flags["--log-level"] == "debug"
+
+
+def test_ha_args(rendered: dict[str, list[Obj]]) -> None:
+    flags = flag_values(rendered["ha"])
+    assert flags["--enable-ha"] == "true"
+    assert flags["--lease-name"] == FULLNAME
+    for flag in ("--reload-on-create", "--reload-on-delete", "--sync-after-restart",
+                 "--auto-reload-all"):
+        assert flags[flag] == "true"
+    assert flags["--coalesce-window"] == "5s"
+    assert flags["--namespace-selector"] == "reloader.stakater.com/watch=true"
+    assert one(rendered["ha"], "Deployment")["spec"]["replicas"] == 2
+
+
+def test_replicas_need_ha(helm: Path, helm_home: Path) -> None:
+    docs = render(helm, CHART_DIR, home=helm_home,
+                  set_values={"reloader.deployment.replicas": "3"})
+    assert one(docs, "Deployment")["spec"]["replicas"] == 1
+
+
+def test_ignore_args(rendered: dict[str, list[Obj]]) -> None:
+    flags = flag_values(rendered["ignore-secrets"])
+    assert flags["--resources-to-ignore"] == "secrets"
+    assert flags["--ignored-workload-types"] == "jobs,cronjobs"
+    assert flags["--reload-strategy"] == "env-vars"
+    config = load_config(args_of(rendered["ignore-secrets"]), environ={})
+    assert config.filters.ignore_secrets
+    assert config.filters.ignored_workload_types == ("jobs", "cronjobs")
+
+
+def test_argo_rollouts_openshift_args(rendered: dict[str, list[Obj]]) -> None:
+    args = args_of(rendered["argo-rollouts-openshift"])
+    assert "--is-Argo-Rollouts=true" in args
+    assert "--is-openshift=true" in args
+    assert "--webhook-url=https://hooks.acme.example/reloader" in args
+    assert "--configmap-annotation=acme.example/configmap-reload" in args
+    assert "--secret-annotation=acme.example/secret-reload" in args
+    assert "--auto-annotation=acme.example/auto" in args
+
+
+def test_git_args_point_at_the_mounted_config(rendered: dict[str, list[Obj]]) -> None:
+    docs = rendered["git-sink"]
+    flags = flag_values(docs)
+    assert flags["--git-config"] == "/etc/gitops-reloader/git-config.yaml"
+    assert flags["--git-cache-dir"] == "/var/cache/gitops-reloader"
+    assert flags["--digest-key-secret"] == f"{FULLNAME}-digest-key"
+    assert flags["--request-refresh"] == "false"
+    assert flags["--reload-strategy"] == "annotations"
+    mounts = {m["mountPath"]: m for m in container(docs)["volumeMounts"]}
+    assert mounts[flags["--git-config"]]["readOnly"] is True
+    assert flags["--git-cache-dir"] in mounts
+    pr_flags = flag_values(rendered["pull-request"])
+    assert pr_flags["--pr-grouping"] == "repository"
+    assert pr_flags["--digest-key-secret"] == "reloader-hmac"
+    assert pr_flags["--request-refresh"] == "true"
+
+
+# --------------------------------------------------------------------------- git config
+
+
+def git_config(docs: list[Obj]) -> Obj:
+    configmap = one(docs, "ConfigMap", f"{FULLNAME}-git")
+    return yaml.safe_load(configmap["data"]["git-config.yaml"])
+
+
+def test_git_config_references_mounted_credentials(rendered: dict[str, list[Obj]]) -> None:
+    docs = rendered["git-sink"]
+    repos = {repo["name"]: repo for repo in git_config(docs)["repositories"]}
+    base = "/etc/gitops-reloader/credentials"
+    assert repos["platform"]["tokenFile"] == f"{base}/platform/token"
+    assert repos["platform"]["author"] == {"name": "gitops-reloader",
+                                           "email": "gitops-reloader@acme.example"}
+    assert "sshKeyFile" not in repos["platform"]
+    assert repos["infra"]["sshKeyFile"] == f"{base}/infra/ssh-privatekey"
+    assert repos["infra"]["knownHostsFile"] == f"{base}/infra/known_hosts"
+    assert "tokenFile" not in repos["infra"]
+    for repo in repos.values():
+        assert "credentialsSecret" not in repo  # a Secret name means nothing to the controller
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    volumes = {volume["name"]: volume for volume in pod["volumes"]}
+    mounts = {mount["mountPath"]: mount for mount in pod["containers"][0]["volumeMounts"]}
+    for name, secret in (("platform", "platform-git-token"), ("infra", "infra-git-ssh")):
+        mount = mounts[f"{base}/{name}"]
+        assert mount["readOnly"] is True
+        assert volumes[mount["name"]]["secret"]["secretName"] == secret
+    assert volumes["git-cache"]["emptyDir"] == {"sizeLimit": "1Gi"}
+
+
+def test_git_config_pull_request_settings(rendered: dict[str, list[Obj]]) -> None:
+    repos = {repo["name"]: repo for repo in git_config(rendered["pull-request"])["repositories"]}
+    assert repos["apps"]["pullRequest"] == {
+        "enabled": True, "host": "github", "apiUrl": "https://api.github.com",
+        "grouping": "repository",
+    }
+    assert repos["edge"]["pullRequest"]["host"] == "gitea"
+
+
+def test_git_config_change_rolls_the_controller(rendered: dict[str, list[Obj]]) -> None:
+    def checksum(docs: list[Obj]) -> str:
+        return one(docs, "Deployment")["spec"]["template"]["metadata"]["annotations"][
+            "checksum/git-config"]
+
+    assert checksum(rendered["git-sink"]) != checksum(rendered["pull-request"])
+
+
+@pytest.mark.parametrize("values", ["default", "namespaced", "ha", "ignore-secrets"])
+def test_no_git_objects_without_repositories(rendered: dict[str, list[Obj]], values: str) -> None:
+    docs = rendered[values]
+    assert not objects(docs, "ConfigMap")
+    assert not any(arg.startswith("--git-") for arg in args_of(docs))
+    volumes = {v["name"] for v in one(docs, "Deployment")["spec"]["template"]["spec"]["volumes"]}
+    assert volumes == {"tmp"}
+
+
+# --------------------------------------------------------------------------- deployment
+
+
+@pytest.mark.parametrize("values", values_files())
+def test_probes_ports_and_security(rendered: dict[str, list[Obj]], values: str) -> None:
+    docs = rendered[values]
+    c = container(docs)
+    assert c["ports"] == [{"name": "http", "containerPort": 9090, "protocol": "TCP"}]
+    assert c["livenessProbe"]["httpGet"] == {"path": "/live", "port": "http"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    security = c["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"]["drop"] == ["ALL"]
+    assert security["runAsNonRoot"] is True
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert {"name": "tmp", "mountPath": "/tmp"} in c["volumeMounts"]
+    env = {e["name"] for e in c["env"]}
+    assert {"POD_NAMESPACE", "POD_NAME"} <= env
+    service = one(docs, "Service")
+    assert service["spec"]["ports"][0]["targetPort"] == "http"
+    assert service["spec"]["ports"][0]["port"] == 9090
+
+
+def test_default_pod_security(rendered: dict[str, list[Obj]]) -> None:
+    pod = one(rendered["default"], "Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsUser"] == 65532
+    assert pod["securityContext"]["runAsNonRoot"] is True
+
+
+def test_alert_env_from_values(rendered: dict[str, list[Obj]]) -> None:
+    docs = rendered["git-sink"]
+    env = {e["name"]: e for e in container(docs)["env"]}
+    assert env["ALERT_ON_RELOAD"]["value"] == "true"
+    assert env["ALERT_SINK"]["value"] == "slack"
+    assert env["ALERT_WEBHOOK_URL"]["valueFrom"]["secretKeyRef"] == {
+        "name": FULLNAME, "key": "ALERT_WEBHOOK_URL"}
+    assert "ALERT_WEBHOOK_URL" in one(docs, "Secret", FULLNAME)["data"]
+
+
+# --------------------------------------------------------------------------- RBAC
+
+
+def test_default_rbac(rendered: dict[str, list[Obj]]) -> None:
+    docs = rendered["default"]
+    role = main_role(docs)
+    assert role["kind"] == "ClusterRole"
+    binding = one(docs, "ClusterRoleBinding")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io",
+                                  "kind": "ClusterRole", "name": FULLNAME}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": FULLNAME,
+                                    "namespace": NAMESPACE}]
+    assert verbs_for(docs, "", "secrets") == set(READ)
+    assert verbs_for(docs, "", "configmaps") == set(READ)
+    for kind in ("deployments", "daemonsets", "statefulsets"):
+        assert verbs_for(docs, "apps", kind) == {*READ, "patch", "update"}
+    assert verbs_for(docs, "batch", "jobs") == {"create", "delete", *READ}
+    assert verbs_for(docs, "batch", "cronjobs") == set(READ)
+    assert verbs_for(docs, "", "events") == {"create", "patch"}
+    assert verbs_for(docs, "events.k8s.io", "events") == {"create", "patch"}
+    for group, resource in (("coordination.k8s.io", "leases"), ("", "namespaces"),
+                            ("argoproj.io", "rollouts"), ("argoproj.io", "applications"),
+                            ("apps.openshift.io", "deploymentconfigs"),
+                            ("kustomize.toolkit.fluxcd.io", "kustomizations"),
+                            ("source.toolkit.fluxcd.io", "gitrepositories")):
+        assert not verbs_for(docs, group, resource), f"{group}/{resource} granted by default"
+    assert not objects(docs, "Role")
+
+
+@pytest.mark.parametrize("values", values_files())
+def test_rbac_never_grants_wildcards_or_escalation(rendered: dict[str, list[Obj]], values: str) -> None:
+    for role, rule in all_rules(rendered[values]):
+        name = role["metadata"]["name"]
+        assert "*" not in rule["verbs"] and "*" not in rule["resources"], name
+        assert "*" not in rule["apiGroups"], name
+        assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), name
+        assert "nonResourceURLs" not in rule, name
+
+
+@pytest.mark.parametrize("values", values_files())
+def test_secret_writes_only_with_git(rendered: dict[str, list[Obj]], values: str) -> None:
+    docs = rendered[values]
+    git = bool(objects(docs, "ConfigMap"))
+    writes = verbs_for(docs, "", "secrets") - set(READ)
+    if not git:
+        assert not writes, "secret writes without a git sink"
+        return
+    # create cannot be restricted by name; get/update are limited to the digest key,
+    # and all of it lives in a Role in the release namespace, never in a ClusterRole.
+    digest_key = flag_values(docs)["--digest-key-secret"]
+    for role, rule in all_rules(docs):
+        if "" not in rule["apiGroups"] or "secrets" not in rule["resources"]:
+            continue
+        if set(rule["verbs"]) - set(READ):
+            assert role["kind"] == "Role" and role["metadata"]["namespace"] == NAMESPACE
+            if rule["verbs"] != ["create"]:
+                assert rule["resourceNames"] == [digest_key]
+                assert set(rule["verbs"]) == {"get", "update"}
+
+
+def test_namespaced_rbac(rendered: dict[str, list[Obj]]) -> None:
+    docs = rendered["namespaced"]
+    assert not objects(docs, "ClusterRole") and not objects(docs, "ClusterRoleBinding")
+    role = one(docs, "Role", FULLNAME)
+    assert role["metadata"]["namespace"] == NAMESPACE
+    binding = one(docs, "RoleBinding", FULLNAME)
+    assert binding["metadata"]["namespace"] == NAMESPACE
+    assert binding["roleRef"]["kind"] == "Role"
+    assert verbs_for(docs, "apps", "deployments") == {*READ, "patch", "update"}
+
+
+def test_leases_only_with_ha(rendered: dict[str, list[Obj]]) -> None:
+    for values, docs in rendered.items():
+        has_ha = "--enable-ha=true" in args_of(docs)
+        assert bool(verbs_for(docs, "coordination.k8s.io", "leases")) == has_ha, values
+    docs = rendered["ha"]
+    role = one(docs, "Role", f"{FULLNAME}-self")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert unrestricted_verbs(docs, "coordination.k8s.io", "leases") == {"create"}
+    assert verbs_for(docs, "coordination.k8s.io", "leases") == {"create", "get", "update"}
+    named = [rule for _, rule in all_rules(docs) if rule.get("resourceNames")]
+    assert named == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                      "resourceNames": [FULLNAME], "verbs": ["get", "update"]}]
+    binding = one(docs, "RoleBinding", f"{FULLNAME}-self")
+    assert binding["roleRef"]["name"] == f"{FULLNAME}-self"
+    # The leases rule never lands in the ClusterRole.
+    assert all(
+        "leases" not in rule["resources"] for rule in one(docs, "ClusterRole")["rules"]
+    )
+
+
+def test_namespaces_only_with_namespace_selector(rendered: dict[str, list[Obj]]) -> None:
+    for values, docs in rendered.items():
+        selector = any(arg.startswith("--namespace-selector=") for arg in args_of(docs))
+        assert bool(verbs_for(docs, "", "namespaces")) == selector, values
+    assert verbs_for(rendered["ha"], "", "namespaces") == set(READ)
+
+
+def test_ignore_secrets_jobs_cronjobs_rbac(rendered: dict[str, list[Obj]]) -> None:
+    docs = rendered["ignore-secrets"]
+    assert not verbs_for(docs, "", "secrets")
+    assert verbs_for(docs, "", "configmaps") == set(READ)
+    assert not verbs_for(docs, "batch", "jobs")
+    assert not verbs_for(docs, "batch", "cronjobs")
+
+
+def test_ignore_jobs_keeps_job_create_for_cronjobs(helm: Path, helm_home: Path) -> None:
+    """A CronJob reload creates a Job from its template: jobs `create` must stay."""
+    docs = render(helm, CHART_DIR, home=helm_home, set_values={"reloader.ignoreJobs": "true"})
+    assert verbs_for(docs, "batch", "jobs") == {"create"}
+    assert verbs_for(docs, "batch", "cronjobs") == set(READ)
+    assert "--ignored-workload-types=jobs" in args_of(docs)
+
+
+def test_ignore_cronjobs_only(helm: Path, helm_home: Path) -> None:
+    docs = render(helm, CHART_DIR, home=helm_home, set_values={"reloader.ignoreCronJobs": "true"})
+    assert verbs_for(docs, "batch", "jobs") == {"create", "delete", *READ}
+    assert not verbs_for(docs, "batch", "cronjobs")
+    assert "--ignored-workload-types=cronjobs" in args_of(docs)
+
+
+def test_ignore_configmaps(helm: Path, helm_home: Path) -> None:
+    docs = render(helm, CHART_DIR, home=helm_home, set_values={"reloader.ignoreConfigMaps": "true"})
+    assert not verbs_for(docs, "", "configmaps")
+    assert verbs_for(docs, "", "secrets") == set(READ)
+    assert "--resources-to-ignore=configMaps" in args_of(docs)
+
+
+def test_argo_rollouts_and_openshift_rbac(rendered: dict[str, list[Obj]]) -> None:
+    docs = rendered["argo-rollouts-openshift"]
+    assert verbs_for(docs, "argoproj.io", "rollouts") == {*READ, "patch", "update"}
+    assert verbs_for(docs, "apps.openshift.io", "deploymentconfigs") == {*READ, "patch", "update"}
+    assert not verbs_for(docs, "argoproj.io", "applications")
+
+
+@pytest.mark.parametrize("values", ["git-sink", "pull-request", "monitoring-pdb-netpol"])
+def test_git_sink_rbac(rendered: dict[str, list[Obj]], values: str) -> None:
+    docs = rendered[values]
+    role = main_role(docs)
+    assert role["kind"] == "ClusterRole"
+    assert verbs_for(docs, "argoproj.io", "applications") == {*READ, "patch"}
+    assert verbs_for(docs, "kustomize.toolkit.fluxcd.io", "kustomizations") == {*READ, "patch"}
+    assert verbs_for(docs, "source.toolkit.fluxcd.io", "gitrepositories") == {*READ, "patch"}
+    assert unrestricted_verbs(docs, "", "secrets") == {*READ, "create"}
+    digest_key = flag_values(docs)["--digest-key-secret"]
+    self_role = one(docs, "Role", f"{FULLNAME}-self")
+    assert {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [digest_key],
+            "verbs": ["get", "update"]} in self_role["rules"]
+    assert not any(rule.get("resourceNames") for rule in role["rules"])
+
+
+def test_git_sink_with_ignored_secrets_still_manages_its_key(helm: Path, helm_home: Path) -> None:
+    docs = render(helm, CHART_DIR, home=helm_home,
+                  values_files=[VALUES_DIR / "git-sink.yaml"],
+                  set_values={"reloader.ignoreSecrets": "true"})
+    assert unrestricted_verbs(docs, "", "secrets") == {"create"}
+    assert all("secrets" not in rule["resources"] for rule in one(docs, "ClusterRole")["rules"]
+               if "" in rule["apiGroups"])
+
+
+def test_rbac_disabled(helm: Path, helm_home: Path) -> None:
+    docs = render(helm, CHART_DIR, home=helm_home,
+                  values_files=[VALUES_DIR / "git-sink.yaml"],
+                  set_values={"reloader.rbac.enabled": "false",
+                              "reloader.serviceAccount.create": "false",
+                              "reloader.serviceAccount.name": "existing"})
+    kinds = {doc["kind"] for doc in docs}
+    assert not kinds & {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+                        "ServiceAccount"}
+    assert one(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "existing"
+
+
+# --------------------------------------------------------------------------- optional objects
+
+
+def test_monitoring_pdb_netpol(rendered: dict[str, list[Obj]]) -> None:
+    docs = rendered["monitoring-pdb-netpol"]
+    service_monitor = one(docs, "ServiceMonitor")
+    assert service_monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert service_monitor["spec"]["endpoints"][0]["port"] == "http"
+    assert service_monitor["metadata"]["labels"]["release"] == "prometheus"
+    pod_monitor = one(docs, "PodMonitor")
+    assert pod_monitor["metadata"]["namespace"] == "monitoring"
+    assert pod_monitor["spec"]["podMetricsEndpoints"][0]["path"] == "/metrics"
+    assert pod_monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    pdb = one(docs, "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 1
+    selector = one(docs, "Deployment")["spec"]["selector"]["matchLabels"]
+    assert pdb["spec"]["selector"]["matchLabels"] == selector
+    policy = one(docs, "NetworkPolicy")["spec"]
+    assert policy["podSelector"]["matchLabels"] == selector
+    assert policy["ingress"] == [{
+        "ports": [{"port": "http", "protocol": "TCP"}],
+        "from": [{"namespaceSelector": {"matchLabels": {
+            "kubernetes.io/metadata.name": "monitoring"}}}],
+    }]
+    egress_ports = [{p["port"] for p in rule["ports"]} for rule in policy["egress"]]
+    assert {53} in egress_ports
+    api_rule = next(rule for rule in policy["egress"] if 6443 in {p["port"] for p in rule["ports"]})
+    assert [peer["ipBlock"]["cidr"] for peer in api_rule["to"]] == ["10.96.0.1/32",
+                                                                     "172.18.0.0/16"]
+    assert {443, 22} in egress_ports  # git hosts (repositories are configured)
+
+
+def test_pdb_max_unavailable_for_a_single_replica(helm: Path, helm_home: Path) -> None:
+    docs = render(helm, CHART_DIR, home=helm_home,
+                  set_values={"reloader.podDisruptionBudget.enabled": "true",
+                              "reloader.podDisruptionBudget.maxUnavailable": "1"})
+    assert one(docs, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
+    assert "minAvailable" not in one(docs, "PodDisruptionBudget")["spec"]
+
+
+def test_netpol_without_external_hosts(helm: Path, helm_home: Path) -> None:
+    docs = render(helm, CHART_DIR, home=helm_home, set_values={"reloader.netpol.enabled": "true"})
+    egress = one(docs, "NetworkPolicy")["spec"]["egress"]
+    assert all(22 not in {p["port"] for p in rule["ports"]} for rule in egress)
+
+
+@pytest.mark.parametrize("values", ["default", "namespaced", "git-sink"])
+def test_optional_objects_off_by_default(rendered: dict[str, list[Obj]], values: str) -> None:
+    kinds = {doc["kind"] for doc in rendered[values]}
+    assert not kinds & {"ServiceMonitor", "PodMonitor", "PodDisruptionBudget", "NetworkPolicy"}
+
+
+def test_ha_spreads_pods(rendered: dict[str, list[Obj]]) -> None:
+    affinity = one(rendered["ha"], "Deployment")["spec"]["template"]["spec"]["affinity"]
+    term = affinity["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+
+
+# --------------------------------------------------------------------------- bad values
+
+
+@pytest.mark.parametrize(
+    ("set_values", "message"),
+    [
+        ({"reloader.ignoreSecrets": "true", "reloader.ignoreConfigMaps": "true"},
+         "nothing would be watched"),
+        ({"reloader.defaultSink": "git"}, "needs reloader.git.repositories"),
+        ({"reloader.defaultSink": "webhook"}, "needs reloader.webhookUrl"),
+        ({"reloader.watchGlobally": "false", "reloader.namespaceSelector": "a=b"},
+         "needs reloader.watchGlobally=true"),
+        ({"reloader.reloadStrategy": "restart"}, "reloadStrategy"),
+        ({"reloader.git.repositories[0].name": "Bad_Name",
+          "reloader.git.repositories[0].url": "https://x.invalid/r.git"}, "name"),
+        ({"reloader.git.repositories[0].name": "a"}, "url"),
+        ({"reloader.git.repositories[0].name": "a",
+          "reloader.git.repositories[0].url": "https://x.invalid/r.git",
+          "reloader.git.repositories[0].pullRequest.host": "svn"}, "host"),
+        ({"reloader.custom_annotations.nope": "x"}, "custom_annotations.nope"),
+        ({"reloader.podDisruptionBudget.enabled": "true"}, "would block every node drain"),
+    ],
+)
+def test_bad_values_fail_with_a_clear_message(
+    helm: Path, helm_home: Path, set_values: dict[str, str], message: str
+) -> None:
+    args = ["template", RELEASE, str(CHART_DIR)]
+    for key, value in set_values.items():
+        args += ["--set", f"{key}={value}"]
+    result = run_helm(helm, args, home=helm_home)
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr
+
+
+def test_helm_tools_locates_helm_from_env(monkeypatch: pytest.MonkeyPatch, helm: Path) -> None:
+    monkeypatch.setenv("HELM_BIN", str(helm))
+    assert helm_tools.find_helm() == helm
+    monkeypatch.setenv("HELM_BIN", "/nonexistent/helm")
+    assert helm_tools.find_helm() is None
