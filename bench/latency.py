@@ -84,6 +84,9 @@ def run_once(workloads: int, changes: int) -> dict[str, float]:
         writes = sum(n for (verb, res), n in counts.items()
                      if res == "deployments" and verb in ("patch", "update", "create", "delete"))
         lists = sum(n for (verb, _), n in counts.items() if verb == "list")
+        by_verb = {f"{verb} {res}": round(n / changes, 3) for (verb, res), n in sorted(counts.items())}
+        print("API requests per change, by verb and resource (the benchmark's own PATCH of the "
+              "ConfigMap and its watch included):", json.dumps(by_verb))
         return {
             "p50_ms": percentile(latencies, 50), "p95_ms": percentile(latencies, 95),
             "p99_ms": percentile(latencies, 99),
