@@ -1,0 +1,83 @@
+"""Git host clients for the pull-request sink: GitHub, GitLab, Gitea/Forgejo, Bitbucket Cloud.
+
+Build one with :func:`host_for` and use it only through the
+:class:`~gitops_reloader.gitops.hosts.base.GitHost` protocol::
+
+    host = host_for("gitlab", "https://gitlab.example.com/api/v4", token)
+    pull = host.find_open("group/app", head="gitops-reloader/web", base="main")
+    if pull is None:
+        pull = host.create("group/app", head=..., base="main", title=..., body=...)
+
+Each client takes an injected ``httpx.Client`` (tests pass one with
+``httpx.MockTransport``, or point the client at the PR host test server); see
+:mod:`gitops_reloader.gitops.hosts.base` for the retry, error and secrecy contract.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import httpx
+
+from gitops_reloader.errors import ConfigError
+from gitops_reloader.gitops.hosts.base import GitHost, PullRequest, PullRequestState, RetryPolicy
+from gitops_reloader.gitops.hosts.bitbucket import BitbucketHost
+from gitops_reloader.gitops.hosts.gitea import GiteaHost
+from gitops_reloader.gitops.hosts.github import GitHubHost
+from gitops_reloader.gitops.hosts.gitlab import GitLabHost
+
+__all__ = [
+    "HOST_KINDS",
+    "BitbucketHost",
+    "GitHost",
+    "GitHubHost",
+    "GitLabHost",
+    "GiteaHost",
+    "PullRequest",
+    "PullRequestState",
+    "RetryPolicy",
+    "host_for",
+]
+
+_CLASSES: dict[str, type[GitHubHost | GitLabHost | GiteaHost | BitbucketHost]] = {
+    "github": GitHubHost,
+    "gitlab": GitLabHost,
+    "gitea": GiteaHost,
+    "forgejo": GiteaHost,  # Forgejo keeps Gitea's API
+    "bitbucket": BitbucketHost,
+}
+
+HOST_KINDS = ("github", "gitlab", "gitea", "bitbucket")
+"""The canonical host kinds (``forgejo`` is accepted as an alias of ``gitea``)."""
+
+
+def host_for(
+    kind: str,
+    api_url: str,
+    token: str,
+    *,
+    client: httpx.Client | None = None,
+    timeout: float = 10.0,
+    retry: RetryPolicy | None = None,
+    sleep: Callable[[float], None] | None = None,
+) -> GitHost:
+    """A client for a ``kind`` host at ``api_url``, authenticating with ``token``.
+
+    ``api_url`` may be empty for GitHub (``https://api.github.com``) and Bitbucket
+    (``https://api.bitbucket.org/2.0``). Raises :class:`ConfigError` for an unknown
+    kind, a malformed URL or an empty token; the message never contains the token.
+    ``sleep`` replaces :func:`time.sleep` between retries (tests).
+    """
+    normalized = kind.strip().lower()
+    cls = _CLASSES.get(normalized)
+    if cls is None:
+        raise ConfigError(f"unknown git host kind {kind!r}; use one of {', '.join(HOST_KINDS)} (or forgejo)")
+    return cls(
+        api_url,
+        token,
+        client=client,
+        timeout=timeout,
+        retry=retry or RetryPolicy(),
+        sleep=sleep or time.sleep,
+    )

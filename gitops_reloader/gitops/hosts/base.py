@@ -1,0 +1,445 @@
+"""The :class:`GitHost` protocol, the :class:`PullRequest` value, and the HTTP plumbing
+every host client shares.
+
+A host client turns "this branch should be a pull request into that base" into REST
+calls against GitHub, GitLab, Gitea/Forgejo or Bitbucket Cloud. The pull-request sink
+only ever talks to the :class:`GitHost` protocol; this module is, with its siblings,
+the only place that imports ``httpx`` for git hosts.
+
+Guarantees of every client built on :class:`_RestHost`:
+
+- **Bounded.** Each request has a timeout (10 s by default). Network errors, 408, 5xx
+  and 429 (and GitHub's rate-limit 403) are retried up to :attr:`RetryPolicy.attempts`
+  times in all, with exponential backoff or the host's ``Retry-After`` /
+  ``X-RateLimit-Reset``. A wait longer than :attr:`RetryPolicy.max_wait` is not slept
+  through: :class:`~gitops_reloader.errors.HostRateLimited` is raised at once with
+  ``retry_after`` set, so the work queue can come back later without blocking a worker.
+- **Translated.** ``httpx`` exceptions never escape: they become
+  :class:`~gitops_reloader.errors.HostError` (retryable: network, 5xx),
+  :class:`~gitops_reloader.errors.HostRateLimited` (429) or
+  :class:`~gitops_reloader.errors.HostAuthError` (401/403: the token is refused or lacks
+  a scope; 404: the repository does not exist or the token cannot see it). Other 4xx
+  answers are a :class:`~gitops_reloader.errors.HostError` whose ``retryable`` is
+  ``False`` (the request itself is wrong; trying again cannot help).
+- **Quiet about secrets.** The token is sent in a header on each request (never set on
+  a shared client, never in a URL). Messages name the host kind, the method and the
+  API path without its query string, and the repository; any text quoted from the host
+  is scrubbed of the token. ``repr`` shows the API URL but never the token.
+- **Idempotent create.** "Already exists" (GitHub 422, GitLab/Gitea 409, Bitbucket 400)
+  is not an error: the client finds the open pull request and updates it. That is also
+  why a ``POST`` is retried after a network error or 5xx like any other request: if the
+  first attempt did reach the host, the retry comes back as "already exists".
+
+Clients are thread-safe when the ``httpx.Client`` is (it is); they keep no state
+between calls. Labels are only ever *added*, never removed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any, ClassVar, Literal, Protocol, Self, runtime_checkable
+
+import httpx
+
+from gitops_reloader.errors import ConfigError, HostAuthError, HostError, HostRateLimited
+from gitops_reloader.gitops.auth import GitAuth, display_url, scrub
+from gitops_reloader.observability.alerts import retry_after_seconds
+
+__all__ = ["GitHost", "PullRequest", "PullRequestState", "RetryPolicy"]
+
+log = logging.getLogger(__name__)
+
+PullRequestState = Literal["open", "closed", "merged"]
+"""The three states every host's pull requests map onto."""
+
+_JSON = "application/json"
+_MAX_QUOTED = 300  # characters of a host's error message quoted in ours
+
+
+@dataclass(frozen=True, slots=True)
+class PullRequest:
+    """One pull (merge) request as the sink sees it, whatever the host.
+
+    ``number`` is GitHub's/Gitea's number, GitLab's ``iid`` or Bitbucket's ``id``;
+    ``url`` the page a human opens; ``head``/``base`` branch names; ``head_sha`` the
+    head commit when the host reports it (``""`` otherwise).
+    """
+
+    number: int
+    url: str
+    state: PullRequestState
+    head: str
+    base: str
+    title: str
+    body: str
+    head_sha: str = ""
+
+
+@runtime_checkable
+class GitHost(Protocol):
+    """What the pull-request sink needs from a git host.
+
+    ``repo`` is ``owner/name`` (GitHub, Gitea; ``workspace/slug`` on Bitbucket) or the
+    full project path on GitLab (``group/sub/name``). Every method raises a
+    :class:`~gitops_reloader.errors.HostError` (or subclass) on failure and nothing
+    else. Callers must not retry by themselves on top of the client's own bounded
+    retries: re-queue on ``retryable`` errors instead.
+    """
+
+    kind: ClassVar[str]
+    """``"github"``, ``"gitlab"``, ``"gitea"`` or ``"bitbucket"``."""
+
+    def find_open(self, repo: str, *, head: str, base: str) -> PullRequest | None:
+        """The open pull request from ``head`` into ``base`` (newest if several), or ``None``."""
+        ...
+
+    def find_latest(self, repo: str, *, head: str, base: str) -> PullRequest | None:
+        """The newest pull request from ``head`` into ``base`` in any state, or ``None``.
+
+        Tells the sink whether its last pull request was merged or closed.
+        """
+        ...
+
+    def create(
+        self,
+        repo: str,
+        *,
+        head: str,
+        base: str,
+        title: str,
+        body: str,
+        labels: Sequence[str] = (),
+    ) -> PullRequest:
+        """Open a pull request; if one is already open for ``head``/``base``, update it instead."""
+        ...
+
+    def update(
+        self, repo: str, number: int, *, title: str, body: str, labels: Sequence[str] = ()
+    ) -> PullRequest:
+        """Set the title and body of pull request ``number`` and add ``labels``."""
+        ...
+
+    def close(self, repo: str, number: int) -> None:
+        """Close (decline) pull request ``number`` without merging."""
+        ...
+
+    def enable_auto_merge(self, repo: str, number: int) -> bool:
+        """Ask the host to merge ``number`` once its checks pass; ``False`` if it can't."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How often and how long a host client retries one request."""
+
+    attempts: int = 3
+    """Tries in all, the first included."""
+    backoff: float = 0.5
+    """First wait without ``Retry-After``; doubled on each further retry."""
+    max_backoff: float = 8.0
+    max_wait: float = 30.0
+    """Longest ``Retry-After`` slept through; a longer one raises ``HostRateLimited`` at once."""
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ConfigError("RetryPolicy.attempts must be at least 1")
+        if self.backoff < 0 or self.max_backoff < 0 or self.max_wait < 0:
+            raise ConfigError("RetryPolicy waits must not be negative")
+
+    def delay(self, retry: int) -> float:
+        """The backoff before retry number ``retry`` (0 for the first retry)."""
+        return float(min(self.max_backoff, self.backoff * (2**retry)))
+
+
+@dataclass(eq=False)
+class _RestHost:
+    """Shared plumbing of the host clients: auth header, retries, error translation.
+
+    Subclasses set :attr:`kind`, :attr:`scope_hint` and :meth:`_auth_headers`, and
+    implement the :class:`GitHost` methods. When ``client`` is ``None`` the host makes
+    its own ``httpx.Client`` and :meth:`close` releases it; an injected client is left
+    open for its owner. Do not set auth headers on an injected client: the host adds
+    its own to every request.
+    """
+
+    kind: ClassVar[str] = ""
+    scope_hint: ClassVar[str] = "access to the repository"
+    """What the token needs, quoted in 401/403 messages."""
+    default_api_url: ClassVar[str] = ""
+
+    api_url: str
+    token: str = field(repr=False)
+    _: KW_ONLY
+    client: httpx.Client | None = field(default=None, repr=False)
+    timeout: float = 10.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
+    clock: Callable[[], float] = field(default=time.time, repr=False)
+    """Wall clock, for rate-limit reset times given as epoch seconds."""
+    _http: httpx.Client = field(init=False, repr=False)
+    _owns_client: bool = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        url = (self.api_url or self.default_api_url).strip().rstrip("/")
+        if not url.lower().startswith(("http://", "https://")):
+            raise ConfigError(f"{self.kind} API URL must be http:// or https://, got {display_url(url)!r}")
+        parsed = httpx.URL(url)
+        if parsed.userinfo:
+            raise ConfigError(f"{self.kind} API URL {display_url(url)} must not carry credentials")
+        if parsed.query or parsed.fragment:
+            raise ConfigError(f"{self.kind} API URL must not have a query or fragment")
+        if not self.token:
+            raise ConfigError(f"{self.kind} API token is empty")
+        self.api_url = url
+        self._owns_client = self.client is None
+        self._http = self.client or httpx.Client(
+            timeout=self.timeout, follow_redirects=False, headers={"User-Agent": "gitops-reloader"}
+        )
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def close_client(self) -> None:
+        """Release the HTTP client if this host made it (an injected one stays open)."""
+        if self._owns_client:
+            self._http.close()
+
+    def __enter__(self) -> Self:
+        """Return self; :meth:`close_client` runs on exit."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Release the HTTP client this host made."""
+        self.close_client()
+
+    # -- for subclasses ------------------------------------------------------------------
+
+    def _auth_headers(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def find_open(self, repo: str, *, head: str, base: str) -> PullRequest | None:
+        """See :meth:`GitHost.find_open`."""
+        raise NotImplementedError
+
+    def update(
+        self, repo: str, number: int, *, title: str, body: str, labels: Sequence[str] = ()
+    ) -> PullRequest:
+        """See :meth:`GitHost.update`."""
+        raise NotImplementedError
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        repo: str,
+        params: Mapping[str, Any] | None = None,
+        json: Any = None,
+        accept: Sequence[int] = (),
+        not_found: str = "",
+        url: str | None = None,
+    ) -> httpx.Response:
+        """Send one request, retrying as :class:`RetryPolicy` says.
+
+        ``path`` is appended to ``api_url`` and must already be percent-encoded where
+        needed; ``url`` (an absolute URL on the same origin, e.g. a "next page" link)
+        replaces both. Returns a 2xx response or one whose status is in ``accept``;
+        raises a :class:`HostError` otherwise. ``not_found`` extends the 404 message.
+        """
+        target = url if url is not None else self.api_url + path
+        shown = httpx.URL(target).path  # the path only: no query string, no host
+        headers = {"Accept": _JSON, **self._auth_headers()}
+        policy = self.retry
+        reason = ""
+        for attempt in range(policy.attempts):
+            last = attempt == policy.attempts - 1
+            try:
+                response = self._http.request(
+                    method, target, params=params, json=json, headers=headers, timeout=self.timeout
+                )
+            except httpx.TransportError as exc:
+                reason = type(exc).__name__
+                if last:
+                    raise HostError(
+                        f"{self.kind}: {method} {shown} for {repo} failed after "
+                        f"{policy.attempts} attempts: {reason}"
+                    ) from exc
+                self._wait(policy.delay(attempt), method, shown, reason)
+                continue
+            except httpx.HTTPError as exc:  # bad URL, too many redirects: not transient
+                raise HostError(f"{self.kind}: {method} {shown} for {repo}: {type(exc).__name__}") from exc
+            status = response.status_code
+            if 200 <= status < 300 or status in accept:
+                return response
+            if status == 429 or (status == 403 and self._is_rate_limited(response)):
+                after = self._rate_limit_wait(response)
+                if after is not None and after > policy.max_wait:
+                    raise HostRateLimited(
+                        f"{self.kind}: rate limited on {method} {shown} for {repo}; "
+                        f"retry after {after:.0f}s",
+                        retry_after=after,
+                    )
+                if last:
+                    raise HostRateLimited(
+                        f"{self.kind}: rate limited on {method} {shown} for {repo} "
+                        f"after {policy.attempts} attempts",
+                        retry_after=after,
+                    )
+                self._wait(policy.delay(attempt) if after is None else after, method, shown, "429")
+                continue
+            if status >= 500 or status == 408:
+                reason = f"status {status}"
+                if last:
+                    raise HostError(
+                        f"{self.kind}: {method} {shown} for {repo} failed after "
+                        f"{policy.attempts} attempts: {reason}{self._quote(response)}",
+                        retry_after=retry_after_seconds(response.headers.get("Retry-After")),
+                    )
+                after = retry_after_seconds(response.headers.get("Retry-After"))
+                delay = policy.delay(attempt) if after is None else min(after, policy.max_wait)
+                self._wait(delay, method, shown, reason)
+                continue
+            raise self._status_error(response, method, shown, repo, not_found)
+        raise AssertionError("unreachable")  # pragma: no cover - the loop always returns or raises
+
+    def _json(self, response: httpx.Response, repo: str) -> Any:
+        """The JSON body of ``response``; :class:`HostError` if it is not JSON."""
+        try:
+            return response.json()
+        except ValueError as exc:
+            shown = response.request.url.path
+            raise HostError(
+                f"{self.kind}: {response.request.method} {shown} for {repo} "
+                f"returned a body that is not JSON (status {response.status_code})"
+            ) from exc
+
+    def _parse(self, convert: Callable[[Any], PullRequest], data: Any, repo: str) -> PullRequest:
+        """``convert(data)``, turning a malformed host document into a :class:`HostError`."""
+        try:
+            return convert(data)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise HostError(
+                f"{self.kind}: unexpected pull request document for {repo} ({type(exc).__name__})"
+            ) from exc
+
+    def _adopt_existing(
+        self, repo: str, *, head: str, base: str, title: str, body: str, labels: Sequence[str]
+    ) -> PullRequest:
+        """The host said "already exists": find that open pull request and update it."""
+        existing = self.find_open(repo, head=head, base=base)
+        if existing is None:
+            raise HostError(
+                f"{self.kind}: {repo} reports a pull request from {head} into {base} "
+                "already exists, but none is open"
+            )
+        log.debug(
+            "pull request already exists; updating it",
+            extra={"host": self.kind, "repo": repo, "number": existing.number},
+        )
+        return self.update(repo, existing.number, title=title, body=body, labels=labels)
+
+    def _host_message(self, response: httpx.Response) -> str:
+        """The host's own error text (scrubbed, shortened), ``""`` if none."""
+        text = ""
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            parts: list[str] = []
+            for key in ("message", "error", "errors"):
+                value = data.get(key)
+                if isinstance(value, dict) and "message" in value:  # Bitbucket: {"error": {"message"}}
+                    value = value["message"]
+                if value:
+                    parts.append(value if isinstance(value, str) else _flatten(value))
+            text = "; ".join(parts)
+        elif response.content:
+            text = response.text
+        text = " ".join(scrub(text, GitAuth(token=self.token)).split())
+        return text[:_MAX_QUOTED]
+
+    def _quote(self, response: httpx.Response) -> str:
+        message = self._host_message(response)
+        return f" ({message})" if message else ""
+
+    def _error_for(self, response: httpx.Response, repo: str, not_found: str = "") -> HostError:
+        """The :class:`HostError` for a refused ``response`` (passed through via ``accept``)."""
+        request = response.request
+        return self._status_error(response, request.method, request.url.path, repo, not_found)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _status_error(
+        self, response: httpx.Response, method: str, shown: str, repo: str, not_found: str
+    ) -> HostError:
+        status = response.status_code
+        quoted = self._quote(response)
+        if status == 401:
+            return HostAuthError(
+                f"{self.kind}: token refused (401) on {method} {shown} for {repo}; "
+                f"it needs {self.scope_hint}{quoted}"
+            )
+        if status == 403:
+            return HostAuthError(
+                f"{self.kind}: token not allowed (403) on {method} {shown} for {repo}; "
+                f"it needs {self.scope_hint}{quoted}"
+            )
+        if status == 404:
+            extra = f", {not_found}" if not_found else ""
+            return HostAuthError(
+                f"{self.kind}: repository {repo} not found or not visible to the token{extra} "
+                f"(404 on {method} {shown})"
+            )
+        error = HostError(f"{self.kind}: {method} {shown} for {repo} refused with status {status}{quoted}")
+        if 400 <= status < 500 and status != 409:
+            # The request itself is wrong (validation, bad state): trying it again can't help.
+            error.retryable = False
+        return error
+
+    def _is_rate_limited(self, response: httpx.Response) -> bool:
+        headers = response.headers
+        return "retry-after" in headers or headers.get("x-ratelimit-remaining") == "0"
+
+    def _rate_limit_wait(self, response: httpx.Response) -> float | None:
+        headers = response.headers
+        after = retry_after_seconds(headers.get("Retry-After"))
+        if after is not None:
+            return after
+        remaining = headers.get("x-ratelimit-remaining", headers.get("ratelimit-remaining"))
+        reset = headers.get("x-ratelimit-reset", headers.get("ratelimit-reset"))
+        if remaining == "0" and reset:
+            try:
+                return max(0.0, float(reset) - self.clock())
+            except ValueError:
+                return None
+        return None
+
+    def _wait(self, delay: float, method: str, shown: str, reason: str) -> None:
+        log.debug(
+            "git host request failed, retrying",
+            extra={"host": self.kind, "method": method, "path": shown, "reason": reason, "delay": delay},
+        )
+        if delay > 0:
+            self.sleep(delay)
+
+
+def split_repo(kind: str, repo: str) -> tuple[str, str]:
+    """``("owner", "name")`` of ``owner/name``; :class:`ConfigError` for anything else."""
+    owner, sep, name = repo.strip("/").partition("/")
+    if not sep or not owner or not name or "/" in name:
+        raise ConfigError(f"{kind} repository must be 'owner/name', got {repo!r}")
+    return owner, name
+
+
+def _flatten(value: Any) -> str:
+    """A compact text of a JSON error detail (list or map of messages)."""
+    if isinstance(value, list):
+        return ", ".join(_flatten(item) for item in value)
+    if isinstance(value, dict):
+        if "message" in value and isinstance(value["message"], str):
+            return value["message"]
+        return ", ".join(f"{key}: {_flatten(item)}" for key, item in value.items())
+    return str(value)

@@ -1,0 +1,184 @@
+"""Bitbucket Cloud pull requests over the REST API (``/2.0``).
+
+``api_url`` is ``https://api.bitbucket.org/2.0``; ``repo`` is ``workspace/slug``. The
+token (a repository, project or workspace access token) goes in
+``Authorization: Bearer`` and needs the ``pullrequest:write`` scope.
+
+- Find: ``GET /repositories/{ws}/{slug}/pullrequests`` with a BBQL filter
+  ``q=source.branch.name="b" AND destination.branch.name="base" AND state="OPEN"``;
+  results come in a ``{"values": [...], "next": url}`` envelope, followed for at most
+  :data:`MAX_PAGES` pages and only on the API's own origin (the token never goes
+  elsewhere). Listing every state needs ``state=`` repeated: by default Bitbucket lists
+  open pull requests only.
+- Create: ``POST .../pullrequests`` with ``source.branch.name`` and
+  ``destination.branch.name``; a duplicate answers 400 "There is already an open pull
+  request for this source branch", which we turn into find-and-update.
+- Update: ``PUT .../pullrequests/{id}`` drops every field not sent, reviewers included,
+  so :meth:`BitbucketHost.update` reads the pull request first and sends its reviewers
+  (and ``close_source_branch``) back.
+- Close: ``POST .../pullrequests/{id}/decline``.
+- Bitbucket Cloud has no labels (ignored) and no auto-merge in its API (``False``).
+
+``DECLINED`` and ``SUPERSEDED`` read as ``"closed"``.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import httpx
+
+from gitops_reloader.errors import HostError
+from gitops_reloader.gitops.hosts.base import PullRequest, PullRequestState, _RestHost, split_repo
+
+__all__ = ["MAX_PAGES", "BitbucketHost"]
+
+MAX_PAGES = 20
+"""Pages of 50 read when listing pull requests."""
+_PAGELEN = 50
+_STATES: dict[str, PullRequestState] = {
+    "OPEN": "open",
+    "MERGED": "merged",
+    "DECLINED": "closed",
+    "SUPERSEDED": "closed",
+}
+
+
+class BitbucketHost(_RestHost):
+    """:class:`~gitops_reloader.gitops.hosts.base.GitHost` for Bitbucket Cloud."""
+
+    kind: ClassVar[str] = "bitbucket"
+    scope_hint: ClassVar[str] = "the 'pullrequest:write' scope"
+    default_api_url: ClassVar[str] = "https://api.bitbucket.org/2.0"
+
+    def _auth_headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def find_open(self, repo: str, *, head: str, base: str) -> PullRequest | None:
+        """The open pull request from ``head`` into ``base``, newest first."""
+        query = f"{_branches(head, base)} AND state=\"OPEN\""
+        return self._find(repo, head=head, base=base, params={"q": query, "state": "OPEN"})
+
+    def find_latest(self, repo: str, *, head: str, base: str) -> PullRequest | None:
+        """The newest pull request from ``head`` into ``base`` in any state."""
+        params = {"q": _branches(head, base), "state": list(_STATES), "sort": "-created_on"}
+        return self._find(repo, head=head, base=base, params=params)
+
+    def create(
+        self,
+        repo: str,
+        *,
+        head: str,
+        base: str,
+        title: str,
+        body: str,
+        labels: Sequence[str] = (),
+    ) -> PullRequest:
+        """Open a pull request (or update the one already open); ``labels`` are ignored."""
+        payload = {
+            "title": title,
+            "description": body,
+            "source": {"branch": {"name": head}},
+            "destination": {"branch": {"name": base}},
+            "close_source_branch": False,
+        }
+        response = self._request("POST", self._pulls_path(repo), repo=repo, json=payload, accept=(400, 409))
+        if response.status_code in (400, 409):
+            if "already" in self._host_message(response).lower():
+                return self._adopt_existing(repo, head=head, base=base, title=title, body=body, labels=labels)
+            raise self._error_for(response, repo)
+        return self._parse(_pull_request, self._json(response, repo), repo)
+
+    def update(
+        self, repo: str, number: int, *, title: str, body: str, labels: Sequence[str] = ()
+    ) -> PullRequest:
+        """Set title and description of ``number``, keeping its reviewers; ``labels`` are ignored."""
+        path = f"{self._pulls_path(repo)}/{number}"
+        current = self._json(self._request("GET", path, repo=repo), repo)
+        reviewers = current.get("reviewers") if isinstance(current, dict) else None
+        payload: dict[str, Any] = {
+            "title": title,
+            "description": body,
+            # PUT drops what is not sent: keep the reviewers someone added.
+            "reviewers": [
+                {"uuid": r["uuid"]} for r in reviewers or () if isinstance(r, dict) and "uuid" in r
+            ],
+        }
+        if isinstance(current, dict) and "close_source_branch" in current:
+            payload["close_source_branch"] = bool(current["close_source_branch"])
+        response = self._request("PUT", path, repo=repo, json=payload)
+        return self._parse(_pull_request, self._json(response, repo), repo)
+
+    def close(self, repo: str, number: int) -> None:
+        """Decline ``number``."""
+        self._request("POST", f"{self._pulls_path(repo)}/{number}/decline", repo=repo)
+
+    def enable_auto_merge(self, repo: str, number: int) -> bool:
+        """Always ``False``: Bitbucket Cloud's API has no auto-merge."""
+        return False
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _pulls_path(self, repo: str) -> str:
+        workspace, slug = split_repo(self.kind, repo)
+        quoted = f"{urllib.parse.quote(workspace, safe='')}/{urllib.parse.quote(slug, safe='')}"
+        return f"/repositories/{quoted}/pullrequests"
+
+    def _find(self, repo: str, *, head: str, base: str, params: dict[str, Any]) -> PullRequest | None:
+        best: PullRequest | None = None
+        path = self._pulls_path(repo)
+        next_url: str | None = None
+        for _ in range(MAX_PAGES):
+            if next_url is None:
+                response = self._request("GET", path, repo=repo, params={**params, "pagelen": _PAGELEN})
+            else:
+                response = self._request("GET", path, repo=repo, url=next_url)
+            data = self._json(response, repo)
+            if not isinstance(data, dict):
+                raise HostError(f"{self.kind}: pull request list for {repo} is not a paginated object")
+            for item in data.get("values") or ():
+                pull = self._parse(_pull_request, item, repo)
+                if pull.head == head and pull.base == base and (best is None or pull.number > best.number):
+                    best = pull
+            next_url = self._same_origin(data.get("next"))
+            if next_url is None:
+                break
+        return best
+
+    def _same_origin(self, url: Any) -> str | None:
+        """``url`` if it is on the API's own scheme, host and port; never send the token elsewhere."""
+        if not isinstance(url, str) or not url:
+            return None
+        try:
+            candidate, own = httpx.URL(url), httpx.URL(self.api_url)
+        except httpx.InvalidURL:
+            return None
+        same = (candidate.scheme, candidate.host, candidate.port) == (own.scheme, own.host, own.port)
+        return url if same and candidate.path.startswith(own.path) else None
+
+
+def _bbql_string(value: str) -> str:
+    """``value`` as a BBQL string literal."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _branches(head: str, base: str) -> str:
+    return f"source.branch.name={_bbql_string(head)} AND destination.branch.name={_bbql_string(base)}"
+
+
+def _pull_request(data: Any) -> PullRequest:
+    links = data.get("links") or {}
+    html = links.get("html") or {}
+    commit = data["source"].get("commit") or {}
+    return PullRequest(
+        number=int(data["id"]),
+        url=str(html.get("href") or ""),
+        state=_STATES.get(str(data["state"]), "closed"),
+        head=str(data["source"]["branch"]["name"]),
+        base=str(data["destination"]["branch"]["name"]),
+        title=str(data.get("title") or ""),
+        body=str(data.get("description") or ""),
+        head_sha=str(commit.get("hash") or ""),
+    )

@@ -1,0 +1,176 @@
+"""Gitea and Forgejo pull requests over the REST API (``/api/v1``).
+
+``api_url`` is ``https://HOST/api/v1``; ``repo`` is ``owner/name``. The token goes in
+``Authorization: token ...`` and needs ``write:repository`` (and ``write:issue`` for
+labels).
+
+- Find: ``GET /repos/{o}/{r}/pulls?state=open`` page by page (``page``/``limit``), with
+  head and base matched here: the list endpoint has no branch filter on every version.
+  At most :data:`MAX_PAGES` pages are read.
+- Create: ``POST /repos/{o}/{r}/pulls`` with ``labels`` as numeric ids, looked up by
+  name with ``GET /repos/{o}/{r}/labels`` (unknown names are skipped: Gitea does not
+  create labels on the fly). A duplicate answers 409 "pull request already exists for
+  these targets", which we turn into find-and-update. A missing head branch answers
+  404, reported like a missing repository.
+- Update/close: ``PATCH /repos/{o}/{r}/pulls/{index}``; labels are added with
+  ``POST /repos/{o}/{r}/issues/{index}/labels``.
+- Auto-merge: ``POST /repos/{o}/{r}/pulls/{index}/merge`` with
+  ``{"Do": "merge", "merge_when_checks_succeed": true}``; Gitea merges once the
+  required checks pass (at once when there are none). 405/409/422 mean ``False``.
+"""
+
+from __future__ import annotations
+
+import logging
+import urllib.parse
+from collections.abc import Iterator, Sequence
+from typing import Any, ClassVar
+
+from gitops_reloader.gitops.hosts.base import PullRequest, PullRequestState, _RestHost, split_repo
+
+__all__ = ["MAX_PAGES", "GiteaHost"]
+
+log = logging.getLogger(__name__)
+
+MAX_PAGES = 20
+"""Pages of 50 read when listing pull requests or labels."""
+_LIMIT = 50
+_NOT_MERGEABLE = (405, 409, 422)
+
+
+class GiteaHost(_RestHost):
+    """:class:`~gitops_reloader.gitops.hosts.base.GitHost` for Gitea and Forgejo."""
+
+    kind: ClassVar[str] = "gitea"
+    scope_hint: ClassVar[str] = "the 'write:repository' scope (and 'write:issue' for labels)"
+
+    def _auth_headers(self) -> dict[str, str]:
+        return {"Authorization": f"token {self.token}"}
+
+    def find_open(self, repo: str, *, head: str, base: str) -> PullRequest | None:
+        """The open pull request from ``head`` into ``base``, newest first."""
+        return self._find(repo, head=head, base=base, state="open")
+
+    def find_latest(self, repo: str, *, head: str, base: str) -> PullRequest | None:
+        """The newest pull request from ``head`` into ``base`` in any state."""
+        return self._find(repo, head=head, base=base, state="all")
+
+    def create(
+        self,
+        repo: str,
+        *,
+        head: str,
+        base: str,
+        title: str,
+        body: str,
+        labels: Sequence[str] = (),
+    ) -> PullRequest:
+        """Open a pull request (or update the one already open) with the known ``labels``."""
+        payload: dict[str, Any] = {"head": head, "base": base, "title": title, "body": body}
+        ids = self._label_ids(repo, labels)
+        if ids:
+            payload["labels"] = ids
+        response = self._request(
+            "POST",
+            self._repo_path(repo) + "/pulls",
+            repo=repo,
+            json=payload,
+            accept=(409,),
+            not_found=f"or branch {head!r} or {base!r} does not exist",
+        )
+        if response.status_code == 409:
+            return self._adopt_existing(repo, head=head, base=base, title=title, body=body, labels=labels)
+        return self._parse(_pull_request, self._json(response, repo), repo)
+
+    def update(
+        self, repo: str, number: int, *, title: str, body: str, labels: Sequence[str] = ()
+    ) -> PullRequest:
+        """Set title and body of ``number``; add the known ``labels``."""
+        response = self._request(
+            "PATCH", f"{self._repo_path(repo)}/pulls/{number}", repo=repo, json={"title": title, "body": body}
+        )
+        pull = self._parse(_pull_request, self._json(response, repo), repo)
+        ids = self._label_ids(repo, labels)
+        if ids:
+            self._request(
+                "POST", f"{self._repo_path(repo)}/issues/{number}/labels", repo=repo, json={"labels": ids}
+            )
+        return pull
+
+    def close(self, repo: str, number: int) -> None:
+        """Close ``number`` without merging."""
+        self._request("PATCH", f"{self._repo_path(repo)}/pulls/{number}", repo=repo, json={"state": "closed"})
+
+    def enable_auto_merge(self, repo: str, number: int) -> bool:
+        """Schedule "merge when checks succeed"; ``False`` if Gitea refuses."""
+        response = self._request(
+            "POST",
+            f"{self._repo_path(repo)}/pulls/{number}/merge",
+            repo=repo,
+            json={"Do": "merge", "merge_when_checks_succeed": True},
+            accept=_NOT_MERGEABLE,
+        )
+        if response.status_code in _NOT_MERGEABLE:
+            log.info(
+                "auto-merge not available",
+                extra={"host": self.kind, "repo": repo, "number": number, "status": response.status_code},
+            )
+            return False
+        return True
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _repo_path(self, repo: str) -> str:
+        owner, name = split_repo(self.kind, repo)
+        return f"/repos/{urllib.parse.quote(owner, safe='')}/{urllib.parse.quote(name, safe='')}"
+
+    def _pages(self, repo: str, path: str, params: dict[str, Any]) -> Iterator[Any]:
+        """Every item of a ``page``/``limit`` list, up to :data:`MAX_PAGES` pages."""
+        for page in range(1, MAX_PAGES + 1):
+            response = self._request("GET", path, repo=repo, params={**params, "page": page, "limit": _LIMIT})
+            data = self._json(response, repo)
+            if not isinstance(data, list):
+                return
+            yield from data
+            if len(data) < _LIMIT:
+                return
+        log.warning("listing truncated", extra={"host": self.kind, "repo": repo, "path": path})
+
+    def _find(self, repo: str, *, head: str, base: str, state: str) -> PullRequest | None:
+        best: PullRequest | None = None
+        for item in self._pages(repo, self._repo_path(repo) + "/pulls", {"state": state}):
+            pull = self._parse(_pull_request, item, repo)
+            if pull.head == head and pull.base == base and (best is None or pull.number > best.number):
+                best = pull
+        return best
+
+    def _label_ids(self, repo: str, names: Sequence[str]) -> list[int]:
+        if not names:
+            return []
+        known: dict[str, int] = {}
+        for item in self._pages(repo, self._repo_path(repo) + "/labels", {}):
+            if not isinstance(item, dict):
+                continue
+            label_id, name = item.get("id"), item.get("name")
+            if isinstance(label_id, int) and isinstance(name, str):
+                known.setdefault(name, label_id)
+        missing = [name for name in names if name not in known]
+        if missing:
+            log.info("labels unknown to the repository skipped", extra={
+                "host": self.kind, "repo": repo, "labels": ",".join(missing)})
+        return [known[name] for name in dict.fromkeys(names) if name in known]
+
+
+def _pull_request(data: Any) -> PullRequest:
+    merged = bool(data.get("merged"))
+    state: PullRequestState = "merged" if merged else ("open" if data["state"] == "open" else "closed")
+    return PullRequest(
+        number=int(data["number"]),
+        url=str(data.get("html_url") or ""),
+        state=state,
+        head=str(data["head"]["ref"]),
+        base=str(data["base"]["ref"]),
+        title=str(data.get("title") or ""),
+        body=str(data.get("body") or ""),
+        head_sha=str(data["head"].get("sha") or ""),
+    )

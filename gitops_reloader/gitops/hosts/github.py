@@ -1,0 +1,171 @@
+"""GitHub and GitHub Enterprise Server pull requests over the REST API.
+
+``api_url`` is ``https://api.github.com`` or ``https://HOST/api/v3`` for Enterprise.
+The token goes in ``Authorization: Bearer``; a classic token needs the ``repo`` scope,
+a fine-grained one "Pull requests: write" (and "Issues: write" for labels).
+
+- Find: ``GET /repos/{o}/{r}/pulls?head={o}:{branch}&base={base}&state=open``.
+- Create: ``POST /repos/{o}/{r}/pulls``; a duplicate answers 422 "A pull request already
+  exists for o:branch.", which we turn into find-and-update.
+- Update/close: ``PATCH /repos/{o}/{r}/pulls/{n}``; labels are added with
+  ``POST /repos/{o}/{r}/issues/{n}/labels`` (GitHub creates unknown labels).
+- Auto-merge exists only in the GraphQL API (``enablePullRequestAutoMerge``), which
+  needs the pull request's node id, a repository with auto-merge allowed and branch
+  protection: :meth:`GitHubHost.enable_auto_merge` does not attempt it and returns
+  ``False``.
+
+The head filter names the branch in the base repository's owner, so pull requests from
+forks are never matched: the bot pushes its branch into the repository itself.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from gitops_reloader.gitops.hosts.base import PullRequest, PullRequestState, _RestHost, split_repo
+
+__all__ = ["GitHubHost"]
+
+_PAGE = 100
+
+
+class GitHubHost(_RestHost):
+    """:class:`~gitops_reloader.gitops.hosts.base.GitHost` for GitHub (``owner/name`` repos)."""
+
+    kind: ClassVar[str] = "github"
+    scope_hint: ClassVar[str] = (
+        "the 'repo' scope (classic token) or 'Pull requests: write' and 'Issues: write' (fine-grained)"
+    )
+    default_api_url: ClassVar[str] = "https://api.github.com"
+
+    def _auth_headers(self) -> dict[str, str]:
+        return {
+            "Authorization": f"Bearer {self.token}",
+            "Accept": "application/vnd.github+json",
+            "X-GitHub-Api-Version": "2022-11-28",
+        }
+
+    def find_open(self, repo: str, *, head: str, base: str) -> PullRequest | None:
+        """The open pull request from ``head`` into ``base``, newest first."""
+        return self._find(repo, head=head, base=base, state="open")
+
+    def find_latest(self, repo: str, *, head: str, base: str) -> PullRequest | None:
+        """The newest pull request from ``head`` into ``base`` in any state."""
+        return self._find(repo, head=head, base=base, state="all")
+
+    def create(
+        self,
+        repo: str,
+        *,
+        head: str,
+        base: str,
+        title: str,
+        body: str,
+        labels: Sequence[str] = (),
+    ) -> PullRequest:
+        """Open a pull request (or update the one already open) and add ``labels``."""
+        path = self._repo_path(repo) + "/pulls"
+        response = self._request(
+            "POST",
+            path,
+            repo=repo,
+            json={"head": head, "base": base, "title": title, "body": body, "draft": False},
+            accept=(422,),
+        )
+        if response.status_code == 422:
+            if _already_exists(self._json(response, repo)):
+                return self._adopt_existing(
+                    repo, head=head, base=base, title=title, body=body, labels=labels
+                )
+            raise self._error_for(response, repo)
+        pull = self._parse(_pull_request, self._json(response, repo), repo)
+        self._add_labels(repo, pull.number, labels)
+        return pull
+
+    def update(
+        self, repo: str, number: int, *, title: str, body: str, labels: Sequence[str] = ()
+    ) -> PullRequest:
+        """Set title and body of ``number``; add ``labels``."""
+        response = self._request(
+            "PATCH", f"{self._repo_path(repo)}/pulls/{number}", repo=repo, json={"title": title, "body": body}
+        )
+        pull = self._parse(_pull_request, self._json(response, repo), repo)
+        self._add_labels(repo, number, labels)
+        return pull
+
+    def close(self, repo: str, number: int) -> None:
+        """Close ``number`` without merging."""
+        self._request("PATCH", f"{self._repo_path(repo)}/pulls/{number}", repo=repo, json={"state": "closed"})
+
+    def enable_auto_merge(self, repo: str, number: int) -> bool:
+        """Always ``False``: GitHub offers auto-merge only through GraphQL (see the module)."""
+        return False
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _repo_path(self, repo: str) -> str:
+        owner, name = split_repo(self.kind, repo)
+        return f"/repos/{_quote(owner)}/{_quote(name)}"
+
+    def _find(self, repo: str, *, head: str, base: str, state: str) -> PullRequest | None:
+        owner, _ = split_repo(self.kind, repo)
+        response = self._request(
+            "GET",
+            self._repo_path(repo) + "/pulls",
+            repo=repo,
+            params={
+                "head": f"{owner}:{head}",
+                "base": base,
+                "state": state,
+                "sort": "created",
+                "direction": "desc",
+                "per_page": _PAGE,
+            },
+        )
+        data = self._json(response, repo)
+        if not isinstance(data, list):
+            return None
+        pulls = [self._parse(_pull_request, item, repo) for item in data]
+        # The host filters already; check again so a lenient server can't hand us another branch.
+        matching = [p for p in pulls if p.head == head and p.base == base]
+        return max(matching, key=lambda p: p.number, default=None)
+
+    def _add_labels(self, repo: str, number: int, labels: Sequence[str]) -> None:
+        if labels:
+            self._request(
+                "POST",
+                f"{self._repo_path(repo)}/issues/{number}/labels",
+                repo=repo,
+                json={"labels": list(labels)},
+            )
+
+
+def _quote(segment: str) -> str:
+    return urllib.parse.quote(segment, safe="")
+
+
+def _already_exists(data: Any) -> bool:
+    """Whether a 422 body is GitHub's "A pull request already exists for o:b."."""
+    if not isinstance(data, dict):
+        return False
+    texts = [str(data.get("message", ""))]
+    for error in data.get("errors") or ():
+        texts.append(str(error.get("message", "")) if isinstance(error, dict) else str(error))
+    return any("already exists" in text.lower() for text in texts)
+
+
+def _pull_request(data: Any) -> PullRequest:
+    merged = bool(data.get("merged_at") or data.get("merged"))
+    state: PullRequestState = "merged" if merged else ("open" if data["state"] == "open" else "closed")
+    return PullRequest(
+        number=int(data["number"]),
+        url=str(data.get("html_url") or ""),
+        state=state,
+        head=str(data["head"]["ref"]),
+        base=str(data["base"]["ref"]),
+        title=str(data.get("title") or ""),
+        body=str(data.get("body") or ""),
+        head_sha=str(data["head"].get("sha") or ""),
+    )

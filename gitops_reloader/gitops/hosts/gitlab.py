@@ -1,0 +1,158 @@
+"""GitLab merge requests over the REST API (``/api/v4``).
+
+``api_url`` is ``https://HOST/api/v4``; ``repo`` is the project's full path
+(``group/sub/name``), sent URL-encoded as the project id (``group%2Fsub%2Fname``). The
+token goes in the ``PRIVATE-TOKEN`` header and needs the ``api`` scope (and at least
+Developer role on the project).
+
+- Find: ``GET /projects/:id/merge_requests?source_branch=&target_branch=&state=opened``.
+- Create: ``POST /projects/:id/merge_requests`` with ``labels`` as a comma-separated
+  string (GitLab creates unknown labels); a duplicate answers 409 "Another open merge
+  request already exists for this source branch", which we turn into find-and-update.
+- Update/close: ``PUT /projects/:id/merge_requests/:iid`` (``add_labels``,
+  ``state_event=close``).
+- Auto-merge: ``PUT /projects/:id/merge_requests/:iid/merge`` with ``auto_merge`` (GitLab
+  17.11+) and its deprecated spelling ``merge_when_pipeline_succeeds`` (older
+  servers); 405/406/409/422 ("not mergeable now") mean ``False``. Without a pipeline,
+  newer GitLab merges at once.
+
+:attr:`PullRequest.number` is the merge request's ``iid``. GitLab's ``locked`` state
+(a merge in progress) reads as ``"open"``.
+"""
+
+from __future__ import annotations
+
+import logging
+import urllib.parse
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from gitops_reloader.gitops.hosts.base import PullRequest, PullRequestState, _RestHost
+
+__all__ = ["GitLabHost"]
+
+log = logging.getLogger(__name__)
+
+_PAGE = 100
+_STATES: dict[str, PullRequestState] = {
+    "opened": "open",
+    "locked": "open",
+    "closed": "closed",
+    "merged": "merged",
+}
+_NOT_MERGEABLE = (405, 406, 409, 422)
+
+
+class GitLabHost(_RestHost):
+    """:class:`~gitops_reloader.gitops.hosts.base.GitHost` for GitLab (project paths)."""
+
+    kind: ClassVar[str] = "gitlab"
+    scope_hint: ClassVar[str] = "the 'api' scope and Developer role on the project"
+
+    def _auth_headers(self) -> dict[str, str]:
+        return {"PRIVATE-TOKEN": self.token}
+
+    def find_open(self, repo: str, *, head: str, base: str) -> PullRequest | None:
+        """The open merge request from ``head`` into ``base``, newest first."""
+        return self._find(repo, head=head, base=base, state="opened")
+
+    def find_latest(self, repo: str, *, head: str, base: str) -> PullRequest | None:
+        """The newest merge request from ``head`` into ``base`` in any state."""
+        return self._find(repo, head=head, base=base, state="all")
+
+    def create(
+        self,
+        repo: str,
+        *,
+        head: str,
+        base: str,
+        title: str,
+        body: str,
+        labels: Sequence[str] = (),
+    ) -> PullRequest:
+        """Open a merge request (or update the one already open) with ``labels``."""
+        payload: dict[str, Any] = {
+            "source_branch": head,
+            "target_branch": base,
+            "title": title,
+            "description": body,
+        }
+        if labels:
+            payload["labels"] = ",".join(labels)
+        response = self._request(
+            "POST", self._mr_path(repo), repo=repo, json=payload, accept=(409,)
+        )
+        if response.status_code == 409:
+            return self._adopt_existing(repo, head=head, base=base, title=title, body=body, labels=labels)
+        return self._parse(_merge_request, self._json(response, repo), repo)
+
+    def update(
+        self, repo: str, number: int, *, title: str, body: str, labels: Sequence[str] = ()
+    ) -> PullRequest:
+        """Set title and description of ``!number``; add ``labels`` (others stay)."""
+        payload: dict[str, Any] = {"title": title, "description": body}
+        if labels:
+            payload["add_labels"] = ",".join(labels)
+        response = self._request("PUT", f"{self._mr_path(repo)}/{number}", repo=repo, json=payload)
+        return self._parse(_merge_request, self._json(response, repo), repo)
+
+    def close(self, repo: str, number: int) -> None:
+        """Close ``!number`` without merging."""
+        self._request("PUT", f"{self._mr_path(repo)}/{number}", repo=repo, json={"state_event": "close"})
+
+    def enable_auto_merge(self, repo: str, number: int) -> bool:
+        """Set "auto-merge" (merge when the pipeline succeeds); ``False`` if GitLab refuses."""
+        response = self._request(
+            "PUT",
+            f"{self._mr_path(repo)}/{number}/merge",
+            repo=repo,
+            json={"auto_merge": True, "merge_when_pipeline_succeeds": True},
+            accept=_NOT_MERGEABLE,
+        )
+        if response.status_code in _NOT_MERGEABLE:
+            log.info(
+                "auto-merge not available",
+                extra={"host": self.kind, "repo": repo, "number": number, "status": response.status_code},
+            )
+            return False
+        return True
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _mr_path(self, repo: str) -> str:
+        project = repo.strip("/")
+        return f"/projects/{urllib.parse.quote(project, safe='')}/merge_requests"
+
+    def _find(self, repo: str, *, head: str, base: str, state: str) -> PullRequest | None:
+        response = self._request(
+            "GET",
+            self._mr_path(repo),
+            repo=repo,
+            params={
+                "source_branch": head,
+                "target_branch": base,
+                "state": state,
+                "order_by": "created_at",
+                "sort": "desc",
+                "per_page": _PAGE,
+            },
+        )
+        data = self._json(response, repo)
+        if not isinstance(data, list):
+            return None
+        found = [self._parse(_merge_request, item, repo) for item in data]
+        matching = [p for p in found if p.head == head and p.base == base]
+        return max(matching, key=lambda p: p.number, default=None)
+
+
+def _merge_request(data: Any) -> PullRequest:
+    return PullRequest(
+        number=int(data["iid"]),
+        url=str(data.get("web_url") or ""),
+        state=_STATES.get(str(data["state"]), "closed"),
+        head=str(data["source_branch"]),
+        base=str(data["target_branch"]),
+        title=str(data.get("title") or ""),
+        body=str(data.get("description") or ""),
+        head_sha=str(data.get("sha") or ""),
+    )
