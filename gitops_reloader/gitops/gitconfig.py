@@ -1,0 +1,369 @@
+"""The ``--git-config`` file: which manifest repositories exist and how to reach them.
+
+Format (YAML)::
+
+    defaultRepository: manifests          # optional with one repository (it is the default)
+    commitMessage: "reload: {workloads} ({sources} changed)"   # optional
+    argocdNamespace: argocd               # optional: where Argo CD Applications live
+    repositories:
+      - name: manifests                   # [a-z0-9._-], used in annotations and as a directory name
+        url: https://git.example.com/org/manifests.git
+        branch: main                      # default main
+        tokenFile: /etc/gitops-reloader/git/token      # HTTP(S): token (mounted Secret)
+        username: gitops-reloader                       # HTTP Basic user sent with the token
+        sshKeyFile: /etc/gitops-reloader/git/id_ed25519  # SSH: key + known_hosts
+        knownHostsFile: /etc/gitops-reloader/git/known_hosts
+        author: {name: gitops-reloader, email: bot@example.com}
+        paths: [apps/, clusters/prod]     # optional: only these directories are scanned and edited
+        commitMessage: "..."              # optional, per repository
+
+``commitMessage`` is a :meth:`str.format` template with the fields ``{workloads}``
+(names of the reloaded workloads), ``{sources}`` (``configmap/app-config`` ...),
+``{repository}`` and ``{count}`` (number of workloads). Nothing else can be
+referenced, so a template can never put data or hashes into a commit.
+
+Everything here is pure data: :func:`parse_git_config` validates text, and
+:func:`load_git_config` reads the file. Every error is a
+:class:`~gitops_reloader.errors.ConfigError` that names the file and the field
+(``repositories[1].url``), never a value read from the file: credentials live in the
+files the config points to, but a mistyped config could still hold one.
+
+YAML is read with PyYAML's safe loader (installed with the ``kubernetes`` client);
+ruamel.yaml is reserved to :mod:`gitops_reloader.gitops.yamledit`.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+
+from gitops_reloader.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_COMMIT_MESSAGE",
+    "CommitAuthor",
+    "GitConfig",
+    "RepositoryConfig",
+    "load_git_config",
+    "normalize_repo_url",
+    "parse_git_config",
+]
+
+DEFAULT_COMMIT_MESSAGE = "reload: {workloads} ({sources} changed)"
+"""Default subject of a git-sink commit, e.g. ``reload: web, worker (configmap/app-config changed)``."""
+
+_TEMPLATE_FIELDS = frozenset({"workloads", "sources", "repository", "count"})
+_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9._-]{0,61}[a-z0-9])?$")
+_EMAIL = re.compile(r"^[^@\s<>]+@[^@\s<>]+$")
+_TOP_KEYS = frozenset({"repositories", "defaultRepository", "commitMessage", "argocdNamespace"})
+_REPO_KEYS = frozenset({
+    "name", "url", "branch", "tokenFile", "username", "sshKeyFile", "knownHostsFile",
+    "author", "paths", "commitMessage",
+})
+_AUTHOR_KEYS = frozenset({"name", "email"})
+_SCP_LIKE = re.compile(r"^(?:(?P<user>[^@/\s]+)@)?(?P<host>[^:/\s]+):(?!//)(?P<path>.*)$")
+
+
+@dataclass(frozen=True, slots=True)
+class CommitAuthor:
+    """Author and committer of the commits the git sink makes."""
+
+    name: str = "gitops-reloader"
+    email: str = "gitops-reloader@localhost"
+
+
+@dataclass(frozen=True, slots=True)
+class RepositoryConfig:
+    """One manifest repository and branch the git sink may write to.
+
+    Credential fields are *paths* to files (a mounted Secret), never the credentials.
+    ``paths`` limits scanning and editing to these repository-relative directories
+    (empty: the whole repository).
+    """
+
+    name: str
+    url: str
+    branch: str = "main"
+    token_file: str = ""
+    username: str = ""
+    ssh_key_file: str = ""
+    known_hosts_file: str = ""
+    author: CommitAuthor = field(default_factory=CommitAuthor)
+    paths: tuple[str, ...] = ()
+    commit_message: str = DEFAULT_COMMIT_MESSAGE
+
+    def allows(self, path: str) -> bool:
+        """Whether ``path`` (repository-relative) lies inside :attr:`paths`."""
+        if not self.paths:
+            return True
+        return any(path == p or path.startswith(p + "/") for p in self.paths)
+
+
+@dataclass(frozen=True, slots=True)
+class GitConfig:
+    """All configured repositories; look them up by name or by remote URL."""
+
+    repositories: tuple[RepositoryConfig, ...] = ()
+    default_repository: str | None = None
+    argocd_namespace: str = "argocd"
+    """Namespace of Argo CD Applications whose tracking id names no namespace."""
+
+    def get(self, name: str) -> RepositoryConfig | None:
+        """The repository called ``name``, or ``None``."""
+        for repo in self.repositories:
+            if repo.name == name:
+                return repo
+        return None
+
+    @property
+    def default(self) -> RepositoryConfig | None:
+        """The default repository (used by the scan), if any."""
+        return self.get(self.default_repository) if self.default_repository else None
+
+    def by_url(self, url: str, *, branch: str | None = None) -> list[RepositoryConfig]:
+        """Repositories whose URL names the same remote as ``url``.
+
+        URLs compare by host and path (:func:`normalize_repo_url`), so
+        ``https://host/org/app``, ``https://host/org/app.git`` and
+        ``git@host:org/app.git`` are the same repository. With ``branch``, only
+        entries for that branch are returned.
+        """
+        wanted = normalize_repo_url(url)
+        if not wanted:
+            return []
+        found = [r for r in self.repositories if normalize_repo_url(r.url) == wanted]
+        if branch is not None:
+            found = [r for r in found if r.branch == branch]
+        return found
+
+    def resolve(self, reference: str) -> RepositoryConfig | None:
+        """A repository by name, else by URL (the first entry for that remote)."""
+        by_name = self.get(reference.strip())
+        if by_name is not None:
+            return by_name
+        matches = self.by_url(reference.strip())
+        return matches[0] if matches else None
+
+
+def normalize_repo_url(url: str) -> str:
+    """``host[:port]/path`` of a git remote: no scheme, user, ``.git`` or trailing slash.
+
+    The host is lower-cased; the path keeps its case (many hosts are case-sensitive).
+
+    >>> normalize_repo_url("git@github.com:Org/App.git")
+    'github.com/Org/App'
+    >>> normalize_repo_url("https://user@GitHub.com/Org/App/")
+    'github.com/Org/App'
+    """
+    text = url.strip()
+    if not text:
+        return ""
+    if "://" in text:
+        parts = urlsplit(text)
+        host = (parts.hostname or "").lower()
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        default_ports = {"http": 80, "https": 443, "ssh": 22, "git": 9418}
+        if port is not None and default_ports.get(parts.scheme.lower()) != port:
+            host = f"{host}:{port}"
+        path = parts.path
+    else:
+        match = _SCP_LIKE.match(text)
+        if match is None:
+            return text.rstrip("/").removesuffix(".git")  # a local path
+        host, path = match.group("host").lower(), match.group("path")
+    path = path.strip("/")
+    path = path.removesuffix(".git").rstrip("/")
+    return f"{host}/{path}" if path else host
+
+
+def load_git_config(path: str) -> GitConfig:
+    """Read and validate the ``--git-config`` file at ``path``."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"--git-config {path}: cannot read the file: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"--git-config {path}: not UTF-8 text") from None
+    return parse_git_config(text, source=path)
+
+
+def parse_git_config(text: str, *, source: str = "<git-config>") -> GitConfig:
+    """Validate the text of a git config file (see the module docstring for the format)."""
+    where = f"--git-config {source}"
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        raise ConfigError(f"{where}: not valid YAML{at}") from None
+    if data is None:
+        data = {}
+    top = _mapping(data, where, "the document")
+    _no_unknown_keys(top, _TOP_KEYS, where, "")
+    default_message = _template(top.get("commitMessage"), where, "commitMessage")
+    raw_repos = top.get("repositories")
+    if raw_repos is None:
+        raw_repos = []
+    if not isinstance(raw_repos, list):
+        raise ConfigError(f"{where}: repositories: must be a list")
+    repos: list[RepositoryConfig] = []
+    names: set[str] = set()
+    remotes: set[tuple[str, str]] = set()
+    for i, raw in enumerate(raw_repos):
+        repo = _repository(raw, where, f"repositories[{i}]", default_message)
+        if repo.name in names:
+            raise ConfigError(f"{where}: repositories[{i}].name: {repo.name!r} is used twice")
+        remote = (normalize_repo_url(repo.url), repo.branch)
+        if remote in remotes:
+            raise ConfigError(
+                f"{where}: repositories[{i}]: the same url and branch are configured twice"
+            )
+        names.add(repo.name)
+        remotes.add(remote)
+        repos.append(repo)
+    default = top.get("defaultRepository")
+    if default is not None:
+        if not isinstance(default, str) or default not in names:
+            raise ConfigError(f"{where}: defaultRepository: must be the name of a repository")
+    elif len(repos) == 1:
+        default = repos[0].name
+    argocd_namespace = _string(top.get("argocdNamespace"), where, "argocdNamespace") or "argocd"
+    if not _NAME.match(argocd_namespace):
+        raise ConfigError(f"{where}: argocdNamespace: not a valid namespace name")
+    return GitConfig(repositories=tuple(repos), default_repository=default,
+                     argocd_namespace=argocd_namespace)
+
+
+def _repository(raw: Any, where: str, at: str, default_message: str | None) -> RepositoryConfig:
+    entry = _mapping(raw, where, at)
+    _no_unknown_keys(entry, _REPO_KEYS, where, at)
+    name = _string(entry.get("name"), where, f"{at}.name", required=True)
+    if not _NAME.match(name):
+        raise ConfigError(
+            f"{where}: {at}.name: use lower-case letters, digits, '.', '_' and '-' "
+            "(at most 63 characters)"
+        )
+    url = _string(entry.get("url"), where, f"{at}.url", required=True)
+    if any(ch.isspace() for ch in url):
+        raise ConfigError(f"{where}: {at}.url: must not contain whitespace")
+    branch = _string(entry.get("branch"), where, f"{at}.branch") or "main"
+    if not _valid_branch(branch):
+        raise ConfigError(f"{where}: {at}.branch: not a valid branch name")
+    token_file = _string(entry.get("tokenFile"), where, f"{at}.tokenFile")
+    ssh_key_file = _string(entry.get("sshKeyFile"), where, f"{at}.sshKeyFile")
+    known_hosts_file = _string(entry.get("knownHostsFile"), where, f"{at}.knownHostsFile")
+    if token_file and ssh_key_file:
+        raise ConfigError(f"{where}: {at}: give either tokenFile or sshKeyFile, not both")
+    author = CommitAuthor()
+    if entry.get("author") is not None:
+        raw_author = _mapping(entry["author"], where, f"{at}.author")
+        _no_unknown_keys(raw_author, _AUTHOR_KEYS, where, f"{at}.author")
+        author_name = _string(raw_author.get("name"), where, f"{at}.author.name") or author.name
+        email = _string(raw_author.get("email"), where, f"{at}.author.email") or author.email
+        if not _EMAIL.match(email):
+            raise ConfigError(f"{where}: {at}.author.email: not an e-mail address")
+        if any(ch in author_name for ch in "<>\n"):
+            raise ConfigError(f"{where}: {at}.author.name: must not contain '<', '>' or newlines")
+        author = CommitAuthor(author_name, email)
+    paths = _paths(entry.get("paths"), where, f"{at}.paths")
+    message = _template(entry.get("commitMessage"), where, f"{at}.commitMessage")
+    return RepositoryConfig(
+        name=name,
+        url=url,
+        branch=branch,
+        token_file=token_file,
+        username=_string(entry.get("username"), where, f"{at}.username"),
+        ssh_key_file=ssh_key_file,
+        known_hosts_file=known_hosts_file,
+        author=author,
+        paths=paths,
+        commit_message=message or default_message or DEFAULT_COMMIT_MESSAGE,
+    )
+
+
+def _mapping(value: Any, where: str, at: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}: {at}: must be a map")
+    return value
+
+
+def _no_unknown_keys(value: Mapping[str, Any], allowed: frozenset[str], where: str, at: str) -> None:
+    unknown = sorted(str(k) for k in value if k not in allowed)
+    if unknown:
+        prefix = f"{at}." if at else ""
+        raise ConfigError(
+            f"{where}: unknown field {prefix}{unknown[0]} (allowed: {', '.join(sorted(allowed))})"
+        )
+
+
+def _string(value: Any, where: str, at: str, *, required: bool = False) -> str:
+    if value is None:
+        if required:
+            raise ConfigError(f"{where}: {at}: is required")
+        return ""
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: {at}: must be a string")
+    text = value.strip()
+    if required and not text:
+        raise ConfigError(f"{where}: {at}: must not be empty")
+    return text
+
+
+def _paths(value: Any, where: str, at: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise ConfigError(f"{where}: {at}: must be a list of directories")
+    out: list[str] = []
+    for i, item in enumerate(value):
+        text = _string(item, where, f"{at}[{i}]", required=True)
+        pure = PurePosixPath(text.removeprefix("./"))
+        if pure.is_absolute() or ".." in pure.parts or "\\" in text:
+            raise ConfigError(f"{where}: {at}[{i}]: must be a relative path inside the repository")
+        clean = pure.as_posix().strip("/")
+        if clean in ("", "."):
+            return ()  # the whole repository
+        out.append(clean)
+    return tuple(out)
+
+
+def _template(value: Any, where: str, at: str) -> str | None:
+    if value is None:
+        return None
+    text = _string(value, where, at, required=True)
+    try:
+        fields = [name for _, name, _, _ in string.Formatter().parse(text) if name is not None]
+    except ValueError:
+        raise ConfigError(f"{where}: {at}: not a valid template (unbalanced braces)") from None
+    for name in fields:
+        if name not in _TEMPLATE_FIELDS:
+            raise ConfigError(
+                f"{where}: {at}: unknown field {{{name}}} "
+                f"(allowed: {', '.join('{' + f + '}' for f in sorted(_TEMPLATE_FIELDS))})"
+            )
+    if "\n" in text.strip():
+        raise ConfigError(f"{where}: {at}: must be a single line (it is the commit subject)")
+    return text
+
+
+def _valid_branch(name: str) -> bool:
+    return not (
+        name.startswith(("-", "/"))
+        or name.endswith(("/", ".", ".lock"))
+        or ".." in name
+        or "//" in name
+        or "@{" in name
+        or any(ch in name for ch in " ~^:?*[\\\x7f")
+        or any(ord(ch) < 32 for ch in name)
+    )
+

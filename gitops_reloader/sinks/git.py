@@ -1,0 +1,486 @@
+"""The ``git`` sink: a config change becomes one commit to the manifest repository.
+
+:class:`GitSink` is a batch sink (:class:`~gitops_reloader.sinks.base.BatchSink`): the
+controller queues every workload of one repository under ``group_key(record)`` (the
+repository's name), so all workloads whose sources changed within one coalescing
+window reach :meth:`GitSink.emit_batch` together and give **one commit**.
+
+For one repository, ``emit_batch``:
+
+1. syncs the clone (``fetch`` + hard reset to the remote branch) and refreshes the
+   repository's :class:`~gitops_reloader.gitops.scanindex.ScanIndex` incrementally;
+2. locates each workload's document (:class:`~gitops_reloader.gitops.locate.Locator`:
+   annotations, Argo CD, Flux, scan; re-located on every sync, so moved files are
+   followed). A document found through the scan index alone is edited first and the
+   edit then checked with an independent parser
+   (:func:`~gitops_reloader.gitops.scanindex.edit_confined`: only that document changed,
+   it is this workload, it holds the new value); otherwise the document is confirmed
+   with the reference parser and the edit redone — a wrong hint never edits another
+   object;
+3. computes the value to write, the keyed digest
+   ``keyed_digest(key, [("<Kind>/<namespace>/<name>", hash) ...])`` over the sources in
+   the request (each with its *current* hash; a deleted source counts with Stakater's
+   delete marker). It is deterministic: the same sources with the same data give the
+   same value, so a replayed request finds it already in the file;
+4. sets ``gitops-reloader.io/config-hash`` under ``spec.template.metadata.annotations``
+   (``spec.jobTemplate.spec.template`` for a CronJob), or in the map a ``git-target``
+   names, with :mod:`~gitops_reloader.gitops.yamledit` (every other byte unchanged).
+   A value already there → ``ALREADY_CURRENT`` and no edit;
+5. makes one commit for the batch (message from the repository's template; it names
+   workloads and sources, never data or hashes), and pushes it.
+
+**Push races.** When the push is rejected because someone else pushed first, the sink
+syncs again, re-applies *all* edits on the new tip (the other commit is kept — there is
+no force push anywhere) and pushes again, up to ``max_push_attempts`` times with a
+short, growing pause. This is the one place a sink waits and retries by itself: the
+race is between two pushes a few milliseconds apart, and re-queueing the whole batch
+would only widen it. After the last attempt :class:`~gitops_reloader.errors.PushRejected`
+(retryable) is raised and the work queue retries with backoff.
+
+**Failures.** An unreachable host or refused credentials raise
+:class:`~gitops_reloader.errors.GitError` (retryable, message scrubbed of tokens): the
+controller puts the sources back, records a Warning Event and retries with backoff, so
+nothing is lost. Per-workload problems — no manifest, an unparsable or uneditable file,
+a malformed annotation, an operator-owned workload — skip only that workload: a
+Warning Event on it, ``git_error`` metric, an ``Outcome`` of ``skipped``; the rest of
+the batch is still committed.
+
+After a successful push, with ``--request-refresh``, the Argo CD Application or Flux
+GitRepository/Kustomization that deploys the changed files is asked to reconcile now.
+
+Nothing secret leaves the cluster: only the keyed digest is written; logs, events and
+commit messages carry workload and source kind/namespace/name only.
+
+Thread-safety: ``group_key`` runs on informer threads and only resolves (API reads,
+cached per workload uid + resourceVersion); ``emit_batch`` runs on worker threads and
+serializes work per repository with a lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from gitops_reloader.clock import Clock, SystemClock
+from gitops_reloader.errors import (
+    AnnotationError,
+    ConfigError,
+    GitError,
+    ManifestNotFound,
+    PushRejected,
+    ReloaderError,
+    YamlEditError,
+)
+from gitops_reloader.gitops.digestkey import DigestKey
+from gitops_reloader.gitops.gitconfig import GitConfig, RepositoryConfig
+from gitops_reloader.gitops.locate import Location, Locator, OperatorOwned, Resolution, workload_identity
+from gitops_reloader.gitops.refresh import RefreshRequester, RefreshTarget
+from gitops_reloader.gitops.repo import Repository
+from gitops_reloader.gitops.scanindex import DocKey, ScanIndex, edit_confined
+from gitops_reloader.gitops.yamledit import (
+    CONFIG_HASH_KEY,
+    EditResult,
+    set_at_path,
+    set_template_annotation,
+)
+from gitops_reloader.hashing import DELETED_HASH
+from gitops_reloader.kube.events import EventRecorder
+from gitops_reloader.model import Outcome, OutcomeStatus, ReloadRequest, SinkName
+from gitops_reloader.observability.metrics import Metrics
+
+__all__ = ["GitSink", "RepositoryHandle", "source_digest_inputs"]
+
+log = logging.getLogger(__name__)
+
+_TEMPLATE_ANNOTATIONS: tuple[str | int, ...] = ("spec", "template", "metadata", "annotations")
+_CRONJOB_ANNOTATIONS: tuple[str | int, ...] = ("spec", "jobTemplate", "spec", "template", "metadata",
+                                               "annotations")
+_SUBJECT_ITEMS = 5
+_BODY_LINES = 200
+_PERMANENT = (ManifestNotFound, YamlEditError, AnnotationError, ConfigError)
+
+
+class UnsupportedWorkload(ReloaderError):
+    """The workload kind can't be reloaded through its manifest (e.g. a Job)."""
+
+
+@dataclass(slots=True)
+class RepositoryHandle:
+    """One configured repository: its clone, its scan index and the lock serializing both."""
+
+    config: RepositoryConfig
+    repo: Repository
+    index: ScanIndex
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def sync(self) -> str:
+        """Fetch and reset the clone to the remote branch; bring the index to the new head."""
+        head = self.repo.sync()
+        update = self.index.refresh(head)
+        log.debug("repository synced", extra={"repo": self.config.name, "head": head[:12],
+                                              "index_full": update.full, "files_read": update.files_read,
+                                              "index_seconds": round(update.seconds, 3)})
+        return head
+
+
+@dataclass(slots=True)
+class _Plan:
+    """The edits of one attempt on one repository."""
+
+    texts: dict[str, str] = field(default_factory=dict)
+    changed: set[str] = field(default_factory=set)
+    applied: list[tuple[int, ReloadRequest, Location]] = field(default_factory=list)
+    outcomes: dict[int, Outcome] = field(default_factory=dict)
+    skipped: list[tuple[int, ReloadRequest, ReloaderError]] = field(default_factory=list)
+
+
+def source_digest_inputs(request: ReloadRequest) -> list[tuple[str, str]]:
+    """The ``(source id, hash)`` pairs the written digest covers: the request's sources.
+
+    The id is ``<Kind>/<namespace>/<name>``; a deleted source counts with
+    :data:`~gitops_reloader.hashing.DELETED_HASH`.
+    """
+    pairs: list[tuple[str, str]] = []
+    for item in request.items:
+        ref = item.source.ref
+        pairs.append((f"{ref.kind.kube_kind}/{ref.namespace}/{ref.name}",
+                      DELETED_HASH if item.deleted else item.source.hash))
+    return pairs
+
+
+class GitSink:
+    """Commits config-hash bumps to manifest repositories; one commit per repository and batch.
+
+    Collaborators are injected: ``repositories`` (name → :class:`RepositoryHandle`),
+    the ``locator``, ``digest_key`` (a callable returning the
+    :class:`~gitops_reloader.gitops.digestkey.DigestKey`, loaded lazily), ``metrics``,
+    an optional ``recorder`` for Warning Events, an optional ``refresher``. Callers must
+    not use a handle's clone while the sink runs.
+    """
+
+    name: ClassVar[str] = SinkName.GIT.value
+
+    def __init__(
+        self,
+        *,
+        git_config: GitConfig,
+        repositories: Mapping[str, RepositoryHandle],
+        locator: Locator,
+        digest_key: Callable[[], DigestKey],
+        metrics: Metrics,
+        recorder: EventRecorder | None = None,
+        refresher: RefreshRequester | None = None,
+        clock: Clock | None = None,
+        max_push_attempts: int = 5,
+        push_backoff: float = 0.1,
+        resolve_ttl: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if max_push_attempts < 1:
+            raise ValueError("max_push_attempts must be at least 1")
+        self.git_config = git_config
+        self.repositories = dict(repositories)
+        self.locator = locator
+        self.digest_key = digest_key
+        self.metrics = metrics
+        self.recorder = recorder
+        self.refresher = refresher
+        self.clock = clock or SystemClock()
+        self.max_push_attempts = max_push_attempts
+        self.push_backoff = push_backoff
+        self.resolve_ttl = resolve_ttl
+        self._sleep = sleep
+        self._cache: dict[tuple[str, str], tuple[float, Resolution | ReloaderError]] = {}
+        self._cache_lock = threading.Lock()
+        default = git_config.default_repository
+        self._fallback_group = default or "unresolved"
+
+    def repository(self, name: str) -> RepositoryHandle:
+        """The handle of a configured repository (KeyError if unknown)."""
+        return self.repositories[name]
+
+    # -- BatchSink protocol ------------------------------------------------------------
+
+    def group_key(self, record: Any) -> str:
+        """The repository the workload's manifest lives in (its name from ``--git-config``).
+
+        Never raises: a workload that can't be resolved joins the default repository's
+        group, and ``emit_batch`` reports why on the workload.
+        """
+        try:
+            return self._resolve(record).repo_name
+        except ReloaderError:
+            return self._fallback_group
+
+    def emit(self, request: ReloadRequest) -> Outcome:
+        """One workload on its own (used when the controller did not batch it)."""
+        return self.emit_batch([request])[0]
+
+    def emit_batch(self, requests: Sequence[ReloadRequest]) -> list[Outcome]:
+        """Commit and push the reloads of ``requests``: one commit per repository.
+
+        Returns one Outcome per request, in order. Raises a retryable
+        :class:`~gitops_reloader.errors.ReloaderError` when a repository could not be
+        synced or pushed (or an API read failed); edits already pushed for other
+        repositories stay, and a retry finds them ``already-current``.
+        """
+        outcomes: dict[int, Outcome] = {}
+        by_repo: dict[str, list[tuple[int, ReloadRequest, Resolution]]] = {}
+        retry: ReloaderError | None = None
+        for position, request in enumerate(requests):
+            if request.ref.kind == "Job":
+                outcomes[position] = self._skip(request, "-", UnsupportedWorkload(
+                    f"{request.ref}: a Job's pod template is immutable; reload its CronJob or re-create it"))
+                continue
+            try:
+                resolution = self._resolve(request.workload)
+            except _PERMANENT as exc:
+                outcomes[position] = self._skip(request, "-", exc)
+                continue
+            except ReloaderError as exc:
+                retry = retry or exc
+                continue
+            if resolution.repo_name not in self.repositories:
+                outcomes[position] = self._skip(request, resolution.repo_name, ManifestNotFound(
+                    f"{request.ref}: repository {resolution.repo_name} is not configured"))
+                continue
+            by_repo.setdefault(resolution.repo_name, []).append((position, request, resolution))
+        if by_repo:
+            key = self.digest_key()  # KubeError: retryable, nothing done yet
+            for repo_name, items in by_repo.items():
+                try:
+                    outcomes.update(self._emit_repository(self.repositories[repo_name], items, key))
+                except ReloaderError as exc:
+                    if exc.retryable:
+                        retry = retry or exc
+                        continue
+                    for position, request, _ in items:
+                        outcomes[position] = self._skip(request, repo_name, exc)
+        if retry is not None:
+            raise retry
+        return [outcomes.get(i) or Outcome(OutcomeStatus.SKIPPED, self.name, "not handled")
+                for i in range(len(requests))]
+
+    # -- resolution cache ----------------------------------------------------------------
+
+    def _resolve(self, record: Any) -> Resolution:
+        metadata = record.raw.get("metadata") or {}
+        key = (str(record.uid), str(metadata.get("resourceVersion", "")))
+        now = self.clock.monotonic()
+        with self._cache_lock:
+            cached = self._cache.get(key)
+        if cached is not None and cached[0] > now:
+            if isinstance(cached[1], ReloaderError):
+                raise cached[1]
+            return cached[1]
+        try:
+            value: Resolution | ReloaderError = self.locator.resolve(record)
+        except ReloaderError as exc:
+            if exc.retryable:
+                raise
+            value = exc
+        with self._cache_lock:
+            if len(self._cache) > 10_000:
+                self._cache = {k: v for k, v in self._cache.items() if v[0] > now}
+            self._cache[key] = (now + self.resolve_ttl, value)
+        if isinstance(value, ReloaderError):
+            raise value
+        return value
+
+    # -- one repository --------------------------------------------------------------------
+
+    def _emit_repository(self, handle: RepositoryHandle,
+                         items: Sequence[tuple[int, ReloadRequest, Resolution]],
+                         key: DigestKey) -> dict[int, Outcome]:
+        name = handle.config.name
+        with handle.lock:
+            for attempt in range(1, self.max_push_attempts + 1):
+                try:
+                    handle.sync()
+                except GitError as exc:
+                    self.metrics.git_error(name, "sync")
+                    log.warning("git sync failed", extra={"repo": name, "error": str(exc)})
+                    raise
+                plan = self._plan(handle, items, key)
+                if not plan.changed:
+                    return self._finish(plan, name)
+                for path in sorted(plan.changed):
+                    handle.repo.write(path, plan.texts[path].encode("utf-8"))
+                sha = handle.repo.commit(self._message(handle.config, plan), sorted(plan.changed))
+                if sha is None:  # the work tree already held these bytes
+                    for position, _, location in plan.applied:
+                        plan.outcomes[position] = self._current(location)
+                    plan.applied.clear()
+                    return self._finish(plan, name)
+                try:
+                    handle.repo.push()
+                except PushRejected:
+                    self.metrics.git_push_rejected(name)
+                    log.info("push rejected, the remote moved on; re-applying on the new tip",
+                             extra={"repo": name, "attempt": attempt})
+                    if attempt < self.max_push_attempts:
+                        self._sleep(self.push_backoff * attempt)
+                    continue
+                except GitError as exc:
+                    self.metrics.git_error(name, "push")
+                    log.warning("git push failed", extra={"repo": name, "error": str(exc)})
+                    raise
+                self.metrics.git_commit(name)
+                log.info("committed and pushed", extra={
+                    "repo": name, "commit": sha[:12], "workloads": len(plan.applied),
+                    "files": len(plan.changed), "attempt": attempt})
+                for position, _, location in plan.applied:
+                    plan.outcomes[position] = Outcome(
+                        OutcomeStatus.APPLIED, self.name,
+                        f"commit {sha[:12]} to {location} ({handle.config.branch})")
+                self._request_refresh([loc.refresh for _, _, loc in plan.applied])
+                return self._finish(plan, name)
+        raise PushRejected(
+            f"{name}: push rejected {self.max_push_attempts} times in a row (the branch keeps moving); "
+            "will retry with backoff")
+
+    def _plan(self, handle: RepositoryHandle, items: Sequence[tuple[int, ReloadRequest, Resolution]],
+              key: DigestKey) -> _Plan:
+        plan = _Plan()
+        for position, request, resolution in items:
+            try:
+                location = self.locator.locate(request.workload, resolution, handle.index)
+                self._check_allowed(handle, request, location)
+                value = key.digest(source_digest_inputs(request))
+                result: EditResult | None = None
+                try:
+                    text, result = self._apply(handle, plan, request, location, value)
+                except YamlEditError:
+                    if location.confirmed:
+                        raise
+                if not location.confirmed and (
+                        result is None or not self._confined(request, location, text, result, value)):
+                    # Unconfirmed index hit that the editor disagrees with: confirm the document, redo.
+                    location = self.locator.locate(request.workload, resolution, handle.index, confirm=True)
+                    self._check_allowed(handle, request, location)
+                    text, result = self._apply(handle, plan, request, location, value)
+            except _PERMANENT as exc:
+                plan.skipped.append((position, request, exc))
+                continue
+            assert result is not None  # a failed unconfirmed edit was redone (or raised) above
+            plan.texts[location.path] = result.text
+            if result.changed:
+                plan.changed.add(location.path)
+                plan.applied.append((position, request, location))
+            else:
+                plan.outcomes[position] = self._current(location)
+        return plan
+
+    @staticmethod
+    def _check_allowed(handle: RepositoryHandle, request: ReloadRequest, location: Location) -> None:
+        if not handle.config.allows(location.path):
+            raise ManifestNotFound(
+                f"{request.ref}: {location.path} is outside the paths configured for "
+                f"repository {handle.config.name}")
+
+    def _apply(self, handle: RepositoryHandle, plan: _Plan, request: ReloadRequest, location: Location,
+               value: str) -> tuple[str, EditResult]:
+        """The file's text in this plan (edits of earlier workloads included) and the edit."""
+        text = plan.texts.get(location.path)
+        if text is None:
+            text = _read_text(handle.repo, location.path)
+        return text, self._edit(request, location, text, value)
+
+    @staticmethod
+    def _annotations_path(request: ReloadRequest, location: Location) -> tuple[str | int, ...]:
+        if location.yaml_path is not None:
+            return location.yaml_path
+        return _CRONJOB_ANNOTATIONS if request.ref.kind == "CronJob" else _TEMPLATE_ANNOTATIONS
+
+    def _edit(self, request: ReloadRequest, location: Location, text: str, value: str) -> EditResult:
+        if location.yaml_path is None and request.ref.kind != "CronJob":
+            return set_template_annotation(text, doc_index=location.doc_index, value=value,
+                                           path=location.path)
+        return set_at_path(text, path_expr=self._annotations_path(request, location), value=value,
+                           doc_index=location.doc_index, path=location.path)
+
+    def _confined(self, request: ReloadRequest, location: Location, before: str, result: EditResult,
+                  value: str) -> bool:
+        identity = workload_identity(request.workload)
+        return edit_confined(
+            before, result.text, doc_index=location.doc_index,
+            expected=DocKey(identity.group, identity.kind, identity.namespace, identity.name),
+            path_expr=self._annotations_path(request, location), key=CONFIG_HASH_KEY, value=value)
+
+    def _current(self, location: Location) -> Outcome:
+        return Outcome(OutcomeStatus.ALREADY_CURRENT, self.name, f"{location} already records these sources")
+
+    def _finish(self, plan: _Plan, repo_name: str) -> dict[int, Outcome]:
+        for position, request, exc in plan.skipped:
+            plan.outcomes[position] = self._skip(request, repo_name, exc)
+        return plan.outcomes
+
+    def _message(self, config: RepositoryConfig, plan: _Plan) -> str:
+        """Subject from the repository's template, then one line per workload. Names only."""
+        workloads = list(dict.fromkeys(request.ref.name for _, request, _ in plan.applied))
+        sources = list(dict.fromkeys(
+            f"{item.source.ref.kind.kube_kind.lower()}/{item.source.ref.name}"
+            for _, request, _ in plan.applied for item in request.items))
+        subject = config.commit_message.format(
+            workloads=_short(workloads), sources=_short(sources), repository=config.name,
+            count=len(plan.applied))
+        lines = []
+        for _, request, location in plan.applied[:_BODY_LINES]:
+            changed = ", ".join(
+                f"{item.source.ref.kind.kube_kind} {item.source.ref.namespace}/{item.source.ref.name}"
+                + (" (deleted)" if item.deleted else "") for item in request.items)
+            lines.append(f"- {request.ref} in {location.path}: {changed}")
+        if len(plan.applied) > _BODY_LINES:
+            lines.append(f"- and {len(plan.applied) - _BODY_LINES} more")
+        return f"{subject}\n\n" + "\n".join(lines) + "\n\nReloaded-by: gitops-reloader\n"
+
+    def _request_refresh(self, groups: Sequence[tuple[RefreshTarget, ...]]) -> None:
+        if self.refresher is None:
+            return
+        targets = [t for group in groups for t in group]
+        if targets:
+            self.refresher.request(targets)
+
+    def _skip(self, request: ReloadRequest, repo_name: str, exc: ReloaderError) -> Outcome:
+        reason = _reason(exc)
+        self.metrics.git_error(repo_name, reason)
+        log.warning("git sink skipped a workload", extra={
+            "object": request.ref.key, "sink": self.name, "repo": repo_name, "reason": reason,
+            "error": str(exc)})
+        if self.recorder is not None:
+            where = f"git sink, repository {repo_name}" if repo_name != "-" else "git sink"
+            self.recorder.warning(request.ref, reason, f"{where}: {exc}", uid=str(request.workload.uid))
+        return Outcome(OutcomeStatus.SKIPPED, self.name, f"{reason}: {exc}")
+
+
+def _reason(exc: ReloaderError) -> str:
+    if isinstance(exc, OperatorOwned):
+        return "OperatorOwned"
+    if isinstance(exc, ManifestNotFound):
+        return "ManifestNotFound"
+    if isinstance(exc, YamlEditError):
+        return "ManifestUnparsable"
+    if isinstance(exc, AnnotationError):
+        return "InvalidAnnotation"
+    if isinstance(exc, UnsupportedWorkload):
+        return "UnsupportedWorkload"
+    return type(exc).__name__
+
+
+def _read_text(repo: Repository, path: str) -> str:
+    data = repo.read(path)
+    if data is None:
+        raise ManifestNotFound(f"{path} disappeared from the work tree")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise YamlEditError(f"{path}: not UTF-8 text") from None
+
+
+def _short(items: Sequence[str]) -> str:
+    shown = ", ".join(items[:_SUBJECT_ITEMS])
+    return shown + (f" and {len(items) - _SUBJECT_ITEMS} more" if len(items) > _SUBJECT_ITEMS else "")

@@ -1,0 +1,77 @@
+"""Build the git sink from the validated :class:`~gitops_reloader.config.Config`.
+
+:func:`build_git_sink` is what :mod:`gitops_reloader.app` calls: it reads
+``--git-config``, builds and validates each repository's credentials from their files,
+prepares one working clone per repository under ``--git-cache-dir/<name>`` (cloned on
+first use, not here), and wires the locator, the digest key (the Secret named by
+``--digest-key-secret``, read or created on first use) and, with ``--request-refresh``,
+the Argo CD / Flux refresher. Without ``--git-config`` there is no git sink (``None``).
+
+Start-up fails with a :class:`~gitops_reloader.errors.ConfigError` naming the file or
+field when the configuration or a credential file is unusable; no network access
+happens here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gitops_reloader.clock import Clock
+from gitops_reloader.config import Config
+from gitops_reloader.errors import ConfigError
+from gitops_reloader.gitops.auth import git_auth_from_files
+from gitops_reloader.gitops.digestkey import DigestKeyStore
+from gitops_reloader.gitops.gitconfig import GitConfig, load_git_config
+from gitops_reloader.gitops.locate import Locator
+from gitops_reloader.gitops.refresh import RefreshRequester
+from gitops_reloader.gitops.repo import Author, Repository
+from gitops_reloader.gitops.scanindex import ScanIndex
+from gitops_reloader.kube.api import KubeApi
+from gitops_reloader.kube.events import EventRecorder
+from gitops_reloader.observability.metrics import Metrics
+from gitops_reloader.sinks.git import GitSink, RepositoryHandle
+
+__all__ = ["build_git_sink", "build_repository_handles"]
+
+
+def build_repository_handles(git_config: GitConfig, cache_dir: str | Path) -> dict[str, RepositoryHandle]:
+    """One clone (under ``cache_dir/<name>``) and scan index per configured repository."""
+    root = Path(cache_dir)
+    handles: dict[str, RepositoryHandle] = {}
+    for repo_config in git_config.repositories:
+        where = f"--git-config repository {repo_config.name}"
+        try:
+            auth = git_auth_from_files(
+                token_file=repo_config.token_file, username=repo_config.username,
+                ssh_key_file=repo_config.ssh_key_file, known_hosts_file=repo_config.known_hosts_file,
+                url=repo_config.url)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        repository = Repository(
+            repo_config.url, branch=repo_config.branch, workdir=root / repo_config.name, auth=auth,
+            author=Author(repo_config.author.name, repo_config.author.email))
+        handles[repo_config.name] = RepositoryHandle(
+            repo_config, repository, ScanIndex(repository, include=repo_config.paths))
+    return handles
+
+
+def build_git_sink(config: Config, api: KubeApi, metrics: Metrics, recorder: EventRecorder | None,
+                   *, clock: Clock | None = None) -> GitSink | None:
+    """The git sink for ``config``, or ``None`` when no ``--git-config`` is given."""
+    gitops = config.gitops
+    if not gitops.config_file:
+        return None
+    git_config = load_git_config(gitops.config_file)
+    if not git_config.repositories:
+        raise ConfigError(f"--git-config {gitops.config_file}: no repositories configured")
+    digest_keys = DigestKeyStore(api, namespace=gitops.digest_key_namespace, name=gitops.digest_key_secret)
+    return GitSink(
+        git_config=git_config,
+        repositories=build_repository_handles(git_config, gitops.cache_dir),
+        locator=Locator(git_config, api),
+        digest_key=digest_keys.get,
+        metrics=metrics,
+        recorder=recorder,
+        refresher=RefreshRequester(api, clock=clock) if gitops.request_refresh else None,
+        clock=clock,
+    )
