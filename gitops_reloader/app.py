@@ -23,6 +23,7 @@ from gitops_reloader.observability.alerts import Alerter, alert_config_from_env,
 from gitops_reloader.observability.http import HttpServer
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.sinks import build_live_sinks
+from gitops_reloader.sinks.gitwiring import build_git_sink
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,9 @@ class App:
             ignored=config.filters.ignored_workload_types,
         )
         sinks = build_live_sinks(config, self.api, self.adapters, metrics=self.metrics)
+        git_sink = build_git_sink(config, self.api, self.metrics, self.recorder, clock=self.clock)
+        if git_sink is not None:
+            sinks[git_sink.name] = git_sink
         alert_config = alert_config_from_env(config.alerts)
         self.alerter = (Alerter(alert_config, metrics=self.metrics)
                         if alert_config.enabled else None)
