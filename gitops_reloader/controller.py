@@ -297,8 +297,8 @@ class Controller:
         out: list[SourceMeta] = []
         for informer in self._source_informers.get(kind, ()):
             keys = [k for k in list(informer.store.keys()) if k.startswith(prefix)]
-            out.extend(informer.store.get(k) for k in keys)
-        return [m for m in out if m is not None]
+            out.extend(m for k in keys if (m := informer.store.get(k)) is not None)
+        return out
 
     def workload(self, ref: ObjectRef) -> WorkloadRecord | None:
         for informer in self._workload_informers.get(ref.kind, ()):
@@ -400,6 +400,8 @@ class Controller:
         """Reload workloads whose recorded hash is out of date; touch nothing else."""
         queued = 0
         for record in self.workloads():
+            if not self._namespace_allowed(record.ref.namespace):
+                continue  # --namespace-selector: its sources' changes are not ours either
             view = self.view(record)
             stale: dict[SourceRef, PendingSource] = {}
             for kind in self._source_informers:
@@ -430,7 +432,11 @@ class Controller:
     # --- pause period --------------------------------------------------------------
 
     def _pause_state(self, record: WorkloadRecord) -> tuple[float, float] | None:
-        """(paused-at, period) when we paused this Deployment; None otherwise."""
+        """(paused-at, period) when we paused this Deployment; None otherwise.
+
+        A pause we cannot time (unreadable period or paused-at) is due at once: a Deployment
+        must never stay paused because of an annotation we cannot read.
+        """
         keys = self.config.keys
         if record.ref.kind != "Deployment":
             return None
@@ -443,8 +449,8 @@ class Controller:
             period = parse_duration(period_text)
         except ValueError:
             self._warn(record, "InvalidPausePeriod",
-                       f"cannot read {keys.pause_period}={period_text!r} / {keys.paused_at}")
-            return None
+                       f"cannot read {keys.pause_period}={period_text!r} / {keys.paused_at}; unpausing")
+            return 0.0, 0.0
         return started, period
 
     def _schedule_unpause(self, record: WorkloadRecord) -> None:
@@ -531,6 +537,8 @@ class Controller:
             return
         ref = _ref_from_key(key)
         record = self.workload(ref)
+        if record is None and ref.kind in self.adapters:
+            record = self.adapters[ref.kind].orphan(ref)  # e.g. a Job deleted, not yet re-created
         if record is None:
             return
         try:

@@ -11,6 +11,7 @@ re-create for a Job, ``spec.restartAt`` for a Rollout with the restart strategy.
 from __future__ import annotations
 
 import copy
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,6 +19,7 @@ from typing import Any
 
 import jsonpatch
 
+from gitops_reloader.errors import KubeNotFound
 from gitops_reloader.index import extract_refs
 from gitops_reloader.kube.api import JSON, JSON_PATCH, MERGE, STRATEGIC, KubeApi
 from gitops_reloader.kube.resources import (
@@ -139,6 +141,11 @@ class WorkloadAdapter:
         template = _dig(raw, self.template_path)
         return template if isinstance(template, Mapping) else None
 
+    def orphan(self, ref: ObjectRef) -> WorkloadRecord | None:
+        """A workload this adapter removed and has not put back yet (a Job whose re-create
+        failed), so that a retry can finish the write; None for kinds patched in place."""
+        return None
+
     def record(self, raw: JSON) -> WorkloadRecord:
         """The informer transform: trim the object and extract references once."""
         metadata = raw.get("metadata") or {}
@@ -190,6 +197,24 @@ def _merge(base: JSON, patch: Mapping[str, Any]) -> JSON:
         else:
             out[key] = value
     return out
+
+
+class DeploymentAdapter(WorkloadAdapter):
+    """Deployment: a template patch, plus the pause-period pause in the same write.
+
+    A Deployment that is already paused keeps its pause as it is (as Stakater does): paused
+    by its owner (no paused-at), it must never gain a paused-at, or the controller would
+    unpause it; paused by us, the first paused-at (and so the unpause time) stands.
+    """
+
+    resource = DEPLOYMENTS
+
+    def apply(self, api: KubeApi, record: WorkloadRecord, edit: TemplateEdit, *, now: float,
+              extra_patch: JSON | None = None) -> None:
+        pauses = bool(_dig(extra_patch or {}, ("spec", "paused")))
+        if pauses and _dig(record.raw, ("spec", "paused")) is True:
+            extra_patch = None
+        super().apply(api, record, edit, now=now, extra_patch=extra_patch)
 
 
 class RolloutAdapter(WorkloadAdapter):
@@ -248,9 +273,23 @@ _JOB_GENERATED_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid",
 
 
 class JobAdapter(WorkloadAdapter):
-    """Job: its template is immutable, so it is deleted and re-created (a new UID)."""
+    """Job: its template is immutable, so it is deleted and re-created (a new UID).
+
+    The two writes are not atomic: when the create fails after the delete succeeded, the
+    Job is gone from the cache, so the record is kept as an :meth:`orphan` until a retry
+    re-creates it (that retry's delete then finds nothing, which is expected).
+    """
 
     resource = JOBS
+
+    def __init__(self, resource: ResourceKind | None = None) -> None:
+        super().__init__(resource)
+        self._orphans: dict[ObjectRef, WorkloadRecord] = {}
+        self._lock = threading.Lock()
+
+    def orphan(self, ref: ObjectRef) -> WorkloadRecord | None:
+        with self._lock:
+            return self._orphans.get(ref)
 
     def apply(self, api: KubeApi, record: WorkloadRecord, edit: TemplateEdit, *, now: float,
               extra_patch: JSON | None = None) -> None:
@@ -263,7 +302,7 @@ class JobAdapter(WorkloadAdapter):
         for key in _JOB_GENERATED_LABELS:
             labels.pop(key, None)
         apply_edit_in_place(template, edit)
-        job = {
+        job: JSON = {
             "apiVersion": "batch/v1",
             "kind": "Job",
             "metadata": {
@@ -276,8 +315,17 @@ class JobAdapter(WorkloadAdapter):
         job_labels = job["metadata"].get("labels") or {}
         for key in _JOB_GENERATED_LABELS:
             job_labels.pop(key, None)
-        api.delete(JOBS, record.ref.namespace, record.ref.name, propagation="Background")
-        api.create(JOBS, record.ref.namespace, job)
+        ref = record.ref
+        try:
+            api.delete(JOBS, ref.namespace, ref.name, propagation="Background")
+        except KubeNotFound:
+            if self.orphan(ref) is None:
+                raise  # deleted by someone else: not ours to bring back
+        with self._lock:
+            self._orphans[ref] = record
+        api.create(JOBS, ref.namespace, job)
+        with self._lock:
+            self._orphans.pop(ref, None)
 
 
 def adapters_for(*, argo_rollouts: bool = False, openshift: bool = False,
@@ -285,7 +333,7 @@ def adapters_for(*, argo_rollouts: bool = False, openshift: bool = False,
     """The enabled workload kinds, by kind name."""
     ignored_set = set(ignored)
     adapters: list[WorkloadAdapter] = [
-        WorkloadAdapter(DEPLOYMENTS), WorkloadAdapter(DAEMONSETS), WorkloadAdapter(STATEFULSETS),
+        DeploymentAdapter(), WorkloadAdapter(DAEMONSETS), WorkloadAdapter(STATEFULSETS),
     ]
     if "cronjobs" not in ignored_set:
         adapters.append(CronJobAdapter())

@@ -23,7 +23,7 @@ from reload_helpers import (
     writes,
 )
 
-from gitops_reloader.model import SourceKind, SourceRef
+from gitops_reloader.model import ObjectRef, SourceKind, SourceRef
 from gitops_reloader.testing.harness import deployment, running_controller, settle, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -341,7 +341,10 @@ def test_annotations_sink_records_stakater_json_and_is_idempotent(server, api_cl
         assert record["containerRefs"] == ["app"] and isinstance(record["observedAt"], int)
         assert env_of(obj) == {}
         writes_before = writes(server, "deployments")
-        # A duplicate notification of the same (type, name, namespace, hash) writes nothing.
+        # A duplicate notification of the same (type, name, namespace, hash) writes nothing,
+        # once the controller's cache holds its own write.
+        wait_for(lambda: "reloader.stakater.com/last-reloaded-from" in app.controller.workload(
+            ObjectRef("Deployment", "ns", "web")).template_annotations)
         app.controller._changed(app.controller.source(SourceRef(SourceKind.CONFIGMAP, "ns",
                                                                 "app-cfg")))
         settle(app)
