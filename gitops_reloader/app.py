@@ -108,7 +108,8 @@ class App:
 
     def _became_leader(self) -> None:
         self.metrics.set_leader(True)
-        self.controller.activate()
+        # The old leader may have died with changes queued: reload what is out of date.
+        self.controller.activate(resync=True)
 
     def _lost(self) -> None:
         # As client-go's users do: a replica that lost the lease exits and restarts clean.

@@ -66,6 +66,7 @@ class PendingSource:
 
     meta: SourceMeta
     deleted: bool = False
+    resync: bool = False
 
 
 def source_transform(kind: SourceKind, keys: Iterable[str],
@@ -193,13 +194,18 @@ class Controller:
         if activate:
             self.activate()
 
-    def activate(self) -> None:
-        """Become the active instance: start workers (and the start-up sync, if asked)."""
+    def activate(self, *, resync: bool = False) -> None:
+        """Become the active instance: start workers.
+
+        With ``--sync-after-restart``, or ``resync`` (a standby taking over from a leader
+        that may have died with changes in its queue), first reload the workloads whose
+        recorded hash is out of date.
+        """
         if self._active.is_set():
             return
         self._active.set()
         self._schedule_unpauses()
-        if self.config.behaviour.sync_after_restart:
+        if self.config.behaviour.sync_after_restart or resync:
             self._sync_after_restart()
         for number in range(self.config.runtime.workers):
             thread = threading.Thread(target=self._worker, name=f"worker-{number}", daemon=True)
@@ -265,8 +271,8 @@ class Controller:
 
     def _full_hashes(self, kind: SourceKind) -> Callable[[], bool]:
         """Whether the informer for ``kind`` must compute Stakater hashes right now."""
-        if self.config.behaviour.sync_after_restart:
-            return lambda: True
+        if self.config.behaviour.sync_after_restart or self.config.runtime.enable_ha:
+            return lambda: True  # start-up / take-over checks compare recorded hashes
         return lambda: all(i.has_synced() for i in self._source_informers.get(kind, ()))
 
     def metrics_observer(self) -> _MetricsObserver:
@@ -399,30 +405,58 @@ class Controller:
     def _sync_after_restart(self) -> None:
         """Reload workloads whose recorded hash is out of date; touch nothing else."""
         queued = 0
+        by_namespace = self._sources_by_namespace()
         for record in self.workloads():
             if not self._namespace_allowed(record.ref.namespace):
                 continue  # --namespace-selector: its sources' changes are not ours either
-            view = self.view(record)
+            sink = self.sinks.get(self.sink_name(record) or "")
+            batch = getattr(sink, "group_key", None) is not None
             stale: dict[SourceRef, PendingSource] = {}
-            for kind in self._source_informers:
-                for meta in self._candidate_sources(record, kind):
-                    decision = policy.decide(view, meta, self.options)
-                    if not decision.reload:
-                        continue
-                    recorded = self._recorded_hash(record, meta, decision.container)
-                    if recorded is not None and recorded != meta.hash:
-                        stale[meta.ref] = PendingSource(meta)
+            for meta, container in self._tracked(record, by_namespace):
+                if not meta.hash:
+                    continue  # not hashed (no start-up check was configured at list time)
+                if batch:
+                    # A batch sink (git) compares the whole digest itself, and only where
+                    # the manifest already records one.
+                    stale[meta.ref] = PendingSource(meta, resync=True)
+                    continue
+                recorded = self._recorded_hash(record, meta, container)
+                if recorded is not None and recorded != meta.hash:
+                    stale[meta.ref] = PendingSource(meta)
             if stale:
                 queued += 1
                 self._add_pending(workload_key(record.ref), stale)
         log.info("sync after restart", extra={"workloads_out_of_date": queued})
 
-    def _candidate_sources(self, record: WorkloadRecord, kind: SourceKind) -> list[SourceMeta]:
-        if policy.has_explicit_lists(self.view(record), self.config.keys):
-            return self.sources_in(kind, record.ref.namespace)
-        metas = (self.source(SourceRef(kind, record.ref.namespace, n))
-                 for n in record.refs.names(kind))
-        return [m for m in metas if m is not None]
+    def _sources_by_namespace(self) -> dict[tuple[SourceKind, str], list[SourceMeta]]:
+        """All cached sources grouped by (kind, namespace): one pass over the stores."""
+        grouped: dict[tuple[SourceKind, str], list[SourceMeta]] = {}
+        for kind, informers in self._source_informers.items():
+            for informer in informers:
+                for meta in informer.store.values():
+                    grouped.setdefault((kind, meta.ref.namespace), []).append(meta)
+        return grouped
+
+    def _tracked(self, record: WorkloadRecord,
+                 by_namespace: Mapping[tuple[SourceKind, str], list[SourceMeta]] | None = None,
+                 ) -> list[tuple[SourceMeta, str | None]]:
+        """Every cached source the policy says this workload reloads for, with its container."""
+        view = self.view(record)
+        explicit = policy.has_explicit_lists(view, self.config.keys)
+        out: list[tuple[SourceMeta, str | None]] = []
+        for kind in self._source_informers:
+            if explicit:
+                metas = (by_namespace.get((kind, record.ref.namespace), []) if by_namespace is not None
+                         else self.sources_in(kind, record.ref.namespace))
+            else:
+                found = (self.source(SourceRef(kind, record.ref.namespace, n))
+                         for n in sorted(record.refs.names(kind)))
+                metas = [m for m in found if m is not None]
+            for meta in metas:
+                decision = policy.decide(view, meta, self.options)
+                if decision.reload:
+                    out.append((meta, decision.container))
+        return out
 
     def _recorded_hash(self, record: WorkloadRecord, meta: SourceMeta,
                        container: str | None) -> str | None:
@@ -569,8 +603,11 @@ class Controller:
             items = self._items(record, sources)
             if items:
                 sink = self.sinks.get(self.sink_name(record) or "")
-                requests.append((key, record, ReloadRequest(record.ref, record, tuple(items),
-                                                            int(self.clock.now()))))
+                tracked = tuple(Source(m.ref, m.hash) for m, _ in self._tracked(record) if m.hash)
+                resync = all(p.resync for p in sources.values())
+                requests.append((key, record, ReloadRequest(
+                    record.ref, record, tuple(items), int(self.clock.now()), tracked=tracked,
+                    resync=resync)))
         if not requests or sink is None:
             return
         try:

@@ -159,6 +159,12 @@ class ReloadRequest:
     workload: Any
     items: tuple[ReloadItem, ...]
     observed_at: int
+    tracked: tuple[Source, ...] = ()
+    """Every source the workload reloads for, with current hashes (set for batch sinks:
+    the git digest covers all of them, so it does not depend on which one changed)."""
+    resync: bool = False
+    """A start-up / take-over check, not a change: emit only where the workload already
+    records a value that is out of date (never a first record)."""
 
 
 class OutcomeStatus(enum.StrEnum):
