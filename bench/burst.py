@@ -11,8 +11,6 @@ Last line: one JSON object with burst_s, burst_dropped, max_writes_per_s, limit_
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import tempfile
 import time
@@ -27,8 +25,7 @@ from bench.common import (
     apiserver_process,
     controller_process,
     create_all,
-    median,
-    print_table,
+    scenario_main,
     wait_ready,
 )
 
@@ -84,20 +81,11 @@ def run_once(count: int) -> dict[str, float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--runs", type=int, default=0, help="default 3 (quick: 1)")
-    args = parser.parse_args()
-    count = 1000 if args.quick else 3000
-    runs = args.runs or (1 if args.quick else 3)
-    results = [run_once(count) for _ in range(runs)]
-    summary = {key: round(median([r[key] for r in results]), 3) for key in results[0]}
-    print_table(f"burst: {count} Secrets changed at once (median of {runs})",
-                [(k, str(v)) for k, v in summary.items()],
-                "python bench/burst.py" + (" --quick" if args.quick else ""))
-    print(json.dumps(summary))
-    return 0
+    return scenario_main(
+        __doc__ or "", "burst.py",
+        "burst: Secrets changed at once (3,000; quick 1,000)",
+        lambda quick: run_once(1000 if quick else 3000),
+    )
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -196,3 +196,25 @@ class DeploymentWatch:
                     raise RuntimeError(f"only {len({n for n, _ in self.times})}/{count} written")
                 self._cond.wait(remaining)
             return max(t for _, t in self.times)
+
+
+def scenario_main(doc: str, script: str, title: str, run_once: Callable[[bool], dict[str, float]],
+                  argv: Sequence[str] | None = None) -> int:
+    """The shared command line of a scenario: ``--quick``, ``--runs``; a table, then JSON.
+
+    ``run_once(quick)`` returns one run's figures; the medians over the runs are printed as
+    a table (with the command line) and, on the last line, as one JSON object.
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="a smaller run that finishes in under a minute")
+    parser.add_argument("--runs", type=int, default=0, help="runs to take the median of (default 3, quick 1)")
+    args = parser.parse_args(argv)
+    runs = args.runs or (1 if args.quick else 3)
+    results = [run_once(args.quick) for _ in range(runs)]
+    summary = {key: round(median([r[key] for r in results]), 3) for key in results[0]}
+    command = f"python bench/{script}" + (" --quick" if args.quick else "")
+    print_table(f"{title} (median of {runs} run(s))", [(k, str(v)) for k, v in summary.items()], command)
+    print(json.dumps(summary))
+    return 0

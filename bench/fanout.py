@@ -1,16 +1,14 @@
 """Fan-out: one ConfigMap used by N Deployments; time from the change until all are written.
 
-    python bench/fanout.py            # N=500, median of 3 runs, default rate limits
+    python bench/fanout.py            # N=500, median of 3 runs, default rate limits (--write-qps=200)
     python bench/fanout.py --quick    # N=500, 1 run
 
-Default limits: --write-qps=100, --write-burst=300, --workers=4.
+Default limits: --write-qps=200, --write-burst=300, --workers=4.
 Last line: one JSON object with fanout_s, workloads, writes.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import tempfile
 import time
@@ -26,8 +24,7 @@ from bench.common import (
     controller_process,
     create_all,
     deployment_body,
-    median,
-    print_table,
+    scenario_main,
     wait_ready,
 )
 
@@ -49,20 +46,8 @@ def run_once(workloads: int) -> dict[str, float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--workloads", type=int, default=500)
-    parser.add_argument("--runs", type=int, default=0, help="default 3 (quick: 1)")
-    args = parser.parse_args()
-    runs = args.runs or (1 if args.quick else 3)
-    results = [run_once(args.workloads) for _ in range(runs)]
-    summary = {key: round(median([r[key] for r in results]), 3) for key in results[0]}
-    print_table(f"fan-out: 1 ConfigMap → {args.workloads} Deployments (median of {runs})",
-                [(k, str(v)) for k, v in summary.items()],
-                "python bench/fanout.py" + (" --quick" if args.quick else ""))
-    print(json.dumps(summary))
-    return 0
+    return scenario_main(__doc__ or "", "fanout.py", "fan-out: 1 ConfigMap used by 500 Deployments",
+                         lambda quick: run_once(500))
 
 
 if __name__ == "__main__":

@@ -13,9 +13,7 @@ Last line: one JSON object with steady_rss_mb, peak_rss_mb, ready_s, payload_mb.
 
 from __future__ import annotations
 
-import argparse
 import base64
-import json
 import os
 import sys
 import tempfile
@@ -31,8 +29,7 @@ from bench.common import (
     controller_process,
     create_all,
     deployment_body,
-    median,
-    print_table,
+    scenario_main,
     wait_ready,
 )
 
@@ -69,20 +66,11 @@ def run_once(secrets: int, configmaps: int, deployments: int) -> dict[str, float
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--runs", type=int, default=0, help="default 3 (quick: 1)")
-    args = parser.parse_args()
-    secrets, configmaps, deployments = (2000, 2000, 400) if args.quick else (10_000, 10_000, 2000)
-    runs = args.runs or (1 if args.quick else 3)
-    results = [run_once(secrets, configmaps, deployments) for _ in range(runs)]
-    summary = {key: round(median([r[key] for r in results]), 2) for key in results[0]}
-    print_table(f"memory: {secrets} Secrets x 20 KB, {configmaps} ConfigMaps, {deployments} "
-                f"Deployments (median of {runs})", [(k, str(v)) for k, v in summary.items()],
-                "python bench/memory.py" + (" --quick" if args.quick else ""))
-    print(json.dumps(summary))
-    return 0
+    return scenario_main(
+        __doc__ or "", "memory.py",
+        "memory: 20 KB Secrets, ConfigMaps, Deployments (10,000/10,000/2,000; quick 2,000/2,000/400)",
+        lambda quick: run_once(*((2000, 2000, 400) if quick else (10_000, 10_000, 2000))),
+    )
 
 
 if __name__ == "__main__":

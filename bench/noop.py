@@ -8,8 +8,6 @@ Last line: one JSON object with noop_writes, updates, lists.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import tempfile
 import time
@@ -25,9 +23,8 @@ from bench.common import (
     controller_process,
     create_all,
     deployment_body,
-    median,
-    print_table,
     reset_server_requests,
+    scenario_main,
     server_requests,
     wait_ready,
 )
@@ -72,20 +69,11 @@ def run_once(updates: int) -> dict[str, float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--runs", type=int, default=0, help="default 3 (quick: 1)")
-    args = parser.parse_args()
-    updates = 2000 if args.quick else 10_000
-    runs = args.runs or (1 if args.quick else 3)
-    results = [run_once(updates) for _ in range(runs)]
-    summary = {key: median([r[key] for r in results]) for key in results[0]}
-    print_table(f"no-op: {updates} label-only updates and identical re-applies (median of {runs})",
-                [(k, str(v)) for k, v in summary.items()],
-                "python bench/noop.py" + (" --quick" if args.quick else ""))
-    print(json.dumps(summary))
-    return 0
+    return scenario_main(
+        __doc__ or "", "noop.py",
+        "no-op: label-only updates and identical re-applies (10,000; quick 2,000)",
+        lambda quick: run_once(2000 if quick else 10_000),
+    )
 
 
 if __name__ == "__main__":
