@@ -38,7 +38,7 @@ class EventSpec:
 class EventRecorder:
     """``normal()``/``warning()`` return at once; a daemon thread does the writes."""
 
-    def __init__(self, api: KubeApi, *, clock: Clock | None = None, capacity: int = 1000) -> None:
+    def __init__(self, api: KubeApi, *, clock: Clock | None = None, capacity: int = 10_000) -> None:
         self.api = api
         self.clock = clock or SystemClock()
         self._queue: queue.Queue[EventSpec | None] = queue.Queue(maxsize=capacity)
