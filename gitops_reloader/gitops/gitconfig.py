@@ -16,11 +16,32 @@ Format (YAML)::
         author: {name: gitops-reloader, email: bot@example.com}
         paths: [apps/, clusters/prod]     # optional: only these directories are scanned and edited
         commitMessage: "..."              # optional, per repository
+        pullRequest:                      # optional: what the pull-request sink needs
+          host: github                    # github | gitlab | gitea | forgejo | bitbucket
+          apiUrl: https://api.github.com  # default: derived from the clone URL (see below)
+          tokenFile: /etc/gitops-reloader/git/token   # API token; default: the repository's tokenFile
+          repository: org/manifests       # owner/name (GitLab: project path); default: from the URL
+          labels: [gitops-reloader]       # added to every pull request
+          autoMerge: false                # ask the host to merge once checks pass
+          grouping: workload              # workload | repository; default: --pr-grouping
+          enabled: true                   # false: as if the block were absent (Helm renders it)
 
 ``commitMessage`` is a :meth:`str.format` template with the fields ``{workloads}``
 (names of the reloaded workloads), ``{sources}`` (``configmap/app-config`` ...),
 ``{repository}`` and ``{count}`` (number of workloads). Nothing else can be
 referenced, so a template can never put data or hashes into a commit.
+
+``pullRequest`` defaults, so that the block can be as short as ``{host: gitlab}``:
+
+- ``apiUrl``: GitHub on ``github.com`` → ``https://api.github.com``, Bitbucket on
+  ``bitbucket.org`` → ``https://api.bitbucket.org/2.0``; otherwise the clone URL's
+  origin (``https://`` for SSH URLs) plus ``/api/v3`` (GitHub Enterprise), ``/api/v4``
+  (GitLab) or ``/api/v1`` (Gitea, Forgejo). Bitbucket Server/Data Center is not
+  supported.
+- ``repository``: from the clone URL's path without ``.git``: the whole path on GitLab
+  (``group/sub/project``), its last two segments elsewhere (``owner/name``).
+- ``tokenFile``: the repository's ``tokenFile`` (a token with both git and API access);
+  required when the repository is cloned over SSH.
 
 Everything here is pure data: :func:`parse_git_config` validates text, and
 :func:`load_git_config` reads the file. Every error is a
@@ -48,12 +69,16 @@ from gitops_reloader.errors import ConfigError
 
 __all__ = [
     "DEFAULT_COMMIT_MESSAGE",
+    "PR_GROUPINGS",
+    "PR_HOSTS",
     "CommitAuthor",
     "GitConfig",
+    "PullRequestConfig",
     "RepositoryConfig",
     "load_git_config",
     "normalize_repo_url",
     "parse_git_config",
+    "repository_from_url",
 ]
 
 DEFAULT_COMMIT_MESSAGE = "reload: {workloads} ({sources} changed)"
@@ -65,9 +90,22 @@ _EMAIL = re.compile(r"^[^@\s<>]+@[^@\s<>]+$")
 _TOP_KEYS = frozenset({"repositories", "defaultRepository", "commitMessage", "argocdNamespace"})
 _REPO_KEYS = frozenset({
     "name", "url", "branch", "tokenFile", "username", "sshKeyFile", "knownHostsFile",
-    "author", "paths", "commitMessage",
+    "author", "paths", "commitMessage", "pullRequest",
 })
 _AUTHOR_KEYS = frozenset({"name", "email"})
+_PR_KEYS = frozenset({
+    "enabled", "host", "apiUrl", "tokenFile", "repository", "labels", "autoMerge", "grouping",
+})
+
+PR_HOSTS = ("github", "gitlab", "gitea", "forgejo", "bitbucket")
+"""Values of ``pullRequest.host`` (``forgejo`` speaks Gitea's API)."""
+PR_GROUPINGS = ("workload", "repository")
+"""Values of ``pullRequest.grouping`` and ``--pr-grouping``."""
+_PUBLIC_API = {("github", "github.com"): "https://api.github.com",
+               ("bitbucket", "bitbucket.org"): "https://api.bitbucket.org/2.0"}
+_API_PREFIX = {"github": "/api/v3", "gitlab": "/api/v4", "gitea": "/api/v1", "forgejo": "/api/v1"}
+_LABEL = re.compile(r"^[^,\n\r]{1,100}$")
+_REPO_SEGMENT = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.-]*$")
 _SCP_LIKE = re.compile(r"^(?:(?P<user>[^@/\s]+)@)?(?P<host>[^:/\s]+):(?!//)(?P<path>.*)$")
 
 
@@ -77,6 +115,25 @@ class CommitAuthor:
 
     name: str = "gitops-reloader"
     email: str = "gitops-reloader@localhost"
+
+
+@dataclass(frozen=True, slots=True)
+class PullRequestConfig:
+    """How the pull-request sink reaches the git host of one repository.
+
+    ``api_url`` is always set (given or derived, see the module docstring);
+    ``token_file`` is a *path* (the repository's own token file by default).
+    ``grouping`` is ``""`` when the repository does not set it: the
+    ``--pr-grouping`` flag decides.
+    """
+
+    host: str
+    api_url: str
+    token_file: str
+    repository: str
+    labels: tuple[str, ...] = ()
+    auto_merge: bool = False
+    grouping: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +155,8 @@ class RepositoryConfig:
     author: CommitAuthor = field(default_factory=CommitAuthor)
     paths: tuple[str, ...] = ()
     commit_message: str = DEFAULT_COMMIT_MESSAGE
+    pull_request: PullRequestConfig | None = None
+    """Settings of the pull-request sink; ``None``: no pull requests for this repository."""
 
     def allows(self, path: str) -> bool:
         """Whether ``path`` (repository-relative) lies inside :attr:`paths`."""
@@ -277,6 +336,8 @@ def _repository(raw: Any, where: str, at: str, default_message: str | None) -> R
         author = CommitAuthor(author_name, email)
     paths = _paths(entry.get("paths"), where, f"{at}.paths")
     message = _template(entry.get("commitMessage"), where, f"{at}.commitMessage")
+    pull_request = _pull_request(entry.get("pullRequest"), where, f"{at}.pullRequest", url=url,
+                                 token_file=token_file)
     return RepositoryConfig(
         name=name,
         url=url,
@@ -288,7 +349,114 @@ def _repository(raw: Any, where: str, at: str, default_message: str | None) -> R
         author=author,
         paths=paths,
         commit_message=message or default_message or DEFAULT_COMMIT_MESSAGE,
+        pull_request=pull_request,
     )
+
+
+def repository_from_url(url: str, host: str) -> str:
+    """The host's name for the repository at clone URL ``url``; ``""`` if it has none.
+
+    GitLab: the whole path (``group/sub/project``); other hosts: the last two path
+    segments (``owner/name``), so a server installed under a sub-path still works.
+
+    >>> repository_from_url("git@gitlab.example.com:group/sub/app.git", "gitlab")
+    'group/sub/app'
+    >>> repository_from_url("https://git.example.com/gitea/org/app.git", "gitea")
+    'org/app'
+    """
+    normalized = normalize_repo_url(url)
+    _, _, path = normalized.partition("/")
+    segments = [s for s in path.split("/") if s]
+    if host == "gitlab":
+        return "/".join(segments) if len(segments) >= 2 else ""
+    return "/".join(segments[-2:]) if len(segments) >= 2 else ""
+
+
+def _pull_request(value: Any, where: str, at: str, *, url: str, token_file: str) -> PullRequestConfig | None:
+    if value is None:
+        return None
+    entry = _mapping(value, where, at)
+    _no_unknown_keys(entry, _PR_KEYS, where, at)
+    enabled = _bool(entry.get("enabled"), where, f"{at}.enabled", default=True)
+    if not enabled:
+        return None  # the Helm chart renders {enabled: false} for "no pull requests"
+    host = _string(entry.get("host"), where, f"{at}.host", required=True).lower()
+    if host not in PR_HOSTS:
+        raise ConfigError(f"{where}: {at}.host: must be one of {', '.join(PR_HOSTS)}")
+    api_url = _api_url(_string(entry.get("apiUrl"), where, f"{at}.apiUrl"), where, f"{at}.apiUrl",
+                       host=host, url=url)
+    api_token_file = _string(entry.get("tokenFile"), where, f"{at}.tokenFile") or token_file
+    if not api_token_file:
+        raise ConfigError(
+            f"{where}: {at}.tokenFile: is required when the repository has no tokenFile "
+            "(the host's API needs a token even when git uses SSH)")
+    repository = _string(entry.get("repository"), where, f"{at}.repository") or repository_from_url(url, host)
+    _check_repository(repository, where, f"{at}.repository", host=host)
+    labels = _labels(entry.get("labels"), where, f"{at}.labels")
+    auto_merge = _bool(entry.get("autoMerge"), where, f"{at}.autoMerge", default=False)
+    grouping = _string(entry.get("grouping"), where, f"{at}.grouping")
+    if grouping and grouping not in PR_GROUPINGS:
+        raise ConfigError(f"{where}: {at}.grouping: must be one of {', '.join(PR_GROUPINGS)}")
+    return PullRequestConfig(host=host, api_url=api_url, token_file=api_token_file, repository=repository,
+                             labels=labels, auto_merge=auto_merge, grouping=grouping)
+
+
+def _api_url(given: str, where: str, at: str, *, host: str, url: str) -> str:
+    if given:
+        parts = urlsplit(given)
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"{where}: {at}: must be an http:// or https:// URL")
+        if parts.username or parts.password:
+            raise ConfigError(f"{where}: {at}: must not carry credentials (use tokenFile)")
+        if parts.query or parts.fragment or any(ch.isspace() for ch in given):
+            raise ConfigError(f"{where}: {at}: must not have a query, fragment or whitespace")
+        return given.rstrip("/")
+    normalized = normalize_repo_url(url)
+    origin_host = normalized.partition("/")[0]
+    public = _PUBLIC_API.get((host, origin_host.lower()))
+    if public:
+        return public
+    prefix = _API_PREFIX.get(host)
+    if prefix is None or not origin_host or "/" not in normalized:
+        raise ConfigError(f"{where}: {at}: is required for {host} (it cannot be derived from the url)")
+    scheme = urlsplit(url).scheme.lower() if "://" in url else ""
+    scheme = scheme if scheme in ("http", "https") else "https"
+    return f"{scheme}://{origin_host}{prefix}"
+
+
+def _check_repository(repository: str, where: str, at: str, *, host: str) -> None:
+    segments = repository.strip("/").split("/") if repository else []
+    if not segments or not all(_REPO_SEGMENT.match(s) for s in segments):
+        raise ConfigError(
+            f"{where}: {at}: is required (it cannot be derived from the url); "
+            + ("use the project path, e.g. group/project" if host == "gitlab" else "use owner/name"))
+    if host == "gitlab" and len(segments) < 2:
+        raise ConfigError(f"{where}: {at}: use the project path, e.g. group/project")
+    if host != "gitlab" and len(segments) != 2:
+        raise ConfigError(f"{where}: {at}: use owner/name")
+
+
+def _labels(value: Any, where: str, at: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise ConfigError(f"{where}: {at}: must be a list of label names")
+    out: list[str] = []
+    for i, item in enumerate(value):
+        text = _string(item, where, f"{at}[{i}]", required=True)
+        if not _LABEL.match(text):
+            raise ConfigError(f"{where}: {at}[{i}]: at most 100 characters, no commas or newlines")
+        if text not in out:
+            out.append(text)
+    return tuple(out)
+
+
+def _bool(value: Any, where: str, at: str, *, default: bool) -> bool:
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}: {at}: must be true or false")
+    return value
 
 
 def _mapping(value: Any, where: str, at: str) -> Mapping[str, Any]:

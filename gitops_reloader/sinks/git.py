@@ -54,6 +54,10 @@ commit messages carry workload and source kind/namespace/name only.
 Thread-safety: ``group_key`` runs on informer threads and only resolves (API reads,
 cached per workload uid + resourceVersion); ``emit_batch`` runs on worker threads and
 serializes work per repository with a lock.
+
+Steps 2-4 (resolve, locate, compute the digest, edit) live in :class:`ManifestPlanner`,
+which the ``pull-request`` sink (:mod:`gitops_reloader.sinks.pullrequest`) shares: both
+sinks write exactly the same edit, one to the base branch, the other to a PR branch.
 """
 
 from __future__ import annotations
@@ -92,7 +96,15 @@ from gitops_reloader.kube.events import EventRecorder
 from gitops_reloader.model import Outcome, OutcomeStatus, ReloadRequest, SinkName
 from gitops_reloader.observability.metrics import Metrics
 
-__all__ = ["GitSink", "RepositoryHandle", "source_digest_inputs"]
+__all__ = [
+    "EditPlan",
+    "GitSink",
+    "ManifestPlanner",
+    "RepositoryHandle",
+    "UnsupportedWorkload",
+    "failure_reason",
+    "source_digest_inputs",
+]
 
 log = logging.getLogger(__name__)
 
@@ -128,14 +140,22 @@ class RepositoryHandle:
 
 
 @dataclass(slots=True)
-class _Plan:
-    """The edits of one attempt on one repository."""
+class EditPlan:
+    """The edits of one attempt on one repository (see :meth:`ManifestPlanner.plan`).
+
+    ``texts`` holds the new text of every file looked at, ``changed`` the paths whose
+    text differs from the work tree; ``applied`` the workloads whose edit changed a
+    file, ``outcomes`` the ``already-current`` ones, ``skipped`` those that could not be
+    edited (permanent errors), all keyed by the position in the batch. ``values`` is the
+    digest written (or found) for every workload that was not skipped.
+    """
 
     texts: dict[str, str] = field(default_factory=dict)
     changed: set[str] = field(default_factory=set)
     applied: list[tuple[int, ReloadRequest, Location]] = field(default_factory=list)
     outcomes: dict[int, Outcome] = field(default_factory=dict)
     skipped: list[tuple[int, ReloadRequest, ReloaderError]] = field(default_factory=list)
+    values: dict[int, str] = field(default_factory=dict)
 
 
 def source_digest_inputs(request: ReloadRequest) -> list[tuple[str, str]]:
@@ -150,6 +170,137 @@ def source_digest_inputs(request: ReloadRequest) -> list[tuple[str, str]]:
         pairs.append((f"{ref.kind.kube_kind}/{ref.namespace}/{ref.name}",
                       DELETED_HASH if item.deleted else item.source.hash))
     return pairs
+
+
+class ManifestPlanner:
+    """Where a workload's manifest is, and the config-hash edit that records its sources.
+
+    Shared by the ``git`` and ``pull-request`` sinks. :meth:`resolve` is cached per
+    workload uid + resourceVersion for ``resolve_ttl`` seconds (it runs on informer
+    threads through ``group_key``; thread-safe). :meth:`plan` reads the handle's work
+    tree and scan index: the caller holds the handle's lock. ``sink_name`` only names
+    the sink in the outcomes it builds.
+    """
+
+    def __init__(self, *, locator: Locator, sink_name: str, clock: Clock | None = None,
+                 resolve_ttl: float = 30.0) -> None:
+        self.locator = locator
+        self.sink_name = sink_name
+        self.clock = clock or SystemClock()
+        self.resolve_ttl = resolve_ttl
+        self._cache: dict[tuple[str, str], tuple[float, Resolution | ReloaderError]] = {}
+        self._cache_lock = threading.Lock()
+
+    @staticmethod
+    def check_supported(request: ReloadRequest) -> None:
+        """Raise :class:`UnsupportedWorkload` for kinds a manifest edit can't reload (Jobs)."""
+        if request.ref.kind == "Job":
+            raise UnsupportedWorkload(
+                f"{request.ref}: a Job's pod template is immutable; reload its CronJob or re-create it")
+
+    def resolve(self, record: Any) -> Resolution:
+        """The repository and search scope of the workload (cached; permanent errors too)."""
+        metadata = record.raw.get("metadata") or {}
+        key = (str(record.uid), str(metadata.get("resourceVersion", "")))
+        now = self.clock.monotonic()
+        with self._cache_lock:
+            cached = self._cache.get(key)
+        if cached is not None and cached[0] > now:
+            if isinstance(cached[1], ReloaderError):
+                raise cached[1]
+            return cached[1]
+        try:
+            value: Resolution | ReloaderError = self.locator.resolve(record)
+        except ReloaderError as exc:
+            if exc.retryable:
+                raise
+            value = exc
+        with self._cache_lock:
+            if len(self._cache) > 10_000:
+                self._cache = {k: v for k, v in self._cache.items() if v[0] > now}
+            self._cache[key] = (now + self.resolve_ttl, value)
+        if isinstance(value, ReloaderError):
+            raise value
+        return value
+
+    def plan(self, handle: RepositoryHandle, items: Sequence[tuple[int, ReloadRequest, Resolution]],
+             key: DigestKey) -> EditPlan:
+        """Locate and edit every workload of ``items`` in the handle's current work tree.
+
+        Nothing is written: the new texts are in the returned plan. Permanent
+        per-workload errors land in :attr:`EditPlan.skipped`; retryable ones raise.
+        """
+        plan = EditPlan()
+        for position, request, resolution in items:
+            try:
+                location = self.locator.locate(request.workload, resolution, handle.index)
+                self._check_allowed(handle, request, location)
+                value = key.digest(source_digest_inputs(request))
+                result: EditResult | None = None
+                try:
+                    text, result = self._apply(handle, plan, request, location, value)
+                except YamlEditError:
+                    if location.confirmed:
+                        raise
+                if not location.confirmed and (
+                        result is None or not self._confined(request, location, text, result, value)):
+                    # Unconfirmed index hit that the editor disagrees with: confirm the document, redo.
+                    location = self.locator.locate(request.workload, resolution, handle.index, confirm=True)
+                    self._check_allowed(handle, request, location)
+                    text, result = self._apply(handle, plan, request, location, value)
+            except _PERMANENT as exc:
+                plan.skipped.append((position, request, exc))
+                continue
+            assert result is not None  # a failed unconfirmed edit was redone (or raised) above
+            plan.texts[location.path] = result.text
+            plan.values[position] = value
+            if result.changed:
+                plan.changed.add(location.path)
+                plan.applied.append((position, request, location))
+            else:
+                plan.outcomes[position] = self.current(location)
+        return plan
+
+    def current(self, location: Location) -> Outcome:
+        """The ``already-current`` outcome for a workload whose value is at ``location``."""
+        return Outcome(OutcomeStatus.ALREADY_CURRENT, self.sink_name,
+                       f"{location} already records these sources")
+
+    @staticmethod
+    def _check_allowed(handle: RepositoryHandle, request: ReloadRequest, location: Location) -> None:
+        if not handle.config.allows(location.path):
+            raise ManifestNotFound(
+                f"{request.ref}: {location.path} is outside the paths configured for "
+                f"repository {handle.config.name}")
+
+    def _apply(self, handle: RepositoryHandle, plan: EditPlan, request: ReloadRequest, location: Location,
+               value: str) -> tuple[str, EditResult]:
+        """The file's text in this plan (edits of earlier workloads included) and the edit."""
+        text = plan.texts.get(location.path)
+        if text is None:
+            text = _read_text(handle.repo, location.path)
+        return text, self._edit(request, location, text, value)
+
+    @staticmethod
+    def _annotations_path(request: ReloadRequest, location: Location) -> tuple[str | int, ...]:
+        if location.yaml_path is not None:
+            return location.yaml_path
+        return _CRONJOB_ANNOTATIONS if request.ref.kind == "CronJob" else _TEMPLATE_ANNOTATIONS
+
+    def _edit(self, request: ReloadRequest, location: Location, text: str, value: str) -> EditResult:
+        if location.yaml_path is None and request.ref.kind != "CronJob":
+            return set_template_annotation(text, doc_index=location.doc_index, value=value,
+                                           path=location.path)
+        return set_at_path(text, path_expr=self._annotations_path(request, location), value=value,
+                           doc_index=location.doc_index, path=location.path)
+
+    def _confined(self, request: ReloadRequest, location: Location, before: str, result: EditResult,
+                  value: str) -> bool:
+        identity = workload_identity(request.workload)
+        return edit_confined(
+            before, result.text, doc_index=location.doc_index,
+            expected=DocKey(identity.group, identity.kind, identity.namespace, identity.name),
+            path_expr=self._annotations_path(request, location), key=CONFIG_HASH_KEY, value=value)
 
 
 class GitSink:
@@ -185,6 +336,8 @@ class GitSink:
         self.git_config = git_config
         self.repositories = dict(repositories)
         self.locator = locator
+        self.planner = ManifestPlanner(locator=locator, sink_name=self.name, clock=clock,
+                                       resolve_ttl=resolve_ttl)
         self.digest_key = digest_key
         self.metrics = metrics
         self.recorder = recorder
@@ -194,8 +347,6 @@ class GitSink:
         self.push_backoff = push_backoff
         self.resolve_ttl = resolve_ttl
         self._sleep = sleep
-        self._cache: dict[tuple[str, str], tuple[float, Resolution | ReloaderError]] = {}
-        self._cache_lock = threading.Lock()
         default = git_config.default_repository
         self._fallback_group = default or "unresolved"
 
@@ -212,7 +363,7 @@ class GitSink:
         group, and ``emit_batch`` reports why on the workload.
         """
         try:
-            return self._resolve(record).repo_name
+            return self.planner.resolve(record).repo_name
         except ReloaderError:
             return self._fallback_group
 
@@ -232,13 +383,10 @@ class GitSink:
         by_repo: dict[str, list[tuple[int, ReloadRequest, Resolution]]] = {}
         retry: ReloaderError | None = None
         for position, request in enumerate(requests):
-            if request.ref.kind == "Job":
-                outcomes[position] = self._skip(request, "-", UnsupportedWorkload(
-                    f"{request.ref}: a Job's pod template is immutable; reload its CronJob or re-create it"))
-                continue
             try:
-                resolution = self._resolve(request.workload)
-            except _PERMANENT as exc:
+                self.planner.check_supported(request)
+                resolution = self.planner.resolve(request.workload)
+            except (*_PERMANENT, UnsupportedWorkload) as exc:
                 outcomes[position] = self._skip(request, "-", exc)
                 continue
             except ReloaderError as exc:
@@ -265,32 +413,6 @@ class GitSink:
         return [outcomes.get(i) or Outcome(OutcomeStatus.SKIPPED, self.name, "not handled")
                 for i in range(len(requests))]
 
-    # -- resolution cache ----------------------------------------------------------------
-
-    def _resolve(self, record: Any) -> Resolution:
-        metadata = record.raw.get("metadata") or {}
-        key = (str(record.uid), str(metadata.get("resourceVersion", "")))
-        now = self.clock.monotonic()
-        with self._cache_lock:
-            cached = self._cache.get(key)
-        if cached is not None and cached[0] > now:
-            if isinstance(cached[1], ReloaderError):
-                raise cached[1]
-            return cached[1]
-        try:
-            value: Resolution | ReloaderError = self.locator.resolve(record)
-        except ReloaderError as exc:
-            if exc.retryable:
-                raise
-            value = exc
-        with self._cache_lock:
-            if len(self._cache) > 10_000:
-                self._cache = {k: v for k, v in self._cache.items() if v[0] > now}
-            self._cache[key] = (now + self.resolve_ttl, value)
-        if isinstance(value, ReloaderError):
-            raise value
-        return value
-
     # -- one repository --------------------------------------------------------------------
 
     def _emit_repository(self, handle: RepositoryHandle,
@@ -305,7 +427,7 @@ class GitSink:
                     self.metrics.git_error(name, "sync")
                     log.warning("git sync failed", extra={"repo": name, "error": str(exc)})
                     raise
-                plan = self._plan(handle, items, key)
+                plan = self.planner.plan(handle, items, key)
                 if not plan.changed:
                     return self._finish(plan, name)
                 for path in sorted(plan.changed):
@@ -313,7 +435,7 @@ class GitSink:
                 sha = handle.repo.commit(self._message(handle.config, plan), sorted(plan.changed))
                 if sha is None:  # the work tree already held these bytes
                     for position, _, location in plan.applied:
-                        plan.outcomes[position] = self._current(location)
+                        plan.outcomes[position] = self.planner.current(location)
                     plan.applied.clear()
                     return self._finish(plan, name)
                 try:
@@ -343,83 +465,12 @@ class GitSink:
             f"{name}: push rejected {self.max_push_attempts} times in a row (the branch keeps moving); "
             "will retry with backoff")
 
-    def _plan(self, handle: RepositoryHandle, items: Sequence[tuple[int, ReloadRequest, Resolution]],
-              key: DigestKey) -> _Plan:
-        plan = _Plan()
-        for position, request, resolution in items:
-            try:
-                location = self.locator.locate(request.workload, resolution, handle.index)
-                self._check_allowed(handle, request, location)
-                value = key.digest(source_digest_inputs(request))
-                result: EditResult | None = None
-                try:
-                    text, result = self._apply(handle, plan, request, location, value)
-                except YamlEditError:
-                    if location.confirmed:
-                        raise
-                if not location.confirmed and (
-                        result is None or not self._confined(request, location, text, result, value)):
-                    # Unconfirmed index hit that the editor disagrees with: confirm the document, redo.
-                    location = self.locator.locate(request.workload, resolution, handle.index, confirm=True)
-                    self._check_allowed(handle, request, location)
-                    text, result = self._apply(handle, plan, request, location, value)
-            except _PERMANENT as exc:
-                plan.skipped.append((position, request, exc))
-                continue
-            assert result is not None  # a failed unconfirmed edit was redone (or raised) above
-            plan.texts[location.path] = result.text
-            if result.changed:
-                plan.changed.add(location.path)
-                plan.applied.append((position, request, location))
-            else:
-                plan.outcomes[position] = self._current(location)
-        return plan
-
-    @staticmethod
-    def _check_allowed(handle: RepositoryHandle, request: ReloadRequest, location: Location) -> None:
-        if not handle.config.allows(location.path):
-            raise ManifestNotFound(
-                f"{request.ref}: {location.path} is outside the paths configured for "
-                f"repository {handle.config.name}")
-
-    def _apply(self, handle: RepositoryHandle, plan: _Plan, request: ReloadRequest, location: Location,
-               value: str) -> tuple[str, EditResult]:
-        """The file's text in this plan (edits of earlier workloads included) and the edit."""
-        text = plan.texts.get(location.path)
-        if text is None:
-            text = _read_text(handle.repo, location.path)
-        return text, self._edit(request, location, text, value)
-
-    @staticmethod
-    def _annotations_path(request: ReloadRequest, location: Location) -> tuple[str | int, ...]:
-        if location.yaml_path is not None:
-            return location.yaml_path
-        return _CRONJOB_ANNOTATIONS if request.ref.kind == "CronJob" else _TEMPLATE_ANNOTATIONS
-
-    def _edit(self, request: ReloadRequest, location: Location, text: str, value: str) -> EditResult:
-        if location.yaml_path is None and request.ref.kind != "CronJob":
-            return set_template_annotation(text, doc_index=location.doc_index, value=value,
-                                           path=location.path)
-        return set_at_path(text, path_expr=self._annotations_path(request, location), value=value,
-                           doc_index=location.doc_index, path=location.path)
-
-    def _confined(self, request: ReloadRequest, location: Location, before: str, result: EditResult,
-                  value: str) -> bool:
-        identity = workload_identity(request.workload)
-        return edit_confined(
-            before, result.text, doc_index=location.doc_index,
-            expected=DocKey(identity.group, identity.kind, identity.namespace, identity.name),
-            path_expr=self._annotations_path(request, location), key=CONFIG_HASH_KEY, value=value)
-
-    def _current(self, location: Location) -> Outcome:
-        return Outcome(OutcomeStatus.ALREADY_CURRENT, self.name, f"{location} already records these sources")
-
-    def _finish(self, plan: _Plan, repo_name: str) -> dict[int, Outcome]:
+    def _finish(self, plan: EditPlan, repo_name: str) -> dict[int, Outcome]:
         for position, request, exc in plan.skipped:
             plan.outcomes[position] = self._skip(request, repo_name, exc)
         return plan.outcomes
 
-    def _message(self, config: RepositoryConfig, plan: _Plan) -> str:
+    def _message(self, config: RepositoryConfig, plan: EditPlan) -> str:
         """Subject from the repository's template, then one line per workload. Names only."""
         workloads = list(dict.fromkeys(request.ref.name for _, request, _ in plan.applied))
         sources = list(dict.fromkeys(
@@ -446,7 +497,7 @@ class GitSink:
             self.refresher.request(targets)
 
     def _skip(self, request: ReloadRequest, repo_name: str, exc: ReloaderError) -> Outcome:
-        reason = _reason(exc)
+        reason = failure_reason(exc)
         self.metrics.git_error(repo_name, reason)
         log.warning("git sink skipped a workload", extra={
             "object": request.ref.key, "sink": self.name, "repo": repo_name, "reason": reason,
@@ -457,7 +508,8 @@ class GitSink:
         return Outcome(OutcomeStatus.SKIPPED, self.name, f"{reason}: {exc}")
 
 
-def _reason(exc: ReloaderError) -> str:
+def failure_reason(exc: ReloaderError) -> str:
+    """The Event reason and metric label for a per-workload failure (``ManifestNotFound``...)."""
     if isinstance(exc, OperatorOwned):
         return "OperatorOwned"
     if isinstance(exc, ManifestNotFound):

@@ -7,6 +7,12 @@ first use, not here), and wires the locator, the digest key (the Secret named by
 ``--digest-key-secret``, read or created on first use) and, with ``--request-refresh``,
 the Argo CD / Flux refresher. Without ``--git-config`` there is no git sink (``None``).
 
+:func:`build_pull_request_sink` does the same for the pull-request sink: only the
+repositories with a ``pullRequest`` block take part, each with its own clone under
+``--git-cache-dir/.pull-requests/<name>`` (never shared with the git sink: the two sinks
+check out different branches) and a git-host client built from the block's API URL and
+token file. Without such a repository there is no pull-request sink (``None``).
+
 Start-up fails with a :class:`~gitops_reloader.errors.ConfigError` naming the file or
 field when the configuration or a credential file is unusable; no network access
 happens here.
@@ -14,6 +20,7 @@ happens here.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from gitops_reloader.clock import Clock
@@ -22,6 +29,7 @@ from gitops_reloader.errors import ConfigError
 from gitops_reloader.gitops.auth import git_auth_from_files
 from gitops_reloader.gitops.digestkey import DigestKeyStore
 from gitops_reloader.gitops.gitconfig import GitConfig, load_git_config
+from gitops_reloader.gitops.hosts import GitHost, host_for
 from gitops_reloader.gitops.locate import Locator
 from gitops_reloader.gitops.refresh import RefreshRequester
 from gitops_reloader.gitops.repo import Author, Repository
@@ -30,12 +38,22 @@ from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.events import EventRecorder
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.sinks.git import GitSink, RepositoryHandle
+from gitops_reloader.sinks.pullrequest import PullRequestRepository, PullRequestSink
 
-__all__ = ["build_git_sink", "build_repository_handles"]
+__all__ = ["PULL_REQUEST_CACHE", "build_git_sink", "build_pull_request_sink", "build_repository_handles"]
+
+PULL_REQUEST_CACHE = ".pull-requests"
+"""Sub-directory of ``--git-cache-dir`` for the pull-request sink's clones (no repository
+name can start with a dot, so it never collides with a git-sink clone)."""
 
 
-def build_repository_handles(git_config: GitConfig, cache_dir: str | Path) -> dict[str, RepositoryHandle]:
-    """One clone (under ``cache_dir/<name>``) and scan index per configured repository."""
+def build_repository_handles(git_config: GitConfig, cache_dir: str | Path, *,
+                             repository_class: type[Repository] = Repository) -> dict[str, RepositoryHandle]:
+    """One clone (under ``cache_dir/<name>``) and scan index per configured repository.
+
+    ``repository_class`` is the clone's adapter (the pull-request sink passes
+    :class:`~gitops_reloader.sinks.pullrequest.PullRequestRepository`).
+    """
     root = Path(cache_dir)
     handles: dict[str, RepositoryHandle] = {}
     for repo_config in git_config.repositories:
@@ -47,7 +65,7 @@ def build_repository_handles(git_config: GitConfig, cache_dir: str | Path) -> di
                 url=repo_config.url)
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
-        repository = Repository(
+        repository = repository_class(
             repo_config.url, branch=repo_config.branch, workdir=root / repo_config.name, auth=auth,
             author=Author(repo_config.author.name, repo_config.author.email))
         handles[repo_config.name] = RepositoryHandle(
@@ -74,4 +92,41 @@ def build_git_sink(config: Config, api: KubeApi, metrics: Metrics, recorder: Eve
         recorder=recorder,
         refresher=RefreshRequester(api, clock=clock) if gitops.request_refresh else None,
         clock=clock,
+    )
+
+
+def build_pull_request_sink(config: Config, api: KubeApi, metrics: Metrics, recorder: EventRecorder | None,
+                            *, clock: Clock | None = None) -> PullRequestSink | None:
+    """The pull-request sink for ``config``, or ``None`` when no repository has ``pullRequest``."""
+    gitops = config.gitops
+    if not gitops.config_file:
+        return None
+    git_config = load_git_config(gitops.config_file)
+    with_pull_requests = tuple(r for r in git_config.repositories if r.pull_request is not None)
+    if not with_pull_requests:
+        return None
+    hosts: dict[str, GitHost] = {}
+    for repo_config in with_pull_requests:
+        settings = repo_config.pull_request
+        assert settings is not None
+        where = f"--git-config repository {repo_config.name}: pullRequest"
+        try:
+            token = git_auth_from_files(token_file=settings.token_file).token
+            hosts[repo_config.name] = host_for(settings.host, settings.api_url, token)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+    handles = build_repository_handles(
+        replace(git_config, repositories=with_pull_requests), Path(gitops.cache_dir) / PULL_REQUEST_CACHE,
+        repository_class=PullRequestRepository)
+    digest_keys = DigestKeyStore(api, namespace=gitops.digest_key_namespace, name=gitops.digest_key_secret)
+    return PullRequestSink(
+        git_config=git_config,
+        repositories=handles,
+        hosts=hosts,
+        locator=Locator(git_config, api),
+        digest_key=digest_keys.get,
+        metrics=metrics,
+        recorder=recorder,
+        clock=clock,
+        default_grouping=gitops.pr_grouping,
     )

@@ -168,6 +168,10 @@ wins over reloadStrategy; "" or "default" means the flag is not passed.
 {{- if eq (include "gitops-reloader.credentialsType" .) "ssh" }}
 {{- $_ := set $repo "sshKeyFile" (printf "%s/ssh-privatekey" $creds) }}
 {{- $_ := set $repo "knownHostsFile" (printf "%s/known_hosts" $creds) }}
+{{- /* The host's API needs a token even when git uses ssh: the Secret's `token` key. */}}
+{{- if and .pullRequest .pullRequest.enabled (not .pullRequest.tokenFile) }}
+{{- $_ := set $repo "pullRequest" (merge (dict "tokenFile" (printf "%s/token" $creds)) .pullRequest) }}
+{{- end }}
 {{- else }}
 {{- $_ := set $repo "tokenFile" (printf "%s/token" $creds) }}
 {{- end }}

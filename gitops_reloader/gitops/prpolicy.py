@@ -1,0 +1,370 @@
+"""Pure decisions of the pull-request sink: branch names, title and body, whose branch it is.
+
+Nothing here does I/O, reads a clock or logs; every function is deterministic in its
+arguments, so the sink's behaviour can be tested table-driven.
+
+**Branches.** One deterministic branch per grouping key, so the open pull request is
+found from the branch alone (no local database): ``gitops-reloader/<base>/<key>`` where
+``<key>`` is the workload (``<namespace>-<kind>-<name>``, lower-case, sanitized) or
+:data:`REPOSITORY_KEY` (``all``) when one pull request collects every workload of the
+repository.
+
+**Title and body.** The title names the workloads and the changed sources
+(``Reload web (configmap/app-config changed)``). The body lists, per workload, the
+sources (kind/namespace/name), when the change was seen (RFC 3339) and the first 12 hex
+digits of the *keyed* digest written to git, says how to stop the controller touching
+the pull request, and ends with two hidden HTML comments: the branch, and the entries as
+JSON, so the next rebuild of an accumulating pull request (repository grouping) can list
+the workloads of earlier batches again. A body never holds data, a plain hash of data or
+anything that is not a Kubernetes name, a time or a keyed digest; entries read back from
+a body are validated field by field and dropped when they don't fit.
+
+**Whose branch.** :func:`branch_ownership` decides whether the controller may still
+rebuild a branch: only when every commit the branch has on top of the base is one the
+controller made (author *and* committer e-mail are its own) and there is at most one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from gitops_reloader.model import ObjectRef, ReloadRequest
+
+__all__ = [
+    "BRANCH_PREFIX",
+    "REPOSITORY_KEY",
+    "BranchDecision",
+    "CommitInfo",
+    "SourceEntry",
+    "WorkloadEntry",
+    "branch_key",
+    "branch_name",
+    "branch_ownership",
+    "entry_for",
+    "format_when",
+    "group_key",
+    "marker_branch",
+    "merge_entries",
+    "parse_entries",
+    "render_body",
+    "render_title",
+    "short_digest",
+    "workload_branch_key",
+]
+
+BRANCH_PREFIX = "gitops-reloader"
+"""First segment of every branch the pull-request sink pushes."""
+REPOSITORY_KEY = "all"
+"""Branch key of the one pull request per repository (``grouping: repository``)."""
+
+_MARKER = "gitops-reloader"
+_BRANCH_MARKER = re.compile(r"<!-- " + _MARKER + r":branch=(?P<branch>[^\s<>]+) -->")
+_ENTRIES_MARKER = re.compile(r"<!-- " + _MARKER + r":entries=(?P<json>\{.*?\}) -->", re.DOTALL)
+_KEY_MAX = 100
+_SHORT_DIGEST = 12
+_TITLE_ITEMS = 5
+_TITLE_MAX = 200
+_TABLE_ROWS = 100
+_MARKER_ENTRIES = 200
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_KIND = re.compile(r"^[A-Z][A-Za-z0-9]{0,62}$")
+_SOURCE_KINDS = frozenset({"ConfigMap", "Secret"})
+_WHEN = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+_DIGEST = re.compile(r"^[0-9a-f]{8,64}$")
+
+
+# --------------------------------------------------------------------------- branches
+
+
+def workload_branch_key(ref: ObjectRef) -> str:
+    """``<namespace>-<kind>-<name>``, lower-case, safe as one branch-name segment.
+
+    Characters git or hosts dislike become ``-``; a key longer than 100 characters is
+    cut and made unique again with 12 hex digits of its SHA-1 (a hash of the workload's
+    *name*, not of any data).
+    """
+    raw = f"{ref.namespace}-{ref.kind}-{ref.name}".lower()
+    key = re.sub(r"[^a-z0-9._-]+", "-", raw)
+    key = re.sub(r"\.{2,}", ".", key)
+    key = re.sub(r"-{2,}", "-", key).strip("-.")
+    if key.endswith(".lock"):
+        key = key[: -len(".lock")] + "-lock"
+    if len(key) > _KEY_MAX:
+        suffix = hashlib.sha1(raw.encode("utf-8"), usedforsecurity=False).hexdigest()[:12]
+        key = key[: _KEY_MAX - 13].rstrip("-.") + "-" + suffix
+    return key or "workload"
+
+
+def branch_key(ref: ObjectRef, grouping: str) -> str:
+    """The branch key of ``ref`` under ``grouping`` (``workload`` or ``repository``)."""
+    if grouping == "repository":
+        return REPOSITORY_KEY
+    if grouping != "workload":
+        raise ValueError(f"unknown pull-request grouping {grouping!r}")
+    return workload_branch_key(ref)
+
+
+def branch_name(base: str, key: str) -> str:
+    """``gitops-reloader/<base>/<key>``: the branch of one pull request into ``base``."""
+    return f"{BRANCH_PREFIX}/{base}/{key}"
+
+
+def group_key(repo_name: str, key: str) -> str:
+    """The controller's batch group: ``<repository>#<branch key>``."""
+    return f"{repo_name}#{key}"
+
+
+# --------------------------------------------------------------------------- entries
+
+
+@dataclass(frozen=True, slots=True)
+class SourceEntry:
+    """One changed source as a pull request shows it: kind, namespace, name; never data."""
+
+    kind: str
+    namespace: str
+    name: str
+    deleted: bool = False
+
+    @property
+    def label(self) -> str:
+        """``configmap/app-config``, for titles."""
+        return f"{self.kind.lower()}/{self.name}"
+
+    def describe(self) -> str:
+        """``ConfigMap ns/app-config`` (``(deleted)`` appended for a deletion)."""
+        return f"{self.kind} {self.namespace}/{self.name}" + (" (deleted)" if self.deleted else "")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadEntry:
+    """One workload in a pull request: what changed, when, and the short keyed digest."""
+
+    kind: str
+    namespace: str
+    name: str
+    sources: tuple[SourceEntry, ...]
+    when: str
+    digest: str
+
+    @property
+    def key(self) -> str:
+        """``namespace/Kind/name``, as :attr:`ObjectRef.key`."""
+        return f"{self.namespace}/{self.kind}/{self.name}"
+
+
+def short_digest(digest: str) -> str:
+    """The first 12 hex digits of a keyed digest (enough to compare, nothing to learn from)."""
+    return digest[:_SHORT_DIGEST]
+
+
+def format_when(unix_seconds: float) -> str:
+    """RFC 3339 in UTC, seconds precision: ``2024-05-01T10:00:00Z``."""
+    return datetime.fromtimestamp(unix_seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def entry_for(request: ReloadRequest, digest: str) -> WorkloadEntry:
+    """The entry of ``request`` whose edit writes the keyed ``digest``."""
+    sources = tuple(
+        SourceEntry(item.source.ref.kind.kube_kind, item.source.ref.namespace, item.source.ref.name,
+                    item.deleted)
+        for item in request.items)
+    ref = request.ref
+    return WorkloadEntry(ref.kind, ref.namespace, ref.name, sources, format_when(request.observed_at),
+                         short_digest(digest))
+
+
+def merge_entries(previous: Sequence[WorkloadEntry], batch: Sequence[WorkloadEntry], *,
+                  drop: Iterable[str] = ()) -> tuple[WorkloadEntry, ...]:
+    """The entries of a rebuilt pull request.
+
+    ``previous`` (read from the open pull request) keeps its order; an entry of
+    ``batch`` replaces the previous one of the same workload in place — keeping the
+    earlier ``when`` if the digest did not change, so re-running the same batch gives
+    the same body — and new workloads are appended. Workloads in ``drop`` (their edit is
+    in the base branch now) are left out.
+    """
+    dropped = set(drop)
+    merged: dict[str, WorkloadEntry] = {}
+    for entry in previous:
+        if entry.key not in dropped:
+            merged[entry.key] = entry
+    for entry in batch:
+        if entry.key in dropped:
+            continue
+        old = merged.get(entry.key)
+        if old is not None and old.digest == entry.digest:
+            entry = WorkloadEntry(entry.kind, entry.namespace, entry.name, entry.sources, old.when,
+                                  entry.digest)
+        merged[entry.key] = entry
+    return tuple(merged.values())
+
+
+# --------------------------------------------------------------------------- title and body
+
+
+def render_title(entries: Sequence[WorkloadEntry]) -> str:
+    """``Reload web, worker (configmap/app-config, secret/db changed)``; at most 200 characters."""
+    workloads = list(dict.fromkeys(e.name for e in entries))
+    sources = list(dict.fromkeys(s.label for e in entries for s in e.sources))
+    title = f"Reload {_short(workloads) or 'workloads'}"
+    if sources:
+        title += f" ({_short(sources)} changed)"
+    if len(title) > _TITLE_MAX:
+        title = title[: _TITLE_MAX - 3].rstrip() + "..."
+    return title
+
+
+def render_body(entries: Sequence[WorkloadEntry], *, branch: str, base: str) -> str:
+    """The pull request's description (Markdown) with the hidden branch and entries markers."""
+    lines = [
+        "Configuration that these workloads use changed in the cluster. Merging this pull request "
+        f"into `{base}` updates `gitops-reloader.io/config-hash` in their manifests, so the GitOps "
+        "tool rolls them out with the new configuration.",
+        "",
+        "| Workload | Changed | When | Digest |",
+        "| --- | --- | --- | --- |",
+    ]
+    for entry in entries[:_TABLE_ROWS]:
+        changed = "<br>".join(f"{s.kind} `{s.namespace}/{s.name}`" + (" (deleted)" if s.deleted else "")
+                              for s in entry.sources) or "-"
+        lines.append(f"| `{entry.key}` | {changed} | {entry.when} | `{entry.digest}` |")
+    if len(entries) > _TABLE_ROWS:
+        lines.append(f"| and {len(entries) - _TABLE_ROWS} more | | | |")
+    lines += [
+        "",
+        "The digest is an HMAC of the sources' data keyed with a key that never leaves the cluster: "
+        "it changes when the data changes and reveals nothing about it.",
+        "",
+        "**To stop gitops-reloader touching this pull request**, push a commit of your own to "
+        f"`{branch}`: gitops-reloader then leaves the branch alone and reports a Warning event on the "
+        "workload instead. **Close it without merging** to drop it: it is not reopened, and the next "
+        "change opens a new pull request. To stop pull requests for a workload altogether, remove its "
+        "`gitops-reloader.io/sink: pull-request` annotation.",
+        "",
+        f"<!-- {_MARKER}:branch={branch} -->",
+        f"<!-- {_MARKER}:entries={_entries_json(entries[:_MARKER_ENTRIES])} -->",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def marker_branch(body: str) -> str | None:
+    """The branch named by the hidden marker of a body we rendered, ``None`` if absent."""
+    match = _BRANCH_MARKER.search(body or "")
+    return match.group("branch") if match else None
+
+
+def parse_entries(body: str) -> tuple[WorkloadEntry, ...]:
+    """The entries of a body we rendered; ``()`` for any other body.
+
+    A person may have edited the description: anything that does not parse, or a field
+    that is not a Kubernetes name, a known kind, an RFC 3339 time or a hex digest, drops
+    that entry (or all of them) rather than being trusted.
+    """
+    match = _ENTRIES_MARKER.search(body or "")
+    if match is None:
+        return ()
+    try:
+        data = json.loads(match.group("json"))
+    except ValueError:
+        return ()
+    items = data.get("entries") if isinstance(data, dict) and data.get("v") == 1 else None
+    if not isinstance(items, list):
+        return ()
+    entries: list[WorkloadEntry] = []
+    seen: set[str] = set()
+    for item in items[:_MARKER_ENTRIES]:
+        entry = _entry_from_json(item)
+        if entry is not None and entry.key not in seen:
+            seen.add(entry.key)
+            entries.append(entry)
+    return tuple(entries)
+
+
+# --------------------------------------------------------------------------- whose branch
+
+
+@dataclass(frozen=True, slots=True)
+class CommitInfo:
+    """A commit on the pull-request branch that is not on the base branch."""
+
+    sha: str
+    author_email: str
+    committer_email: str
+
+
+@dataclass(frozen=True, slots=True)
+class BranchDecision:
+    """Whether the controller may rebuild the branch; ``reason`` is safe for Events (no e-mails)."""
+
+    ours: bool
+    reason: str
+
+
+def branch_ownership(commits: Sequence[CommitInfo], *, email: str) -> BranchDecision:
+    """Decide from the commits a branch has on top of its base whether it is still ours.
+
+    Ours: no such commit (the branch is merged or empty), or exactly one whose author
+    and committer e-mail are ``email`` (compared case-insensitively). Anything else
+    means a person (or another tool) pushed to the branch, and it must not be touched.
+    """
+    mine = email.strip().lower()
+    for commit in commits:
+        if commit.author_email.strip().lower() != mine or commit.committer_email.strip().lower() != mine:
+            return BranchDecision(False, f"commit {commit.sha[:12]} was made by someone else")
+    if len(commits) > 1:
+        return BranchDecision(False, f"it has {len(commits)} commits on top of the base; "
+                                     "gitops-reloader makes exactly one")
+    if not commits:
+        return BranchDecision(True, "no commits on top of the base")
+    return BranchDecision(True, "one commit by gitops-reloader on top of the base")
+
+
+# --------------------------------------------------------------------------- internals
+
+
+def _short(items: Sequence[str]) -> str:
+    shown = ", ".join(items[:_TITLE_ITEMS])
+    return shown + (f" and {len(items) - _TITLE_ITEMS} more" if len(items) > _TITLE_ITEMS else "")
+
+
+def _entries_json(entries: Sequence[WorkloadEntry]) -> str:
+    data = {"v": 1, "entries": [
+        {"kind": e.kind, "namespace": e.namespace, "name": e.name, "when": e.when, "digest": e.digest,
+         "sources": [{"kind": s.kind, "namespace": s.namespace, "name": s.name, "deleted": s.deleted}
+                     for s in e.sources]}
+        for e in entries]}
+    text = json.dumps(data, separators=(",", ":"), sort_keys=True)
+    # "--" must not appear inside an HTML comment; JSON reads the escape back as "-".
+    return text.replace("--", "-\\u002d")
+
+
+def _entry_from_json(item: object) -> WorkloadEntry | None:
+    if not isinstance(item, dict):
+        return None
+    kind, namespace, name = item.get("kind"), item.get("namespace"), item.get("name")
+    when, digest, raw_sources = item.get("when"), item.get("digest"), item.get("sources")
+    if not (_is(kind, _KIND) and _is(namespace, _NAME) and _is(name, _NAME) and _is(when, _WHEN)
+            and _is(digest, _DIGEST) and isinstance(raw_sources, list)):
+        return None
+    sources: list[SourceEntry] = []
+    for raw in raw_sources[:50]:
+        if not isinstance(raw, dict):
+            return None
+        s_kind, s_namespace, s_name, deleted = (raw.get("kind"), raw.get("namespace"), raw.get("name"),
+                                                raw.get("deleted", False))
+        if s_kind not in _SOURCE_KINDS or not _is(s_namespace, _NAME) or not _is(s_name, _NAME) \
+                or not isinstance(deleted, bool):
+            return None
+        sources.append(SourceEntry(str(s_kind), str(s_namespace), str(s_name), deleted))
+    return WorkloadEntry(str(kind), str(namespace), str(name), tuple(sources), str(when), str(digest))
+
+
+def _is(value: object, pattern: re.Pattern[str]) -> bool:
+    return isinstance(value, str) and pattern.match(value) is not None

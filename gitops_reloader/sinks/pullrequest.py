@@ -1,0 +1,620 @@
+"""The ``pull-request`` sink: a config change becomes a commit on a branch and a pull request.
+
+:class:`PullRequestSink` is a batch sink (:class:`~gitops_reloader.sinks.base.BatchSink`).
+``group_key(record)`` is ``<repository>#<branch key>`` — the workload
+(``ns-deployment-web``) or ``all`` with ``grouping: repository`` — so everything that
+changed for one pull request within a coalescing window reaches :meth:`emit_batch`
+together. The edit itself is exactly the git sink's
+(:class:`~gitops_reloader.sinks.git.ManifestPlanner`: locate the manifest, write the keyed
+digest into ``gitops-reloader.io/config-hash``, every other byte unchanged); only where it
+goes differs. Branch names, title, body and the "is this branch still ours" decision are
+pure functions in :mod:`gitops_reloader.gitops.prpolicy`.
+
+For one branch (``gitops-reloader/<base>/<key>``), :meth:`emit_batch`:
+
+1. syncs the base branch, asks the host for the *open* pull request of the branch
+   (``find_open``; no local state: the branch name is the key), and fetches the branch;
+2. plans the batch's edits against the base. Nothing to change and no open pull request
+   → ``already-current``: no branch, no pull request;
+3. with an open pull request, checks the branch is still ours
+   (:func:`~gitops_reloader.gitops.prpolicy.branch_ownership`: at most one commit on top
+   of the base, authored and committed with our e-mail). If a person pushed to it, the
+   branch is left alone: a Warning Event on each workload, outcome ``skipped``, no push;
+4. **rebuilds the branch as one commit on the latest base**: the previous commit of the
+   open pull request is carried over file by file (unchanged by the base since → its
+   content; changed by the base → a three-way merge, ``git merge-file``; a conflict keeps
+   the base's version of that file and is logged), then this batch's edits are applied
+   on top. So an accumulating pull request keeps the edits of earlier batches, a base
+   that moved on is never reverted, and the batch's own workloads always get their
+   latest value. Without an open pull request the branch starts from the base alone (a
+   merged or closed pull request is history; its branch is rebuilt);
+5. pushes only when the new tree differs from the branch's
+   (:meth:`~gitops_reloader.gitops.repo.Repository.push_branch` with a lease on the sha
+   fetched in step 1: force, but only on our branch and only if nobody pushed since —
+   the base is never pushed to). A lost lease raises
+   :class:`~gitops_reloader.errors.PushRejected` (retryable): the work queue retries, and
+   the retry finds the winner's branch and pull request and updates them;
+6. opens the pull request (``create``: a host answering "already exists" is found and
+   updated, so two controllers racing never open two) or updates its title, body and
+   labels when they changed, and asks for auto-merge on a new one if configured.
+
+A branch whose rebuilt tree equals the base (every edit it held is on the base now) has
+nothing left to propose: its open pull request is closed.
+
+**Failures.** Host down, 5xx or rate-limited → the host client's bounded retries, then a
+retryable :class:`~gitops_reloader.errors.HostError`: the controller records a Warning
+Event, puts the sources back and retries with backoff, so no change is lost. A refused
+token (:class:`~gitops_reloader.errors.HostAuthError`) is permanent: Warning Event on
+each workload, ``skipped``. Per-workload problems (no manifest, unparsable file, ...)
+skip that workload only, as in the git sink. Metrics:
+``pr_operations_total{host, operation}`` (``create``, ``update``, ``skip``, ``close``,
+``auto-merge``) and ``git_errors_total{repo, reason}``.
+
+**Secrets.** Only keyed digests are written; the body shows their first 12 hex digits.
+Titles, bodies, commit messages, logs and events carry kind/namespace/name only. Tokens
+never appear: the host clients and the git adapter scrub every message they raise.
+
+Thread-safety: ``group_key`` runs on informer threads and only resolves (cached);
+``emit_batch`` runs on worker threads and serializes all work on one repository's clone
+with the handle's lock. The clones are the sink's own (``<cache>/.pull-requests/<name>``),
+never shared with the git sink.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from gitops_reloader.clock import Clock
+from gitops_reloader.errors import (
+    AnnotationError,
+    ConfigError,
+    GitError,
+    HostError,
+    ManifestNotFound,
+    PushRejected,
+    ReloaderError,
+    YamlEditError,
+)
+from gitops_reloader.gitops import prpolicy
+from gitops_reloader.gitops.digestkey import DigestKey
+from gitops_reloader.gitops.gitconfig import GitConfig, PullRequestConfig
+from gitops_reloader.gitops.hosts import GitHost, PullRequest
+from gitops_reloader.gitops.locate import Locator, Resolution
+from gitops_reloader.gitops.repo import Repository
+from gitops_reloader.kube.events import EventRecorder
+from gitops_reloader.model import ObjectRef, Outcome, OutcomeStatus, ReloadRequest, SinkName
+from gitops_reloader.observability.metrics import Metrics
+from gitops_reloader.sinks.git import (
+    EditPlan,
+    ManifestPlanner,
+    RepositoryHandle,
+    UnsupportedWorkload,
+    failure_reason,
+)
+
+__all__ = ["CarryOver", "PullRequestNotConfigured", "PullRequestRepository", "PullRequestSink"]
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+_PERMANENT = (ManifestNotFound, YamlEditError, AnnotationError, ConfigError, UnsupportedWorkload)
+_ORIGIN = "origin"  # the remote name Repository configures
+_FIELD = "\x1f"
+# The receiving side refused to move the ref because another push moved it at the same moment.
+_REF_RACE = re.compile(r"cannot lock ref|reference already exists|but expected [0-9a-f]{7,}")
+_BODY_LINES = 200
+
+
+class PullRequestNotConfigured(ConfigError):
+    """The workload's repository has no ``pullRequest`` block in ``--git-config``."""
+
+
+@dataclass(frozen=True, slots=True)
+class CarryOver:
+    """Files of the previous pull-request commit re-applied onto the new base.
+
+    ``carried``: paths written to the work tree; ``conflicted``: paths the base changed
+    in a way that clashes with the commit (the base's version is kept).
+    """
+
+    carried: tuple[str, ...] = ()
+    conflicted: tuple[str, ...] = ()
+
+
+class PullRequestRepository(Repository):
+    """A :class:`~gitops_reloader.gitops.repo.Repository` that can inspect and rebuild a PR branch.
+
+    Adds read-only inspection of the sink's own branch (fetch it, list the commits it
+    has on top of the base with their e-mails, compare trees) and the carry-over of its
+    previous commit. Every command runs through the adapter's own runner, so the auth
+    environment, timeouts and the scrubbing of error messages are the adapter's. Same
+    contract as the base class: not thread-safe, the caller serializes work.
+    """
+
+    def fetch_branch(self, branch: str) -> str | None:
+        """Fetch ``branch`` from the remote; its tip sha, or ``None`` if the remote has no such branch."""
+        repo = self._require()
+        tracking = f"refs/remotes/{_ORIGIN}/{branch}"
+        sha = self.remote_head(branch)
+        if sha is None:
+            if self._git(repo, "for-each-ref", "--format=%(refname)", tracking):
+                self._git(repo, "update-ref", "-d", tracking)
+            return None
+        self._git(repo, "fetch", "--no-tags", "--quiet", _ORIGIN, f"+refs/heads/{branch}:{tracking}",
+                  network=True, action=f"fetch {branch}")
+        # The fetched tip (the branch may have moved since ls-remote): what the lease expects.
+        return self._git(repo, "rev-parse", "--verify", f"{tracking}^{{commit}}")
+
+    def push_branch(self, local_ref: str, remote_branch: str, *, expected_remote_sha: str | None) -> None:
+        """:meth:`Repository.push_branch`; a push that lost a race on the server is a lost lease too.
+
+        Two pushes creating the same branch at the same moment both pass the client-side
+        lease check; the server then refuses one with "cannot lock ref". That is the same
+        situation as a lost lease, so it raises :class:`PushRejected` as well.
+        """
+        try:
+            super().push_branch(local_ref, remote_branch, expected_remote_sha=expected_remote_sha)
+            return
+        except PushRejected:
+            raise
+        except GitError as exc:
+            if not _REF_RACE.search(str(exc)):
+                raise
+            error = PushRejected(f"{exc} (another push updated {remote_branch} at the same moment)")
+        raise error  # outside the handler: no chained context
+
+    def commits_ahead(self, base_sha: str, tip_sha: str) -> list[prpolicy.CommitInfo]:
+        """Commits reachable from ``tip_sha`` but not from ``base_sha``, newest first."""
+        out = self._git(self._require(), "log", f"--format=%H{_FIELD}%ae{_FIELD}%ce",
+                        f"{base_sha}..{tip_sha}", "--")
+        commits: list[prpolicy.CommitInfo] = []
+        for line in out.splitlines():
+            sha, author, committer = [*line.split(_FIELD), "", ""][:3]
+            commits.append(prpolicy.CommitInfo(sha.strip(), author.strip(), committer.strip()))
+        return commits
+
+    def tree(self, sha: str) -> str:
+        """The tree sha of commit ``sha`` (equal trees: equal content)."""
+        return self._git(self._require(), "rev-parse", "--verify", f"{sha}^{{tree}}")
+
+    def carry_over(self, commit: str) -> CarryOver:
+        """Re-apply the files ``commit`` changed (against its first parent) onto the work tree.
+
+        Per file: work tree equal to the parent's version → the commit's version;
+        already equal to the commit's → nothing; else a three-way merge (``git
+        merge-file``), and on a conflict the work tree's version stays. Deleted files are
+        not carried (the sink never deletes).
+        """
+        repo = self._require()
+        parent = self._git(repo, "rev-parse", "--verify", f"{commit}^1^{{commit}}")
+        changed, _ = self.changed_paths(parent, commit)
+        carried: list[str] = []
+        conflicted: list[str] = []
+        for path in changed:
+            before = self._blob(parent, path)  # what the commit started from
+            after = self._blob(commit, path)  # what it made of it
+            now = self.read(path)  # the new base
+            if after is None or now == after:
+                continue
+            if now is not None and now == before:
+                merged: bytes | None = after  # the base did not touch the file since
+            elif now is None or before is None:
+                merged = None  # deleted or added on one side only: keep the base's state
+            else:
+                merged = self._merge_file(now, before, after)
+            if merged is None:
+                conflicted.append(path)
+            else:
+                self.write(path, merged)
+                carried.append(path)
+        return CarryOver(tuple(carried), tuple(conflicted))
+
+    def _blob(self, sha: str, path: str) -> bytes | None:
+        repo = self._require()
+        clean = self._relative(path)
+        if not self._git(repo, "ls-tree", "--name-only", sha, "--", clean):
+            return None
+        return self._git(repo, "cat-file", "blob", f"{sha}:{clean}", raw=True).encode(
+            "utf-8", "surrogateescape")
+
+    def _merge_file(self, current: bytes, base: bytes, other: bytes) -> bytes | None:
+        """``git merge-file -p current base other``; ``None`` on a conflict."""
+        with tempfile.TemporaryDirectory(prefix="gitops-reloader-merge-") as tmp:
+            names = []
+            for label, data in (("current", current), ("base", base), ("other", other)):
+                target = Path(tmp) / label
+                target.write_bytes(data)
+                names.append(str(target))
+            try:
+                out = self._git(self._require(), "merge-file", "-p", "--quiet", *names, raw=True)
+            except GitError:  # exit status > 0: that many conflicts
+                return None
+        return out.encode("utf-8", "surrogateescape")
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """Where the pull requests of one repository live."""
+
+    config: PullRequestConfig
+    host: GitHost
+
+
+class PullRequestSink:
+    """Opens and updates one pull request per branch key; see the module docstring.
+
+    Collaborators are injected: ``repositories`` (name → handle whose ``repo`` is a
+    :class:`PullRequestRepository` with its own clone), ``hosts`` (name → the
+    :class:`~gitops_reloader.gitops.hosts.GitHost` of each repository with a
+    ``pullRequest`` block), the ``locator``, ``digest_key`` (returns the HMAC key,
+    loaded lazily), ``metrics``, an optional ``recorder`` for Warning Events and
+    ``default_grouping`` (``--pr-grouping``). Callers must not use a handle's clone
+    while the sink runs, nor share it with the git sink.
+    """
+
+    name: ClassVar[str] = SinkName.PULL_REQUEST.value
+
+    def __init__(
+        self,
+        *,
+        git_config: GitConfig,
+        repositories: Mapping[str, RepositoryHandle],
+        hosts: Mapping[str, GitHost],
+        locator: Locator,
+        digest_key: Callable[[], DigestKey],
+        metrics: Metrics,
+        recorder: EventRecorder | None = None,
+        clock: Clock | None = None,
+        default_grouping: str = "workload",
+        resolve_ttl: float = 30.0,
+    ) -> None:
+        if default_grouping not in ("workload", "repository"):
+            raise ConfigError(f"--pr-grouping: {default_grouping!r} is not workload or repository")
+        self.git_config = git_config
+        self.repositories = dict(repositories)
+        for name, handle in self.repositories.items():
+            if not isinstance(handle.repo, PullRequestRepository):
+                raise TypeError(f"repository {name}: the pull-request sink needs a PullRequestRepository")
+        self.targets: dict[str, _Target] = {}
+        for name, host in hosts.items():
+            repo_config = git_config.get(name)
+            if repo_config is None or repo_config.pull_request is None:
+                raise ConfigError(f"--git-config: repository {name} has no pullRequest settings")
+            self.targets[name] = _Target(repo_config.pull_request, host)
+        self.planner = ManifestPlanner(locator=locator, sink_name=self.name, clock=clock,
+                                       resolve_ttl=resolve_ttl)
+        self.digest_key = digest_key
+        self.metrics = metrics
+        self.recorder = recorder
+        self.default_grouping = default_grouping
+        self._fallback_group = git_config.default_repository or "unresolved"
+
+    def repository(self, name: str) -> RepositoryHandle:
+        """The handle of a repository with pull requests (KeyError if unknown)."""
+        return self.repositories[name]
+
+    def close(self) -> None:
+        """Release the HTTP clients the host clients made (injected ones stay open)."""
+        for target in self.targets.values():
+            closer = getattr(target.host, "close_client", None)
+            if closer is not None:
+                closer()
+
+    # -- BatchSink protocol ------------------------------------------------------------
+
+    def group_key(self, record: Any) -> str:
+        """``<repository>#<branch key>`` of the workload; never raises.
+
+        A workload that can't be resolved, or whose repository has no pull requests
+        configured, still gets a group; ``emit_batch`` then says why on the workload.
+        """
+        try:
+            resolution = self.planner.resolve(record)
+        except ReloaderError:
+            return prpolicy.group_key(self._fallback_group, "unresolved")
+        target = self.targets.get(resolution.repo_name)
+        if target is None:
+            return prpolicy.group_key(resolution.repo_name, "unconfigured")
+        return prpolicy.group_key(resolution.repo_name, self._branch_key(target, record.ref))
+
+    def emit(self, request: ReloadRequest) -> Outcome:
+        """One workload on its own (used when the controller did not batch it)."""
+        return self.emit_batch([request])[0]
+
+    def emit_batch(self, requests: Sequence[ReloadRequest]) -> list[Outcome]:
+        """Push and open (or update) the pull request of every branch key in ``requests``.
+
+        Returns one Outcome per request, in order. Raises a retryable
+        :class:`~gitops_reloader.errors.ReloaderError` when a repository, its branch or
+        its host could not be reached (or a lease was lost); branches already handled
+        stay, and the retry finds them current.
+        """
+        outcomes: dict[int, Outcome] = {}
+        groups: dict[tuple[str, str], list[tuple[int, ReloadRequest, Resolution]]] = {}
+        retry: ReloaderError | None = None
+        for position, request in enumerate(requests):
+            try:
+                self.planner.check_supported(request)
+                resolution = self.planner.resolve(request.workload)
+            except _PERMANENT as exc:
+                outcomes[position] = self._skip(request, "-", exc)
+                continue
+            except ReloaderError as exc:
+                retry = retry or exc
+                continue
+            name = resolution.repo_name
+            target = self.targets.get(name)
+            if target is None or name not in self.repositories:
+                outcomes[position] = self._skip(request, name, PullRequestNotConfigured(
+                    f"{request.ref}: repository {name} has no pullRequest settings in --git-config"))
+                continue
+            key = self._branch_key(target, request.ref)
+            groups.setdefault((name, key), []).append((position, request, resolution))
+        if groups:
+            digest_key = self.digest_key()  # KubeError: retryable, nothing done yet
+            for (name, key), items in groups.items():
+                try:
+                    outcomes.update(self._emit_branch(self.repositories[name], self.targets[name], key,
+                                                      items, digest_key))
+                except ReloaderError as exc:
+                    if exc.retryable:
+                        retry = retry or exc
+                        continue
+                    for position, request, _ in items:
+                        outcomes[position] = self._skip(request, name, exc)
+        if retry is not None:
+            raise retry
+        return [outcomes.get(i) or Outcome(OutcomeStatus.SKIPPED, self.name, "not handled")
+                for i in range(len(requests))]
+
+    # -- one branch ----------------------------------------------------------------------
+
+    def _branch_key(self, target: _Target, ref: ObjectRef) -> str:
+        return prpolicy.branch_key(ref, target.config.grouping or self.default_grouping)
+
+    def _emit_branch(self, handle: RepositoryHandle, target: _Target, key: str,
+                     items: Sequence[tuple[int, ReloadRequest, Resolution]],
+                     digest_key: DigestKey) -> dict[int, Outcome]:
+        name = handle.config.name
+        base = handle.config.branch
+        branch = prpolicy.branch_name(base, key)
+        repo = _branch_repository(handle)
+        slug = target.config.repository
+        host = target.host
+        with handle.lock:
+            base_sha = self._git_step(name, "sync", handle.sync)
+            pull = self._host_step(name, lambda: host.find_open(slug, head=branch, base=base))
+            remote_sha = self._git_step(name, "fetch", lambda: repo.fetch_branch(branch))
+
+            # What the batch needs, against the base: edits, values, and who is current there.
+            wanted = self.planner.plan(handle, items, digest_key)
+            outcomes = {position: self._skip(request, name, exc) for position, request, exc in wanted.skipped}
+            located = [item for item in items if item[0] in wanted.values]
+            if pull is None and not wanted.changed:
+                outcomes.update(wanted.outcomes)  # already on the base: no branch, no pull request
+                return outcomes
+
+            ahead: list[prpolicy.CommitInfo] = []
+            if pull is not None and remote_sha is not None:
+                tip = remote_sha
+                ahead = self._git_step(name, "inspect", lambda: repo.commits_ahead(base_sha, tip))
+                decision = prpolicy.branch_ownership(ahead, email=handle.config.author.email)
+                if not decision.ours:
+                    self.metrics.pr_operation(host.kind, "skip")
+                    for position, request, _ in located:
+                        outcomes[position] = self._foreign(request, name, branch, pull, decision)
+                    return outcomes
+
+            # Rebuild: one commit on the latest base = previous commit carried over + this batch.
+            previous = remote_sha if pull is not None and len(ahead) == 1 else None
+            carried = self._rebuild_start(handle, branch, base_sha, previous)
+            rebuilt = self.planner.plan(handle, located, digest_key)
+            for position, request, exc in rebuilt.skipped:  # the carried text broke the edit
+                outcomes[position] = self._skip(request, name, exc)
+            entries = prpolicy.merge_entries(
+                prpolicy.parse_entries(pull.body) if pull is not None else (),
+                [prpolicy.entry_for(request, wanted.values[position])
+                 for position, request, _ in wanted.applied if position not in outcomes],
+                drop=[request.ref.key for position, request, _ in located if position in wanted.outcomes])
+            head = self._commit(handle, rebuilt, carried, entries)
+            tree = repo.tree(head)
+            if tree == repo.tree(base_sha):
+                self._close_obsolete(name, target, pull, branch)
+                for position, _, _ in located:
+                    outcomes.setdefault(position, wanted.outcomes.get(position) or Outcome(
+                        OutcomeStatus.ALREADY_CURRENT, self.name, f"{name}:{base} already has this edit"))
+                return outcomes
+
+            pushed = remote_sha is None or repo.tree(remote_sha) != tree
+            if pushed:
+                self._push(handle, branch, remote_sha)
+            pull, changed = self._open_or_update(name, target, pull, branch, base, entries)
+
+            for position, _, _ in wanted.applied:
+                if position in outcomes:
+                    continue
+                if pushed or changed:
+                    outcomes[position] = Outcome(OutcomeStatus.APPLIED, self.name,
+                                                 f"pull request #{pull.number} ({branch} into {base})")
+                else:
+                    outcomes[position] = Outcome(OutcomeStatus.ALREADY_CURRENT, self.name,
+                                                 f"pull request #{pull.number} already has this edit")
+            for position, outcome in wanted.outcomes.items():
+                outcomes.setdefault(position, outcome)
+            log.info("pull request branch handled", extra={
+                "repo": name, "branch": branch, "number": pull.number, "pushed": pushed,
+                "pr_changed": changed, "workloads": len(entries)})
+            return outcomes
+
+    def _rebuild_start(self, handle: RepositoryHandle, branch: str, base_sha: str,
+                       previous: str | None) -> tuple[str, ...]:
+        """Check out ``branch`` at the base and carry the previous commit's files over."""
+        repo = _branch_repository(handle)
+        name = handle.config.name
+        self._git_step(name, "checkout", lambda: repo.checkout_new_branch_from(base_sha, branch))
+        if previous is None:
+            return ()
+        commit = previous
+        carry = self._git_step(name, "carry-over", lambda: repo.carry_over(commit))
+        if carry.conflicted:
+            log.warning("edits of the open pull request clash with the base; the base's files are kept",
+                        extra={"repo": name, "branch": branch, "paths": ",".join(carry.conflicted)})
+        return carry.carried
+
+    def _commit(self, handle: RepositoryHandle, plan: EditPlan, carried: Sequence[str],
+                entries: Sequence[prpolicy.WorkloadEntry]) -> str:
+        """Write the plan, commit it with the carried files; the new head (the base if nothing)."""
+        repo = handle.repo
+        paths = sorted(set(plan.changed) | set(carried))
+
+        def write_and_commit() -> str | None:
+            for path in sorted(plan.changed):
+                repo.write(path, plan.texts[path].encode("utf-8"))
+            return repo.commit(self._message(handle, entries), paths) if paths else None
+
+        sha = self._git_step(handle.config.name, "commit", write_and_commit)
+        return sha if sha is not None else repo.head()
+
+    def _push(self, handle: RepositoryHandle, branch: str, expected: str | None) -> None:
+        name = handle.config.name
+        repo = _branch_repository(handle)
+        try:
+            repo.push_branch(branch, branch, expected_remote_sha=expected)
+        except PushRejected:
+            self.metrics.git_push_rejected(name)
+            log.info("push of the pull-request branch lost its lease; will retry",
+                     extra={"repo": name, "branch": branch})
+            raise
+        except GitError as exc:
+            self.metrics.git_error(name, "push")
+            log.warning("push of the pull-request branch failed",
+                        extra={"repo": name, "branch": branch, "error": str(exc)})
+            raise
+
+    def _open_or_update(self, name: str, target: _Target, pull: PullRequest | None, branch: str,
+                        base: str, entries: Sequence[prpolicy.WorkloadEntry]) -> tuple[PullRequest, bool]:
+        """Create the pull request, or update it if its title or body differ; (it, changed?)."""
+        host = target.host
+        slug = target.config.repository
+        labels = target.config.labels
+        title = prpolicy.render_title(entries)
+        body = prpolicy.render_body(entries, branch=branch, base=base)
+        if pull is None:
+            created = self._host_step(name, lambda: host.create(
+                slug, head=branch, base=base, title=title, body=body, labels=labels))
+            self.metrics.pr_operation(host.kind, "create")
+            log.info("pull request opened", extra={"repo": name, "branch": branch, "number": created.number})
+            if target.config.auto_merge:
+                self._auto_merge(name, target, created)
+            return created, True
+        if _same(pull.title, title) and _same(pull.body, body):
+            return pull, False
+        updated = self._host_step(name, lambda: host.update(
+            slug, pull.number, title=title, body=body, labels=labels))
+        self.metrics.pr_operation(host.kind, "update")
+        log.info("pull request updated", extra={"repo": name, "branch": branch, "number": pull.number})
+        return updated, True
+
+    def _auto_merge(self, name: str, target: _Target, pull: PullRequest) -> None:
+        """Ask for auto-merge; a failure is logged, never fails the reload (the PR exists)."""
+        try:
+            enabled = target.host.enable_auto_merge(target.config.repository, pull.number)
+        except HostError as exc:
+            self.metrics.git_error(name, "auto-merge")
+            log.warning("could not enable auto-merge", extra={
+                "repo": name, "number": pull.number, "error": str(exc)})
+            return
+        if enabled:
+            self.metrics.pr_operation(target.host.kind, "auto-merge")
+        else:
+            log.info("auto-merge not available on this host or repository",
+                     extra={"repo": name, "number": pull.number})
+
+    def _close_obsolete(self, name: str, target: _Target, pull: PullRequest | None, branch: str) -> None:
+        """Every edit of the branch is on the base now: close its open pull request."""
+        if pull is None:
+            return
+        self._host_step(name, lambda: target.host.close(target.config.repository, pull.number))
+        self.metrics.pr_operation(target.host.kind, "close")
+        log.info("pull request closed: the base branch already has all its edits",
+                 extra={"repo": name, "branch": branch, "number": pull.number})
+
+    def _message(self, handle: RepositoryHandle, entries: Sequence[prpolicy.WorkloadEntry]) -> str:
+        """Subject from the repository's template, then one line per workload. Names only."""
+        config = handle.config
+        workloads = list(dict.fromkeys(e.name for e in entries)) or ["workloads"]
+        sources = list(dict.fromkeys(s.label for e in entries for s in e.sources))
+        subject = config.commit_message.format(
+            workloads=_short(workloads), sources=_short(sources), repository=config.name, count=len(entries))
+        lines = [f"- {e.key}: " + ", ".join(s.describe() for s in e.sources) for e in entries[:_BODY_LINES]]
+        if len(entries) > _BODY_LINES:
+            lines.append(f"- and {len(entries) - _BODY_LINES} more")
+        return f"{subject}\n\n" + "\n".join(lines) + "\n\nReloaded-by: gitops-reloader\n"
+
+    # -- steps with their metrics ------------------------------------------------------------
+
+    def _git_step(self, repo_name: str, step: str, call: Callable[[], _T]) -> _T:
+        try:
+            return call()
+        except GitError as exc:
+            self.metrics.git_error(repo_name, step)
+            log.warning("git step of the pull-request sink failed",
+                        extra={"repo": repo_name, "step": step, "error": str(exc)})
+            raise
+
+    def _host_step(self, repo_name: str, call: Callable[[], _T]) -> _T:
+        try:
+            return call()
+        except HostError as exc:
+            self.metrics.git_error(repo_name, "host")
+            log.warning("git host request failed",
+                        extra={"repo": repo_name, "error": str(exc), "retryable": exc.retryable})
+            raise
+
+    # -- reporting ------------------------------------------------------------------------------
+
+    def _foreign(self, request: ReloadRequest, repo_name: str, branch: str, pull: PullRequest,
+                 decision: prpolicy.BranchDecision) -> Outcome:
+        message = (f"pull-request sink, repository {repo_name}: branch {branch} has commits from someone "
+                   f"else ({decision.reason}); not updated. Pull request #{pull.number} is theirs now: "
+                   "merge or close it, and the next change opens a new one")
+        log.warning("pull-request branch has commits from someone else; not updated", extra={
+            "object": request.ref.key, "sink": self.name, "repo": repo_name, "branch": branch,
+            "number": pull.number, "reason": decision.reason})
+        self.metrics.git_error(repo_name, "ForeignCommits")
+        if self.recorder is not None:
+            self.recorder.warning(request.ref, "ForeignCommits", message, uid=str(request.workload.uid))
+        return Outcome(OutcomeStatus.SKIPPED, self.name, f"branch {branch} has commits from someone else")
+
+    def _skip(self, request: ReloadRequest, repo_name: str, exc: ReloaderError) -> Outcome:
+        reason = failure_reason(exc)
+        self.metrics.git_error(repo_name, reason)
+        log.warning("pull-request sink skipped a workload", extra={
+            "object": request.ref.key, "sink": self.name, "repo": repo_name, "reason": reason,
+            "error": str(exc)})
+        if self.recorder is not None:
+            where = f"pull-request sink, repository {repo_name}" if repo_name != "-" else "pull-request sink"
+            self.recorder.warning(request.ref, reason, f"{where}: {exc}", uid=str(request.workload.uid))
+        return Outcome(OutcomeStatus.SKIPPED, self.name, f"{reason}: {exc}")
+
+
+def _branch_repository(handle: RepositoryHandle) -> PullRequestRepository:
+    repo = handle.repo
+    assert isinstance(repo, PullRequestRepository)  # checked in PullRequestSink.__init__
+    return repo
+
+
+def _same(a: str, b: str) -> bool:
+    """Equal up to line endings and surrounding whitespace (hosts normalize both)."""
+    return a.replace("\r\n", "\n").strip() == b.replace("\r\n", "\n").strip()
+
+
+def _short(items: Sequence[str]) -> str:
+    shown = ", ".join(items[:5])
+    return shown + (f" and {len(items) - 5} more" if len(items) > 5 else "")

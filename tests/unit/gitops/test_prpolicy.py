@@ -1,0 +1,335 @@
+"""Pure pull-request policy: branch names, title/body, entries read back, whose branch it is.
+
+Also the ``pullRequest`` block of ``--git-config`` (parsed by
+:mod:`gitops_reloader.gitops.gitconfig`), which only the pull-request sink reads.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from typing import Any
+
+import pytest
+
+from gitops_reloader.errors import ConfigError
+from gitops_reloader.gitops import prpolicy
+from gitops_reloader.gitops.gitconfig import PullRequestConfig, parse_git_config, repository_from_url
+from gitops_reloader.gitops.prpolicy import CommitInfo, SourceEntry, WorkloadEntry
+from gitops_reloader.hashing import configmap_hash
+from gitops_reloader.model import ObjectRef, ReloadItem, ReloadRequest, Source, SourceKind, SourceRef
+
+BOT = "reloader@example.com"
+DIGEST = "0123456789abcdef" * 4
+T0 = 1_714_557_600  # 2024-05-01T10:00:00Z
+
+
+def entry(name: str, *sources: str, digest: str = "0123456789ab", when: str = "2024-05-01T10:00:00Z",
+          kind: str = "Deployment", namespace: str = "ns") -> WorkloadEntry:
+    parsed = tuple(SourceEntry(s.split("/")[0], namespace, s.split("/")[1]) for s in sources)
+    return WorkloadEntry(kind, namespace, name, parsed, when, digest)
+
+
+def request(name: str, *sources: tuple[SourceKind, str, bool], observed_at: int = T0) -> ReloadRequest:
+    items = tuple(ReloadItem(Source(SourceRef(kind, "ns", source), "f" * 40), None, deleted)
+                  for kind, source, deleted in sources)
+    return ReloadRequest(ObjectRef("Deployment", "ns", name), None, items, observed_at)
+
+
+# --------------------------------------------------------------------------- branch names
+
+
+@pytest.mark.parametrize(("ref", "key"), [
+    (ObjectRef("Deployment", "ns", "web"), "ns-deployment-web"),
+    (ObjectRef("StatefulSet", "Team A", "db.primary"), "team-a-statefulset-db.primary"),
+    (ObjectRef("Rollout", "ns", "a..b"), "ns-rollout-a.b"),
+    (ObjectRef("Deployment", "ns", "x.lock"), "ns-deployment-x-lock"),
+    (ObjectRef("Deployment", "ns", "trailing-"), "ns-deployment-trailing"),
+    (ObjectRef("Deployment", "ns", "we b~^:?*[\\"), "ns-deployment-we-b"),
+])
+def test_workload_branch_key_is_lower_case_and_safe(ref: ObjectRef, key: str) -> None:
+    assert prpolicy.workload_branch_key(ref) == key
+
+
+def test_long_workload_keys_are_cut_and_stay_unique() -> None:
+    a = prpolicy.workload_branch_key(ObjectRef("Deployment", "ns", "x" * 200 + "a"))
+    b = prpolicy.workload_branch_key(ObjectRef("Deployment", "ns", "x" * 200 + "b"))
+    assert len(a) <= 100 and len(b) <= 100 and a != b
+    assert re.fullmatch(r"ns-deployment-x+-[0-9a-f]{12}", a)
+
+
+def test_branch_key_follows_the_grouping() -> None:
+    ref = ObjectRef("Deployment", "ns", "web")
+    assert prpolicy.branch_key(ref, "workload") == "ns-deployment-web"
+    assert prpolicy.branch_key(ref, "repository") == prpolicy.REPOSITORY_KEY == "all"
+    with pytest.raises(ValueError, match="grouping"):
+        prpolicy.branch_key(ref, "namespace")
+
+
+def test_branch_and_group_names() -> None:
+    assert prpolicy.branch_name("main", "ns-deployment-web") == "gitops-reloader/main/ns-deployment-web"
+    assert prpolicy.branch_name("release/1.2", "all") == "gitops-reloader/release/1.2/all"
+    assert prpolicy.group_key("fleet", "all") == "fleet#all"
+
+
+# --------------------------------------------------------------------------- entries
+
+
+def test_entry_for_a_request_names_sources_and_shortens_the_digest() -> None:
+    made = prpolicy.entry_for(request("web", (SourceKind.CONFIGMAP, "app-config", False),
+                                      (SourceKind.SECRET, "db", True)), DIGEST)
+    assert made == WorkloadEntry("Deployment", "ns", "web", (
+        SourceEntry("ConfigMap", "ns", "app-config"), SourceEntry("Secret", "ns", "db", deleted=True)),
+        "2024-05-01T10:00:00Z", DIGEST[:12])
+    assert made.key == "ns/Deployment/web"
+    assert [s.label for s in made.sources] == ["configmap/app-config", "secret/db"]
+    assert made.sources[1].describe() == "Secret ns/db (deleted)"
+
+
+def test_format_when_is_rfc3339_utc() -> None:
+    assert prpolicy.format_when(T0) == "2024-05-01T10:00:00Z"
+    assert prpolicy.short_digest(DIGEST) == "0123456789ab"
+
+
+def test_merge_replaces_in_place_appends_new_and_drops_what_is_on_the_base() -> None:
+    web = entry("web", "ConfigMap/app-config", digest="aaaaaaaaaaaa")
+    worker = entry("worker", "ConfigMap/queue", digest="bbbbbbbbbbbb")
+    api = entry("api", "Secret/db", digest="cccccccccccc")
+    new_web = entry("web", "ConfigMap/app-config", digest="dddddddddddd", when="2024-05-02T00:00:00Z")
+    cron = entry("cron", "ConfigMap/cron", digest="eeeeeeeeeeee")
+    merged = prpolicy.merge_entries([web, worker, api], [new_web, cron], drop=["ns/Deployment/api"])
+    assert merged == (new_web, worker, cron)
+
+
+def test_merge_keeps_the_earlier_time_when_the_digest_did_not_change() -> None:
+    web = entry("web", "ConfigMap/app-config", when="2024-05-01T10:00:00Z")
+    again = entry("web", "ConfigMap/app-config", when="2024-05-01T11:00:00Z")
+    assert prpolicy.merge_entries([web], [again]) == (web,)  # same body: no update of the PR
+    assert prpolicy.merge_entries([], [again], drop=["ns/Deployment/web"]) == ()
+
+
+# --------------------------------------------------------------------------- title and body
+
+
+@pytest.mark.parametrize(("entries", "title"), [
+    ([entry("web", "ConfigMap/app-config")], "Reload web (configmap/app-config changed)"),
+    ([entry("web", "ConfigMap/app-config", "Secret/db"), entry("worker", "ConfigMap/app-config")],
+     "Reload web, worker (configmap/app-config, secret/db changed)"),
+    ([entry(f"w{i}", f"ConfigMap/c{i}") for i in range(7)],
+     "Reload w0, w1, w2, w3, w4 and 2 more (configmap/c0, configmap/c1, configmap/c2, configmap/c3, "
+     "configmap/c4 and 2 more changed)"),
+    ([], "Reload workloads"),
+])
+def test_title_names_workloads_and_sources(entries: list[WorkloadEntry], title: str) -> None:
+    assert prpolicy.render_title(entries) == title
+
+
+def test_title_is_bounded() -> None:
+    entries = [entry("w" * 60 + str(i), "ConfigMap/" + "c" * 60) for i in range(5)]
+    assert len(prpolicy.render_title(entries)) <= 200
+
+
+def test_body_lists_workloads_and_says_how_to_stop_without_data() -> None:
+    value = "s3cr3t-value"
+    body = prpolicy.render_body([entry("web", "ConfigMap/app-config", "Secret/db")],
+                                branch="gitops-reloader/main/ns-deployment-web", base="main")
+    assert "| `ns/Deployment/web` | ConfigMap `ns/app-config`<br>Secret `ns/db` | 2024-05-01T10:00:00Z " \
+           "| `0123456789ab` |" in body
+    assert "gitops-reloader.io/sink: pull-request" in body
+    assert "Close it without merging" in body and "next change opens a new pull request" in body
+    assert "push a commit of your own to `gitops-reloader/main/ns-deployment-web`" in body
+    assert prpolicy.marker_branch(body) == "gitops-reloader/main/ns-deployment-web"
+    assert value not in body and configmap_hash({"k": value}) not in body
+
+
+def test_body_entries_round_trip() -> None:
+    entries = (entry("web", "ConfigMap/app-config", "Secret/db"), entry("a--b", "ConfigMap/c--d"))
+    body = prpolicy.render_body(entries, branch="gitops-reloader/main/all", base="main")
+    hidden = body.split("<!-- gitops-reloader:entries=", 1)[1].split(" -->", 1)[0]
+    assert "--" not in hidden  # nothing can end the HTML comment early
+    assert prpolicy.parse_entries(body) == entries
+    # Hosts may normalize line endings.
+    assert prpolicy.parse_entries(body.replace("\n", "\r\n")) == entries
+
+
+def test_long_bodies_are_bounded() -> None:
+    entries = [entry(f"w{i}", "ConfigMap/app-config") for i in range(300)]
+    body = prpolicy.render_body(entries, branch="b", base="main")
+    assert "| and 200 more | | | |" in body
+    assert len(prpolicy.parse_entries(body)) == 200
+    assert len(body) < 60_000
+
+
+def _body_with(items: Any) -> str:
+    data = json.dumps({"v": 1, "entries": items}).replace("--", "-\\u002d")
+    return f"text\n<!-- gitops-reloader:entries={data} -->\n"
+
+
+def _raw(**changes: Any) -> dict[str, Any]:
+    item: dict[str, Any] = {"kind": "Deployment", "namespace": "ns", "name": "web",
+                            "when": "2024-05-01T10:00:00Z", "digest": "0123456789ab",
+                            "sources": [{"kind": "ConfigMap", "namespace": "ns", "name": "app-config",
+                                         "deleted": False}]}
+    item.update(changes)
+    return item
+
+
+@pytest.mark.parametrize("bad", [
+    {"name": "Web"},  # not a Kubernetes name
+    {"name": "web` | [click](http://evil)"},
+    {"kind": "deployment"},
+    {"when": "yesterday"},
+    {"digest": "not-hex"},
+    {"digest": "0123"},
+    {"sources": [{"kind": "Pod", "namespace": "ns", "name": "x"}]},
+    {"sources": [{"kind": "Secret", "namespace": "ns", "name": "db", "deleted": "yes"}]},
+    {"sources": "ConfigMap/ns/app-config"},
+])
+def test_entries_edited_by_a_person_are_dropped_not_trusted(bad: dict[str, Any]) -> None:
+    good = _raw(name="worker")
+    assert prpolicy.parse_entries(_body_with([_raw(**bad), good])) == (
+        entry("worker", "ConfigMap/app-config"),)
+
+
+@pytest.mark.parametrize("body", [
+    "", "a description someone wrote", "<!-- gitops-reloader:entries={not json} -->",
+    '<!-- gitops-reloader:entries={"v":2,"entries":[]} -->',
+    '<!-- gitops-reloader:entries={"v":1,"entries":{}} -->',
+])
+def test_bodies_without_our_entries_give_none(body: str) -> None:
+    assert prpolicy.parse_entries(body) == ()
+    assert prpolicy.marker_branch(body) is None
+
+
+def test_duplicate_entries_are_read_once() -> None:
+    assert len(prpolicy.parse_entries(_body_with([_raw(), _raw()]))) == 1
+
+
+# --------------------------------------------------------------------------- whose branch
+
+
+def commit(author: str = BOT, committer: str = BOT, sha: str = "1" * 40) -> CommitInfo:
+    return CommitInfo(sha, author, committer)
+
+
+@pytest.mark.parametrize(("commits", "ours", "reason"), [
+    ([], True, "no commits"),
+    ([commit()], True, "one commit by gitops-reloader"),
+    ([commit(author="Reloader@Example.COM ")], True, "one commit"),
+    ([commit(author="alice@example.com")], False, "commit 111111111111 was made by someone else"),
+    ([commit(committer="noreply@github.com")], False, "someone else"),  # "Update branch" on GitHub
+    ([commit(sha="2" * 40), commit()], False, "2 commits on top of the base"),
+    ([commit(author="alice@example.com", sha="2" * 40), commit()], False, "222222222222"),
+])
+def test_branch_ownership(commits: list[CommitInfo], ours: bool, reason: str) -> None:
+    decision = prpolicy.branch_ownership(commits, email=BOT)
+    assert decision.ours is ours
+    assert reason in decision.reason
+    assert "alice" not in decision.reason and "@" not in decision.reason  # no e-mails in Events
+
+
+# --------------------------------------------------------------------------- the pullRequest block
+
+
+def repo_config(block: str, *, url: str = "https://github.com/acme/fleet.git",
+                auth: str = "tokenFile: /etc/git/token") -> PullRequestConfig | None:
+    text = (f"repositories:\n  - name: fleet\n    url: {url}\n    {auth}\n"
+            + textwrap.indent(textwrap.dedent(block), "    "))
+    return parse_git_config(text, source="cfg.yaml").repositories[0].pull_request
+
+
+def test_full_pull_request_block() -> None:
+    settings = repo_config("""\
+        pullRequest:
+          host: GitHub
+          apiUrl: https://ghe.example.com/api/v3/
+          tokenFile: /etc/git/api-token
+          repository: acme/other
+          labels: [gitops-reloader, "needs review", gitops-reloader]
+          autoMerge: true
+          grouping: repository
+        """)
+    assert settings == PullRequestConfig(
+        host="github", api_url="https://ghe.example.com/api/v3", token_file="/etc/git/api-token",
+        repository="acme/other", labels=("gitops-reloader", "needs review"), auto_merge=True,
+        grouping="repository")
+
+
+@pytest.mark.parametrize(("url", "host", "api_url", "repository"), [
+    ("https://github.com/acme/fleet.git", "github", "https://api.github.com", "acme/fleet"),
+    ("git@github.com:acme/fleet.git", "github", "https://api.github.com", "acme/fleet"),
+    ("https://ghe.acme.example/acme/fleet", "github", "https://ghe.acme.example/api/v3", "acme/fleet"),
+    ("https://gitlab.example.com/group/sub/app.git", "gitlab", "https://gitlab.example.com/api/v4",
+     "group/sub/app"),
+    ("ssh://git@gitlab.example.com:2222/group/app.git", "gitlab", "https://gitlab.example.com:2222/api/v4",
+     "group/app"),
+    ("http://127.0.0.1:3000/org/app.git", "gitea", "http://127.0.0.1:3000/api/v1", "org/app"),
+    ("https://code.example.com/forgejo/org/app.git", "forgejo", "https://code.example.com/api/v1",
+     "org/app"),
+    ("https://bitbucket.org/ws/app.git", "bitbucket", "https://api.bitbucket.org/2.0", "ws/app"),
+])
+def test_defaults_are_derived_from_the_clone_url(url: str, host: str, api_url: str, repository: str) -> None:
+    settings = repo_config(f"pullRequest: {{host: {host}}}\n", url=url)
+    assert settings is not None
+    assert (settings.api_url, settings.repository) == (api_url, repository)
+    assert settings.token_file == "/etc/git/token"  # the repository's own token
+    assert (settings.labels, settings.auto_merge, settings.grouping) == ((), False, "")
+
+
+def test_repository_from_url() -> None:
+    assert repository_from_url("https://h/a/b/c.git", "gitlab") == "a/b/c"
+    assert repository_from_url("https://h/a/b/c.git", "gitea") == "b/c"
+    assert repository_from_url("https://h/only", "github") == ""
+
+
+@pytest.mark.parametrize("block", ["", "pullRequest: {enabled: false}\n",
+                                   "pullRequest: {enabled: false, host: svn}\n"])
+def test_no_block_or_disabled_means_no_pull_requests(block: str) -> None:
+    assert repo_config(block) is None
+
+
+@pytest.mark.parametrize(("block", "url", "auth", "message"), [
+    ("pullRequest: {}\n", None, None, "repositories[0].pullRequest.host: is required"),
+    ("pullRequest: {host: svn}\n", None, None, "repositories[0].pullRequest.host: must be one of"),
+    ("pullRequest: {host: github, enabled: yes-please}\n", None, None, "pullRequest.enabled: must be true"),
+    ("pullRequest: {host: github, autoMerge: 1}\n", None, None, "pullRequest.autoMerge: must be true"),
+    ("pullRequest: {host: github, grouping: team}\n", None, None, "pullRequest.grouping: must be one of"),
+    ("pullRequest: {host: github, labels: a}\n", None, None, "pullRequest.labels: must be a list"),
+    ("pullRequest: {host: github, labels: ['a,b']}\n", None, None, "pullRequest.labels[0]"),
+    ("pullRequest: {host: github, labels: ['']}\n", None, None, "pullRequest.labels[0]: must not be empty"),
+    ("pullRequest: {host: github, apiUrl: ftp://x}\n", None, None, "pullRequest.apiUrl: must be an http"),
+    ("pullRequest: {host: github, apiUrl: 'https://u:p@x/api'}\n", None, None,
+     "pullRequest.apiUrl: must not carry credentials"),
+    ("pullRequest: {host: github, apiUrl: 'https://x/api?a=1'}\n", None, None, "must not have a query"),
+    ("pullRequest: {host: github, repository: a/b/c}\n", None, None,
+     "pullRequest.repository: use owner/name"),
+    ("pullRequest: {host: gitlab, repository: solo}\n", None, None,
+     "pullRequest.repository: use the project path"),
+    ("pullRequest: {host: bitbucket}\n", "https://bitbucket.example.com/scm/p/r.git", None,
+     "pullRequest.apiUrl: is required for bitbucket"),
+    ("pullRequest: {host: github}\n", "https://github.com/solo", None, "pullRequest.repository: is required"),
+    ("pullRequest: {host: github, tokn: x}\n", None, None, "unknown field repositories[0].pullRequest.tokn"),
+    ("pullRequest: [github]\n", None, None, "repositories[0].pullRequest: must be a map"),
+    ("pullRequest: {host: gitlab, apiUrl: 'https://gitlab.example.com/api/v4'}\n",
+     "git@gitlab.example.com:g/app.git", "sshKeyFile: /k\n    knownHostsFile: /kh",
+     "pullRequest.tokenFile: is required when the repository has no tokenFile"),
+])
+def test_invalid_blocks_name_the_field(block: str, url: str | None, auth: str | None, message: str) -> None:
+    kwargs = {k: v for k, v in (("url", url), ("auth", auth)) if v is not None}
+    with pytest.raises(ConfigError) as raised:
+        repo_config(block, **kwargs)
+    assert message in str(raised.value)
+    assert str(raised.value).startswith("--git-config cfg.yaml: ")
+
+
+def test_the_helm_rendering_is_accepted() -> None:
+    config = parse_git_config(textwrap.dedent("""\
+        repositories:
+          - name: apps
+            url: https://github.com/acme/apps.git
+            tokenFile: /etc/gitops-reloader/credentials/apps/token
+            pullRequest: {apiUrl: https://api.github.com, enabled: true, grouping: repository, host: github}
+        """))
+    settings = config.repositories[0].pull_request
+    assert settings is not None and settings.token_file == "/etc/gitops-reloader/credentials/apps/token"
