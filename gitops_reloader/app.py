@@ -23,7 +23,7 @@ from gitops_reloader.observability.alerts import Alerter, alert_config_from_env,
 from gitops_reloader.observability.http import HttpServer
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.sinks import build_live_sinks
-from gitops_reloader.sinks.gitwiring import build_git_sink
+from gitops_reloader.sinks.gitwiring import build_git_sink, build_pull_request_sink
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,9 @@ class App:
         git_sink = build_git_sink(config, self.api, self.metrics, self.recorder, clock=self.clock)
         if git_sink is not None:
             sinks[git_sink.name] = git_sink
+        pr_sink = build_pull_request_sink(config, self.api, self.metrics, self.recorder, clock=self.clock)
+        if pr_sink is not None:
+            sinks[pr_sink.name] = pr_sink
         alert_config = alert_config_from_env(config.alerts)
         self.alerter = (Alerter(alert_config, metrics=self.metrics)
                         if alert_config.enabled else None)

@@ -159,17 +159,22 @@ class EditPlan:
 
 
 def source_digest_inputs(request: ReloadRequest) -> list[tuple[str, str]]:
-    """The ``(source id, hash)`` pairs the written digest covers: the request's sources.
+    """The ``(source id, hash)`` pairs the written digest covers.
 
-    The id is ``<Kind>/<namespace>/<name>``; a deleted source counts with
-    :data:`~gitops_reloader.hashing.DELETED_HASH`.
+    Every source the workload tracks (``request.tracked``, current hashes), so the value
+    does not depend on which source changed and a start-up check computes the same one;
+    the request's items override (a deleted source counts with
+    :data:`~gitops_reloader.hashing.DELETED_HASH`). The id is ``<Kind>/<namespace>/<name>``.
     """
-    pairs: list[tuple[str, str]] = []
+    pairs: dict[str, str] = {}
+    for source in request.tracked:
+        ref = source.ref
+        pairs[f"{ref.kind.kube_kind}/{ref.namespace}/{ref.name}"] = source.hash
     for item in request.items:
         ref = item.source.ref
-        pairs.append((f"{ref.kind.kube_kind}/{ref.namespace}/{ref.name}",
-                      DELETED_HASH if item.deleted else item.source.hash))
-    return pairs
+        pairs[f"{ref.kind.kube_kind}/{ref.namespace}/{ref.name}"] = (
+            DELETED_HASH if item.deleted else item.source.hash)
+    return sorted(pairs.items())
 
 
 class ManifestPlanner:
@@ -252,6 +257,12 @@ class ManifestPlanner:
                 plan.skipped.append((position, request, exc))
                 continue
             assert result is not None  # a failed unconfirmed edit was redone (or raised) above
+            if request.resync and result.previous is None:
+                # A start-up check only brings recorded values up to date; it never adds a
+                # first one (that would be a commit for every workload on first start).
+                plan.outcomes[position] = Outcome(OutcomeStatus.SKIPPED, self.sink_name,
+                                                  f"{location} records no value yet")
+                continue
             plan.texts[location.path] = result.text
             plan.values[position] = value
             if result.changed:

@@ -21,6 +21,7 @@ from processes import Controller, running_cluster, stop_process
 from reload_helpers import configmap, create, env_of, workload
 
 from gitops_reloader.hashing import configmap_hash
+from gitops_reloader.testing.githost import GitHostServer
 from gitops_reloader.testing.harness import deployment, running_controller, settle, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -144,3 +145,74 @@ def test_api_server_restarts_with_compaction_while_changes_continue(server, api_
         time.sleep(0.5)
         settle(app)
         assert server.request_counts().get(("patch", "deployments"), 0) == patches  # relist: nothing
+
+
+GIT_TOKEN = "chaos-git-token-7d1e"
+GIT_MANIFEST = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {name}
+  namespace: ns
+spec:
+  selector:
+    matchLabels: {{app: {name}}}
+  template:
+    metadata:
+      labels: {{app: {name}}}
+    spec:
+      containers:
+        - name: app
+          image: nginx
+"""
+
+
+def test_kill_9_of_the_git_sink_inside_the_window_then_restart_commits_once(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    names = ["api", "web", "worker"]
+    with running_cluster(tmp_path) as cluster, GitHostServer(tmp_path / "srv", token=GIT_TOKEN) as host:
+        host.create_repo("manifests", {f"apps/{n}.yaml": GIT_MANIFEST.format(name=n) for n in names})
+        (tmp_path / "token").write_text(GIT_TOKEN)
+        (tmp_path / "git-config.yaml").write_text(
+            f"repositories:\n  - name: manifests\n    url: {host.repo_url('manifests')}\n"
+            f"    tokenFile: {tmp_path / 'token'}\n")
+        create(cluster.api_client, configmap("app-config", {"v": "0"}))
+        for name in names:
+            create(cluster.api_client, deployment(name, annotations={
+                "configmap.reloader.stakater.com/reload": "app-config", "gitops-reloader.io/sink": "git",
+                "gitops-reloader.io/git-repo": "manifests",
+                "gitops-reloader.io/git-path": f"apps/{name}.yaml"}))
+        flags = ("--coalesce-window=3s", "--sync-after-restart", "--lease-namespace=default",
+                 f"--git-config={tmp_path / 'git-config.yaml'}", f"--git-cache-dir={tmp_path / 'cache'}")
+        runs: list[Controller] = []
+        try:
+            runs.append(Controller(cluster, tmp_path / "first.jsonl", flags))
+            runs[-1].wait_ready(cluster.http)
+            initial = len(host.log("manifests"))
+            core = CoreV1Api(cluster.api_client)
+            core.patch_namespaced_config_map("app-config", "ns", {"data": {"v": "1"}})
+            wait_for(lambda: len(host.log("manifests")) == initial + 1, timeout=30, message="first commit")
+            # The second change: killed inside the coalescing window, before any commit.
+            core.patch_namespaced_config_map("app-config", "ns", {"data": {"v": "2"}})
+            time.sleep(0.5)
+            os.kill(runs[-1].pid, signal.SIGKILL)
+            runs[-1].proc.wait(5)
+            assert len(host.log("manifests")) == initial + 1
+            before = {n: host.read_file("manifests", f"apps/{n}.yaml") for n in names}
+
+            runs.append(Controller(cluster, tmp_path / "second.jsonl", flags))
+            runs[-1].wait_ready(cluster.http)
+            wait_for(lambda: len(host.log("manifests")) == initial + 2, timeout=30,
+                     message="the lost change committed after the restart")
+            after = {n: host.read_file("manifests", f"apps/{n}.yaml") for n in names}
+            assert all(after[n] != before[n] for n in names)  # every workload's digest moved on
+            stop_process(runs[-1].proc)
+
+            # A third start with nothing changed: no commit at all.
+            runs.append(Controller(cluster, tmp_path / "third.jsonl", flags))
+            runs[-1].wait_ready(cluster.http)
+            time.sleep(4)
+            assert len(host.log("manifests")) == initial + 2
+        finally:
+            for run in runs:
+                stop_process(run.proc)

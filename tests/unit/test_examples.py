@@ -38,7 +38,7 @@ from helm_tools import (
 
 EXPECTED_EXAMPLES = {
     "stakater-drop-in", "argocd-annotations-sink", "argocd-git-sink",
-    "flux-pull-request-sink", "helm-values-target", "external-secrets-git",
+    "flux-pull-request-sink", "helm-values-target", "external-secrets-git", "github-pull-request",
 }
 SINKS = {"env-vars", "annotations", "git", "pull-request", "webhook"}
 WORKLOAD_ANNOTATIONS = {
