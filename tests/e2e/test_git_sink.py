@@ -710,6 +710,22 @@ def test_host_down_retries_with_backoff_and_nothing_is_lost(api_client: ApiClien
         assert metric(app, "queue_retries_total") >= 1
 
 
+def test_remote_rejecting_pushes_for_a_while_then_the_commit_lands_once(api_client: ApiClient, git: GitSetup,
+                                                                      host: GitHostServer) -> None:
+    git.create({"apps/web.yaml": manifest("web")})
+    git.configure()
+    create(api_client, configmap("app-config", {"url": "a"}))
+    create(api_client, git_workload("web"))
+    with git_controller(api_client, git) as (app, _):
+        host.reject_pushes(3)
+        put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
+        wait_commits(host, 2, timeout=60)
+        settle(app, timeout=30)
+        assert len(commits(host)) == 2  # exactly one new commit, nothing pushed twice
+        assert hash_value(file_at(host, "apps/web.yaml")) is not None
+        assert metric(app, "queue_retries_total") >= 1
+
+
 def test_wrong_token_gives_a_clear_error_without_the_token(api_client: ApiClient, git: GitSetup,
                                                            host: GitHostServer,
                                                            caplog: pytest.LogCaptureFixture) -> None:
