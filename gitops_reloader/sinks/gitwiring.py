@@ -31,6 +31,7 @@ from gitops_reloader.gitops.digestkey import DigestKeyStore
 from gitops_reloader.gitops.gitconfig import GitConfig, load_git_config
 from gitops_reloader.gitops.hosts import GitHost, host_for
 from gitops_reloader.gitops.locate import Locator
+from gitops_reloader.gitops.prbranch import PullRequestRepository
 from gitops_reloader.gitops.refresh import RefreshRequester
 from gitops_reloader.gitops.repo import Author, Repository
 from gitops_reloader.gitops.scanindex import ScanIndex
@@ -38,7 +39,7 @@ from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.events import EventRecorder
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.sinks.git import GitSink, RepositoryHandle
-from gitops_reloader.sinks.pullrequest import PullRequestRepository, PullRequestSink
+from gitops_reloader.sinks.pullrequest import PullRequestSink
 
 __all__ = ["PULL_REQUEST_CACHE", "build_git_sink", "build_pull_request_sink", "build_repository_handles"]
 

@@ -31,11 +31,12 @@ from gitops_reloader.app import App
 from gitops_reloader.config import load_config
 from gitops_reloader.errors import ConfigError
 from gitops_reloader.gitops.auth import GitAuth
+from gitops_reloader.gitops.prbranch import PullRequestRepository
 from gitops_reloader.gitops.repo import Author
 from gitops_reloader.hashing import secret_hash
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.sinks.gitwiring import build_pull_request_sink
-from gitops_reloader.sinks.pullrequest import PullRequestRepository, PullRequestSink
+from gitops_reloader.sinks.pullrequest import PullRequestSink
 from gitops_reloader.testing.githost import GitHostServer
 from gitops_reloader.testing.harness import deployment, settle, wait_for
 from gitops_reloader.testing.prhost import PR_HOST_KINDS, PrHost

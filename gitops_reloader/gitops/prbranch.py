@@ -1,0 +1,150 @@
+"""A :class:`~gitops_reloader.gitops.repo.Repository` that can inspect and rebuild a pull-request branch.
+
+What the pull-request sink needs beyond the git sink: fetch its own branch, list the
+commits it has on top of the base (with their e-mails, to tell whether a person pushed
+to it), compare trees, and carry the previous commit's files over onto a new base with a
+three-way merge. Every command runs through the adapter's own runner, so the auth
+environment, timeouts and scrubbing of error messages stay :mod:`gitops.repo`'s; GitPython
+is not imported here.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from gitops_reloader.errors import GitError, PushRejected
+from gitops_reloader.gitops import prpolicy
+from gitops_reloader.gitops.repo import Repository
+
+__all__ = ["CarryOver", "PullRequestRepository"]
+
+_ORIGIN = "origin"  # the remote name Repository configures
+_FIELD = "\x1f"
+# The receiving side refused to move the ref because another push moved it at the same moment.
+_REF_RACE = re.compile(r"cannot lock ref|reference already exists|but expected [0-9a-f]{7,}")
+
+
+@dataclass(frozen=True, slots=True)
+class CarryOver:
+    """Files of the previous pull-request commit re-applied onto the new base.
+
+    ``carried``: paths written to the work tree; ``conflicted``: paths the base changed
+    in a way that clashes with the commit (the base's version is kept).
+    """
+
+    carried: tuple[str, ...] = ()
+    conflicted: tuple[str, ...] = ()
+
+
+class PullRequestRepository(Repository):
+    """A :class:`~gitops_reloader.gitops.repo.Repository` that can inspect and rebuild a PR branch.
+
+    Adds read-only inspection of the sink's own branch (fetch it, list the commits it
+    has on top of the base with their e-mails, compare trees) and the carry-over of its
+    previous commit. Every command runs through the adapter's own runner, so the auth
+    environment, timeouts and the scrubbing of error messages are the adapter's. Same
+    contract as the base class: not thread-safe, the caller serializes work.
+    """
+
+    def fetch_branch(self, branch: str) -> str | None:
+        """Fetch ``branch`` from the remote; its tip sha, or ``None`` if the remote has no such branch."""
+        repo = self._require()
+        tracking = f"refs/remotes/{_ORIGIN}/{branch}"
+        sha = self.remote_head(branch)
+        if sha is None:
+            if self._git(repo, "for-each-ref", "--format=%(refname)", tracking):
+                self._git(repo, "update-ref", "-d", tracking)
+            return None
+        self._git(repo, "fetch", "--no-tags", "--quiet", _ORIGIN, f"+refs/heads/{branch}:{tracking}",
+                  network=True, action=f"fetch {branch}")
+        # The fetched tip (the branch may have moved since ls-remote): what the lease expects.
+        return self._git(repo, "rev-parse", "--verify", f"{tracking}^{{commit}}")
+
+    def push_branch(self, local_ref: str, remote_branch: str, *, expected_remote_sha: str | None) -> None:
+        """:meth:`Repository.push_branch`; a push that lost a race on the server is a lost lease too.
+
+        Two pushes creating the same branch at the same moment both pass the client-side
+        lease check; the server then refuses one with "cannot lock ref". That is the same
+        situation as a lost lease, so it raises :class:`PushRejected` as well.
+        """
+        try:
+            super().push_branch(local_ref, remote_branch, expected_remote_sha=expected_remote_sha)
+            return
+        except PushRejected:
+            raise
+        except GitError as exc:
+            if not _REF_RACE.search(str(exc)):
+                raise
+            error = PushRejected(f"{exc} (another push updated {remote_branch} at the same moment)")
+        raise error  # outside the handler: no chained context
+
+    def commits_ahead(self, base_sha: str, tip_sha: str) -> list[prpolicy.CommitInfo]:
+        """Commits reachable from ``tip_sha`` but not from ``base_sha``, newest first."""
+        out = self._git(self._require(), "log", f"--format=%H{_FIELD}%ae{_FIELD}%ce",
+                        f"{base_sha}..{tip_sha}", "--")
+        commits: list[prpolicy.CommitInfo] = []
+        for line in out.splitlines():
+            sha, author, committer = [*line.split(_FIELD), "", ""][:3]
+            commits.append(prpolicy.CommitInfo(sha.strip(), author.strip(), committer.strip()))
+        return commits
+
+    def tree(self, sha: str) -> str:
+        """The tree sha of commit ``sha`` (equal trees: equal content)."""
+        return self._git(self._require(), "rev-parse", "--verify", f"{sha}^{{tree}}")
+
+    def carry_over(self, commit: str) -> CarryOver:
+        """Re-apply the files ``commit`` changed (against its first parent) onto the work tree.
+
+        Per file: work tree equal to the parent's version → the commit's version;
+        already equal to the commit's → nothing; else a three-way merge (``git
+        merge-file``), and on a conflict the work tree's version stays. Deleted files are
+        not carried (the sink never deletes).
+        """
+        repo = self._require()
+        parent = self._git(repo, "rev-parse", "--verify", f"{commit}^1^{{commit}}")
+        changed, _ = self.changed_paths(parent, commit)
+        carried: list[str] = []
+        conflicted: list[str] = []
+        for path in changed:
+            before = self._blob(parent, path)  # what the commit started from
+            after = self._blob(commit, path)  # what it made of it
+            now = self.read(path)  # the new base
+            if after is None or now == after:
+                continue
+            if now is not None and now == before:
+                merged: bytes | None = after  # the base did not touch the file since
+            elif now is None or before is None:
+                merged = None  # deleted or added on one side only: keep the base's state
+            else:
+                merged = self._merge_file(now, before, after)
+            if merged is None:
+                conflicted.append(path)
+            else:
+                self.write(path, merged)
+                carried.append(path)
+        return CarryOver(tuple(carried), tuple(conflicted))
+
+    def _blob(self, sha: str, path: str) -> bytes | None:
+        repo = self._require()
+        clean = self._relative(path)
+        if not self._git(repo, "ls-tree", "--name-only", sha, "--", clean):
+            return None
+        return self._git(repo, "cat-file", "blob", f"{sha}:{clean}", raw=True).encode(
+            "utf-8", "surrogateescape")
+
+    def _merge_file(self, current: bytes, base: bytes, other: bytes) -> bytes | None:
+        """``git merge-file -p current base other``; ``None`` on a conflict."""
+        with tempfile.TemporaryDirectory(prefix="gitops-reloader-merge-") as tmp:
+            names = []
+            for label, data in (("current", current), ("base", base), ("other", other)):
+                target = Path(tmp) / label
+                target.write_bytes(data)
+                names.append(str(target))
+            try:
+                out = self._git(self._require(), "merge-file", "-p", "--quiet", *names, raw=True)
+            except GitError:  # exit status > 0: that many conflicts
+                return None
+        return out.encode("utf-8", "surrogateescape")
