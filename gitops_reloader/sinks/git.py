@@ -103,6 +103,7 @@ __all__ = [
     "RepositoryHandle",
     "UnsupportedWorkload",
     "failure_reason",
+    "skip_workload",
     "source_digest_inputs",
 ]
 
@@ -508,15 +509,21 @@ class GitSink:
             self.refresher.request(targets)
 
     def _skip(self, request: ReloadRequest, repo_name: str, exc: ReloaderError) -> Outcome:
-        reason = failure_reason(exc)
-        self.metrics.git_error(repo_name, reason)
-        log.warning("git sink skipped a workload", extra={
-            "object": request.ref.key, "sink": self.name, "repo": repo_name, "reason": reason,
-            "error": str(exc)})
-        if self.recorder is not None:
-            where = f"git sink, repository {repo_name}" if repo_name != "-" else "git sink"
-            self.recorder.warning(request.ref, reason, f"{where}: {exc}", uid=str(request.workload.uid))
-        return Outcome(OutcomeStatus.SKIPPED, self.name, f"{reason}: {exc}")
+        return skip_workload(self.name, request, repo_name, exc, metrics=self.metrics,
+                             recorder=self.recorder)
+
+
+def skip_workload(sink: str, request: ReloadRequest, repo_name: str, exc: ReloaderError, *,
+                  metrics: Metrics, recorder: EventRecorder | None) -> Outcome:
+    """A per-workload failure of a git-based sink: metric, log line, Warning Event, ``skipped``."""
+    reason = failure_reason(exc)
+    metrics.git_error(repo_name, reason)
+    log.warning(f"{sink} sink skipped a workload", extra={
+        "object": request.ref.key, "sink": sink, "repo": repo_name, "reason": reason, "error": str(exc)})
+    if recorder is not None:
+        where = f"{sink} sink, repository {repo_name}" if repo_name != "-" else f"{sink} sink"
+        recorder.warning(request.ref, reason, f"{where}: {exc}", uid=str(request.workload.uid))
+    return Outcome(OutcomeStatus.SKIPPED, sink, f"{reason}: {exc}")
 
 
 def failure_reason(exc: ReloaderError) -> str:

@@ -92,7 +92,7 @@ from gitops_reloader.sinks.git import (
     ManifestPlanner,
     RepositoryHandle,
     UnsupportedWorkload,
-    failure_reason,
+    skip_workload,
 )
 
 __all__ = ["PullRequestNotConfigured", "PullRequestSink"]
@@ -463,15 +463,8 @@ class PullRequestSink:
         return Outcome(OutcomeStatus.SKIPPED, self.name, f"branch {branch} has commits from someone else")
 
     def _skip(self, request: ReloadRequest, repo_name: str, exc: ReloaderError) -> Outcome:
-        reason = failure_reason(exc)
-        self.metrics.git_error(repo_name, reason)
-        log.warning("pull-request sink skipped a workload", extra={
-            "object": request.ref.key, "sink": self.name, "repo": repo_name, "reason": reason,
-            "error": str(exc)})
-        if self.recorder is not None:
-            where = f"pull-request sink, repository {repo_name}" if repo_name != "-" else "pull-request sink"
-            self.recorder.warning(request.ref, reason, f"{where}: {exc}", uid=str(request.workload.uid))
-        return Outcome(OutcomeStatus.SKIPPED, self.name, f"{reason}: {exc}")
+        return skip_workload(self.name, request, repo_name, exc, metrics=self.metrics,
+                             recorder=self.recorder)
 
 
 def _branch_repository(handle: RepositoryHandle) -> PullRequestRepository:
