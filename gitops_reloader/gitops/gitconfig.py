@@ -16,6 +16,7 @@ Format (YAML)::
         author: {name: gitops-reloader, email: bot@example.com}
         paths: [apps/, clusters/prod]     # optional: only these directories are scanned and edited
         commitMessage: "..."              # optional, per repository
+        signCommits: false                # optional: git commit -S with git's configured signing key
         pullRequest:                      # optional: what the pull-request sink needs
           host: github                    # github | gitlab | gitea | forgejo | bitbucket
           apiUrl: https://api.github.com  # default: derived from the clone URL (see below)
@@ -90,7 +91,7 @@ _EMAIL = re.compile(r"^[^@\s<>]+@[^@\s<>]+$")
 _TOP_KEYS = frozenset({"repositories", "defaultRepository", "commitMessage", "argocdNamespace"})
 _REPO_KEYS = frozenset({
     "name", "url", "branch", "tokenFile", "username", "sshKeyFile", "knownHostsFile",
-    "author", "paths", "commitMessage", "pullRequest",
+    "author", "paths", "commitMessage", "pullRequest", "signCommits",
 })
 _AUTHOR_KEYS = frozenset({"name", "email"})
 _PR_KEYS = frozenset({
@@ -157,6 +158,8 @@ class RepositoryConfig:
     commit_message: str = DEFAULT_COMMIT_MESSAGE
     pull_request: PullRequestConfig | None = None
     """Settings of the pull-request sink; ``None``: no pull requests for this repository."""
+    sign_commits: bool = False
+    """``git commit -S``: sign with the key git is configured with (``user.signingkey``)."""
 
     def allows(self, path: str) -> bool:
         """Whether ``path`` (repository-relative) lies inside :attr:`paths`."""
@@ -350,6 +353,7 @@ def _repository(raw: Any, where: str, at: str, default_message: str | None) -> R
         paths=paths,
         commit_message=message or default_message or DEFAULT_COMMIT_MESSAGE,
         pull_request=pull_request,
+        sign_commits=_bool(entry.get("signCommits"), where, f"{at}.signCommits", default=False),
     )
 
 

@@ -68,7 +68,8 @@ def build_repository_handles(git_config: GitConfig, cache_dir: str | Path, *,
             raise ConfigError(f"{where}: {exc}") from None
         repository = repository_class(
             repo_config.url, branch=repo_config.branch, workdir=root / repo_config.name, auth=auth,
-            author=Author(repo_config.author.name, repo_config.author.email))
+            author=Author(repo_config.author.name, repo_config.author.email),
+            sign=repo_config.sign_commits)
         handles[repo_config.name] = RepositoryHandle(
             repo_config, repository, ScanIndex(repository, include=repo_config.paths))
     return handles

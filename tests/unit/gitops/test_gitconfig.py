@@ -166,3 +166,11 @@ def test_load_reads_the_file_and_names_it_when_missing(tmp_path: Path) -> None:
     assert load_git_config(str(path)).default_repository == "a"
     with pytest.raises(ConfigError, match=r"--git-config .*missing\.yaml: cannot read the file"):
         load_git_config(str(tmp_path / "missing.yaml"))
+
+
+def test_sign_commits_is_off_unless_asked_and_must_be_a_boolean() -> None:
+    text = "repositories:\n  - name: a\n    url: https://git.example.com/o/a.git\n"
+    assert parse_git_config(text).repositories[0].sign_commits is False
+    assert parse_git_config(text + "    signCommits: true\n").repositories[0].sign_commits is True
+    with pytest.raises(ConfigError, match=r"repositories\[0\]\.signCommits"):
+        parse_git_config(text + "    signCommits: sometimes\n")
