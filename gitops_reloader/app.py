@@ -128,6 +128,10 @@ class App:
     def stop(self) -> None:
         self._stop.set()
         self.controller.stop()
+        for sink in self.controller.sinks.values():
+            close = getattr(sink, "close", None)  # sinks holding HTTP clients
+            if close is not None:
+                close()
         self.recorder.close()
         if self.alerter is not None:
             self.alerter.close()

@@ -39,7 +39,6 @@ from gitops_reloader.gitops.refresh import ARGOCD_REFRESH_ANNOTATION, FLUX_REQUE
 from gitops_reloader.gitops.scanindex import Candidates, DocRef
 from gitops_reloader.hashing import configmap_hash, keyed_digest, secret_hash
 from gitops_reloader.sinks.git import GitSink
-from gitops_reloader.sinks.gitwiring import build_git_sink
 from gitops_reloader.testing.apiserver import ApiServer
 from gitops_reloader.testing.apiserver.faults import Fault
 from gitops_reloader.testing.githost import GitHostServer
@@ -171,15 +170,14 @@ def git(tmp_path: Path, host: GitHostServer) -> GitSetup:
 @contextmanager
 def git_controller(api_client: ApiClient, setup: GitSetup, *flags: str,
                    sink_hook: Any = None) -> Iterator[tuple[App, GitSink]]:
-    """Build the App, inject the git sink before start, run, stop."""
+    """Build the App (which wires the git sink), let ``sink_hook`` see the sink, run, stop."""
     config = load_config(setup.flags(*flags),
                          environ={"HOME": str(setup.tmp / "home"), "POD_NAMESPACE": CONTROLLER_NS})
     app = App(config, api_client=api_client, serve_http=False)
-    sink = build_git_sink(config, app.api, app.metrics, app.recorder)
-    assert sink is not None
+    sink = app.controller.sinks["git"]
+    assert isinstance(sink, GitSink)
     if sink_hook is not None:
         sink_hook(sink)
-    app.controller.sinks["git"] = sink
     app.start()
     try:
         yield app, sink

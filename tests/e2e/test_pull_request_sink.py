@@ -164,21 +164,19 @@ def setup(tmp_path: Path, githost: GitHostServer, prhost: PrHost, kind: str) -> 
 def pr_controller(api_client: ApiClient, setup: PrSetup, *flags: str, cache: str = "cache",
                   config_file: Path | None = None,
                   sink_hook: Any = None) -> Iterator[tuple[App, PullRequestSink]]:
-    """Build the App, inject the pull-request sink before start, run, stop."""
+    """Build the App (which wires the pull-request sink), let ``sink_hook`` see it, run, stop."""
     config = load_config(setup.flags(cache, *flags, config=config_file),
                          environ={"HOME": str(setup.tmp / "home"), "POD_NAMESPACE": CONTROLLER_NS})
     app = App(config, api_client=api_client, serve_http=False)
-    sink = build_pull_request_sink(config, app.api, app.metrics, app.recorder)
-    assert sink is not None
+    sink = app.controller.sinks["pull-request"]
+    assert isinstance(sink, PullRequestSink)
     if sink_hook is not None:
         sink_hook(sink)
-    app.controller.sinks["pull-request"] = sink
     app.start()
     try:
         yield app, sink
     finally:
-        app.stop()
-        sink.close()
+        app.stop()  # closes the sink's host clients
 
 
 def pr_workload(name: str, *, sources: str = "app-config", secrets: str = "") -> dict[str, Any]:
