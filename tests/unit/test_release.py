@@ -194,5 +194,7 @@ def test_chart_default_image_is_what_the_release_workflow_publishes() -> None:
     assert f"ghcr.io/{owner.lower()}/gitops-reloader" == IMAGE_REPOSITORY
     values = yaml.safe_load((CHART_DIR / "values.yaml").read_text(encoding="utf-8"))
     assert values["reloader"]["deployment"]["image"]["repository"] == IMAGE_REPOSITORY
+    dockerfile = (REPO_ROOT / "Dockerfile").read_text(encoding="utf-8")
+    assert f'org.opencontainers.image.source="{repository_url}"' in dockerfile
     workflow = yaml.safe_load((REPO_ROOT / ".github" / "workflows" / "release.yml").read_text())
     assert workflow["env"]["IMAGE"] == "ghcr.io/${{ github.repository_owner }}/gitops-reloader"
