@@ -11,6 +11,7 @@ the chart's ``appVersion``; by digest when ``image.digest`` is set.
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 import tomllib
@@ -145,6 +146,34 @@ def test_section_parsing_is_linear_on_a_pathological_changelog() -> None:
     text = changelog("## [" + "1." * 200_000 + "\n", entry("1.2.3"))
     assert release_notes.released_versions(text) == ["1.2.3"]
     assert release_notes.section(text, "1.2.3") == "### Added\n\n- a feature"
+
+
+# --------------------------------------------------------------------------- workflows
+
+WORKFLOWS = sorted((REPO_ROOT / ".github" / "workflows").glob("*.yml"))
+PINNED = re.compile(r"uses: [\w.-]+/[\w./-]+@[0-9a-f]{40} # v\d+\.\d+\.\d+")
+LOCAL = re.compile(r"uses: \./\.github/workflows/[\w.-]+\.yml")
+
+
+def test_workflows_exist() -> None:
+    assert {path.name for path in WORKFLOWS} == {"ci.yml", "release.yml"}
+
+
+@pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda path: path.name)
+def test_every_action_is_pinned_by_commit_sha_with_its_release(workflow: Path) -> None:
+    uses = [line.strip().removeprefix("- ") for line in workflow.read_text().splitlines()
+            if line.strip().removeprefix("- ").startswith("uses:")]
+    assert uses, "a workflow without steps"
+    unpinned = [line for line in uses if not (PINNED.fullmatch(line) or LOCAL.fullmatch(line))]
+    assert unpinned == []
+
+
+def test_ci_workflow_runs_the_ci_script() -> None:
+    workflow = yaml.safe_load((REPO_ROOT / ".github" / "workflows" / "ci.yml").read_text())
+    triggers = workflow[True]  # PyYAML reads the key `on` as the boolean true
+    assert {"push", "pull_request", "workflow_call"} <= set(triggers)
+    (job,) = workflow["jobs"].values()
+    assert [step["run"] for step in job["steps"] if "run" in step] == ["bash .ci/run"]
 
 
 # --------------------------------------------------------------------------- the chart's image
