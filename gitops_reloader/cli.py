@@ -7,6 +7,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from gitops_reloader import __version__
 from gitops_reloader.config import load_config
 from gitops_reloader.errors import ConfigError, ReloaderError
 from gitops_reloader.observability.logging import configure_logging
@@ -14,6 +15,7 @@ from gitops_reloader.observability.logging import configure_logging
 log = logging.getLogger("gitops_reloader")
 
 USAGE = """usage: gitops-reloader {run,demo} [flags]
+       gitops-reloader --version
 
   run    watch the cluster and reload workloads (flags: gitops-reloader run --help)
   demo   a full loop on the bundled API test server and a local git repository
@@ -54,6 +56,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(USAGE)
         return 0 if args else 2
+    if args[0] == "--version":
+        print(f"gitops-reloader {__version__}")
+        return 0
     command, rest = args[0], args[1:]
     if command == "run":
         return run(rest)
