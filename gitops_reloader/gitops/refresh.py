@@ -66,6 +66,8 @@ class RefreshTarget:
     kind: RefreshKind
     namespace: str
     name: str
+    hydrate: bool = False
+    """An Argo CD Application with a source hydrator: also ask it to hydrate the dry source."""
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.kind.value}/{self.name}"
