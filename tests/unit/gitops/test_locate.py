@@ -414,7 +414,8 @@ def flux_objects(*, path: str = "./clusters/prod", ref: Mapping[str, str] | None
                  source_kind: str = "GitRepository") -> dict[tuple[str, str, str], dict[str, Any]]:
     return {
         ("kustomizations", "flux-system", "apps"): {"spec": {
-            "interval": "10m", "prune": True, "path": path, "sourceRef": {"kind": source_kind, "name": "fleet"}}},
+            "interval": "10m", "prune": True, "path": path,
+            "sourceRef": {"kind": source_kind, "name": "fleet"}}},
         ("gitrepositories", "flux-system", "fleet"): {"spec": {
             "interval": "1m", "url": FLEET,
             "ref": dict(ref if ref is not None else {"branch": "main"})}},
