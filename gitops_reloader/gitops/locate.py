@@ -22,26 +22,38 @@ Sources, in order (the first that applies wins):
   kustomize patch: the hash goes into the map at that path),
   ``gitops-reloader.io/git-path: <file>``, ``gitops-reloader.io/git-repo: <name or URL>``
   (default: the default repository; alone, it scans that repository).
-- **Argo CD**: the ``argocd.argoproj.io/tracking-id`` annotation
-  ``<app>:<group>/<kind>:<namespace>/<name>`` (``<app>`` may be
-  ``<appNamespace>_<appName>``; an id that describes another object is a copy and is
-  ignored), else the ``app.kubernetes.io/instance`` label → the Application →
-  ``spec.source`` (or the first of ``spec.sources`` whose repository is configured)
-  ``repoURL``/``path``/``targetRevision`` → the document under that path.
-- **Flux**: labels ``kustomize.toolkit.fluxcd.io/name|namespace`` → the Kustomization's
-  ``spec.path`` and ``spec.sourceRef`` → the GitRepository's ``spec.url`` and
-  ``spec.ref.branch``; the ``config.kubernetes.io/origin`` annotation's ``path:`` names
-  the exact file when present.
+- **Argo CD tracking id** (unless ``argocd-cm`` says ``label`` tracking): the
+  ``argocd.argoproj.io/tracking-id`` annotation ``<app>:<group>/<kind>:<namespace>/<name>``
+  (``<app>`` may be ``<appNamespace>_<appName>``; an id that describes another object
+  is a copy and is ignored) → the Application, followed only if it deploys into the
+  workload's namespace → its sources by Argo CD's precedence (``sourceHydrator``'s dry
+  source > ``sources`` > ``source``; every non-ref, non-chart source is searched) →
+  the configured repository writing the deployed branch (``HEAD``/empty: the remote's
+  default branch) → the document under those paths (only directly in them for a
+  non-recursive Directory source).
+- **Flux Kustomization**: labels ``kustomize.toolkit.fluxcd.io/name|namespace`` → the
+  Kustomization (``targetNamespace``, if set, must be the workload's) → its
+  GitRepository's checkout (commit > name > semver > tag > branch, default ``master``;
+  only a branch can take a commit) → ``spec.path`` joined securely to the root; the
+  ``config.kubernetes.io/origin`` annotation's ``path:`` names the exact file when present.
+- **Flux HelmRelease**: labels ``helm.toolkit.fluxcd.io/name|namespace`` → a refusal
+  naming the chart's values file in git to use as ``git-target`` (Helm renders the
+  workload: no document declares it).
+- **Argo CD instance label** (``application.instanceLabelKey``), only with ``label`` tracking.
 - **Scan** of the default repository for the document with the same API group, kind,
   name and namespace (a document without a namespace matches too, as a second choice).
 
-An Application or Kustomization that does not exist here (Argo CD may run in another
-cluster; Helm charts set ``app.kubernetes.io/instance`` too) falls through to the next
+Each Argo CD / Flux rule and its upstream source is in ``docs/gitops-location.md``; the
+rules themselves are pure functions in :mod:`~gitops_reloader.gitops.argocd` and
+:mod:`~gitops_reloader.gitops.flux`. An Application, Kustomization or HelmRelease that
+does not exist here (Argo CD may run in another cluster) falls through to the next
 source. Metadata that clearly points somewhere we cannot write — a repository not in
 ``--git-config``, a tag or commit instead of a branch, a Helm chart repository, an OCI
-source — is a :class:`~gitops_reloader.errors.ManifestNotFound` with the reason: a
-commit elsewhere would not be deployed. Operator-owned workloads
-(``ownerReferences`` to a custom resource) raise :class:`OperatorOwned`.
+source, an Application or Kustomization deploying into another namespace — is a
+:class:`~gitops_reloader.errors.ManifestNotFound` with the reason (never the source of
+another namespace's Application): a commit elsewhere would not be deployed.
+Operator-owned workloads (``ownerReferences`` to a custom resource) raise
+:class:`OperatorOwned`.
 
 No search ever leaves the Application's or Kustomization's path: a kustomize base
 shared by several overlays is not edited behind their back (use ``git-target`` on the
