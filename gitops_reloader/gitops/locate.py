@@ -164,6 +164,7 @@ _KIND_GROUPS = {
 _ORIGIN_PATH = re.compile(r"^path:[ \t]*(?P<value>.*?)[ \t]*$", re.MULTILINE)
 _ORIGIN_REPO = re.compile(r"^repo:", re.MULTILINE)
 _MAX_LISTED = 5
+_FLAT = "Argo CD deploys only the files directly in a Directory source's path (directory.recurse is false)"
 
 
 class OperatorOwned(ManifestNotFound):
@@ -556,20 +557,23 @@ class Locator:
 
     def _argocd_app(self, record: Any, identity: ObjectIdentity, notes: list[str], *,
                     by_label: bool) -> tuple[str | None, str, bool] | None:
-        """``(namespace, name, found by tracking id)`` of the Application, if tracked."""
+        """``(namespace, name, found by tracking id)`` of the Application, if tracked.
+
+        ``argocd-cm`` is read (cached) only for a workload that carries a tracking id or
+        labels, so that an unreadable ConfigMap never delays unrelated workloads.
+        """
         meta = _metadata(record)
-        tracking = self._tracking()
         if by_label:
-            if not tracking.uses_label:
+            labels = _strings(meta.get("labels"))
+            if not labels:
                 return None
-            label = _strings(meta.get("labels")).get(tracking.label_key, "").strip()
-            return (*parse_app_instance(label), False) if label else None
-        if tracking.uses_label:
-            return None
-        value = _strings(meta.get("annotations")).get(ARGOCD_TRACKING_ANNOTATION)
-        if not value:
-            if _strings(meta.get("labels")).get(tracking.label_key):
+            tracking = self._tracking()
+            label = labels.get(tracking.label_key, "").strip()
+            if label and not tracking.uses_label:
                 notes.append(f"label {tracking.label_key} ignored: Argo CD tracks by annotation here")
+            return (*parse_app_instance(label), False) if label and tracking.uses_label else None
+        value = _strings(meta.get("annotations")).get(ARGOCD_TRACKING_ANNOTATION)
+        if not value or self._tracking().uses_label:
             return None
         parsed = parse_tracking_id(value)
         if parsed is None:
@@ -630,12 +634,13 @@ class Locator:
                 f"and {GIT_PATH_ANNOTATION} to name the file")
         dirs = tuple(dict.fromkeys(_argocd_path(source, what) for _, source in matched))
         refresh = RefreshTarget(RefreshKind.ARGOCD_APPLICATION, namespace, name, hydrate=sources.hydrator)
-        return Resolution(
-            matched[0][0].name, Method.ARGOCD, search_dirs=dirs, refresh=(refresh,),
-            notes=tuple(notes) + tuple(f"{source.field} skipped" for source in directories
-                                       if all(source is not s for _, s in matched)),
-            hint=hint, recurse=combined_recurse([source for _, source in matched]),
-            deploy_namespace=deploy_namespace)
+        recurse = combined_recurse([source for _, source in matched])
+        notes.extend(f"{source.field} skipped" for source in directories
+                     if all(source is not s for _, s in matched))
+        if recurse is False:
+            notes.append(_FLAT)
+        return Resolution(matched[0][0].name, Method.ARGOCD, search_dirs=dirs, refresh=(refresh,),
+                          notes=tuple(notes), hint=hint, recurse=recurse, deploy_namespace=deploy_namespace)
 
     def _argocd_hint(self, sources: AppSources, what: str) -> str:
         """Which values file to name in ``git-target`` for a Helm-rendered workload."""
@@ -807,7 +812,9 @@ class Locator:
         if resolution.method in (Method.TARGET, Method.ANNOTATION):
             raise ManifestNotFound(f"{identity}: {repo.name}:{resolution.path} does not exist")
         if resolution.recurse is None:
-            resolution = replace(resolution, recurse=_detect_recurse(files, resolution.search_dirs))
+            recurse = _detect_recurse(files, resolution.search_dirs)
+            notes = resolution.notes if recurse else (*resolution.notes, _FLAT)
+            resolution = replace(resolution, recurse=recurse, notes=notes)
         return self._search(identity, resolution, files, repo, confirm=confirm)
 
     def _in_file(self, identity: ObjectIdentity, resolution: Resolution,

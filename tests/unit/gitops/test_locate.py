@@ -139,9 +139,9 @@ def test_git_target_is_file_and_yaml_path() -> None:
 
 
 class FakeApi:
-    """Objects by (plural, namespace, name); counts reads."""
+    """Objects (or the error reading one raises) by (plural, namespace, name); counts reads."""
 
-    def __init__(self, objects: Mapping[tuple[str, str, str], dict[str, Any]] | None = None,
+    def __init__(self, objects: Mapping[tuple[str, str, str], dict[str, Any] | KubeError] | None = None,
                  error: KubeError | None = None) -> None:
         self.objects = dict(objects or {})
         self.error = error
@@ -154,7 +154,10 @@ class FakeApi:
             raise self.error
         if key not in self.objects:
             raise KubeNotFound(f"{key} not found", status=404)
-        return self.objects[key]
+        found = self.objects[key]
+        if isinstance(found, KubeError):
+            raise found
+        return found
 
 
 class Files:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from test_locate import FakeApi, Files, argocd_cm, deploy, record
 
-from gitops_reloader.errors import ConfigError, GitError, ManifestNotFound
+from gitops_reloader.errors import ConfigError, GitError, KubeError, ManifestNotFound
 from gitops_reloader.gitops.argocd import (
     AppSources,
     GitSource,
@@ -297,7 +297,7 @@ def test_non_recursive_directory_ignores_a_match_in_a_subdirectory() -> None:
     found = locator({("applications", "argocd", "web"): application})
     res = found.resolve(record(annotations=TRACKED))
     assert res.recurse is False
-    with pytest.raises(ManifestNotFound, match="no document declares it under fleet:apps/"):
+    with pytest.raises(ManifestNotFound, match=r"under fleet:apps/.*directory\.recurse is false"):
         found.locate(record(annotations=TRACKED), res, Files({"apps/old/web.yaml": deploy("web")}).index)
     direct = Files({"apps/web.yaml": deploy("web"), "apps/old/web.yaml": deploy("web")})
     assert found.locate(record(annotations=TRACKED), res, direct.index).path == "apps/web.yaml"
@@ -337,6 +337,22 @@ def test_git_config_tracking_applies_only_when_argocd_cm_is_unreadable() -> None
                    default_branches=remote).resolve(rec).method is Method.ARGOCD
     with_cm = FakeApi({("applications", "argocd", "web"): application, **argocd_cm()})
     assert Locator(config, with_cm, default_branches=remote).resolve(rec).method is Method.SCAN
+
+
+def test_forbidden_argocd_cm_falls_back_and_a_broken_one_delays_only_argocd_workloads() -> None:
+    config = parse_git_config(f"argocd: {{trackingMethod: label}}\n"
+                              f"repositories:\n  - {{name: fleet, url: '{FLEET}'}}\n")
+    application = app(source={"repoURL": FLEET, "path": "a", "targetRevision": "main"})
+    cm = ("configmaps", "argocd", "argocd-cm")
+    remote = DefaultBranches(lookup=Remote({}))
+    forbidden = FakeApi({("applications", "argocd", "web"): application, cm: KubeError("no", status=403)})
+    rec = record(labels={"app.kubernetes.io/instance": "web"})
+    assert Locator(config, forbidden, default_branches=remote).resolve(rec).method is Method.ARGOCD
+    broken = FakeApi({cm: KubeError("etcd timeout", status=500)})
+    assert Locator(config, broken, default_branches=remote).resolve(record(labels={})).method is Method.SCAN
+    with pytest.raises(KubeError) as caught:
+        Locator(config, broken, default_branches=remote).resolve(rec)
+    assert caught.value.retryable
 
 
 def test_flux_labels_win_over_a_generic_instance_label_even_with_label_tracking() -> None:
