@@ -754,6 +754,13 @@ class Locator:
         except KubeNotFound:
             notes.append(f"{what} not found; {generic}")
             return
+        except KubeError as exc:
+            if exc.status != 403:
+                raise
+            # Not a retry's business, and a scan could pick a same-named document Helm never renders.
+            raise ManifestNotFound(
+                f"{identity}: deployed by {what}, which gitops-reloader may not read (grant get on "
+                f"helmreleases.helm.toolkit.fluxcd.io); {generic}") from None
         where = f"{identity}: deployed by {what}"
         if helm_deploy_namespace(release, namespace) != identity.namespace:
             raise ManifestNotFound(
@@ -768,6 +775,12 @@ class Locator:
                 chart = helm_chart_source(helm_chart, chart.namespace)
             except KubeNotFound:
                 raise ManifestNotFound(f"{where}, whose HelmChart does not exist{inline}") from None
+            except KubeError as exc:
+                if exc.status != 403:
+                    raise
+                raise ManifestNotFound(
+                    f"{where}, whose HelmChart gitops-reloader may not read (grant get on "
+                    f"helmcharts.source.toolkit.fluxcd.io){inline}") from None
         if chart is None or chart.kind != "GitRepository":
             kind = chart.kind if chart is not None else "no source"
             raise ManifestNotFound(

@@ -16,6 +16,7 @@ from kubernetes.client import ApiClient
 from reload_helpers import call, configmap, create
 from test_git_sink import (  # noqa: F401 - fixtures are used by name
     REPO,
+    TOKEN,
     GitSetup,
     git,
     git_controller,
@@ -28,6 +29,9 @@ from test_git_sink import (  # noqa: F401 - fixtures are used by name
 )
 
 from gitops_reloader.clock import FakeClock
+from gitops_reloader.errors import GitError
+from gitops_reloader.gitops.auth import GitAuth
+from gitops_reloader.gitops.gitconfig import RepositoryConfig
 from gitops_reloader.gitops.locate import ARGOCD_TRACKING_ANNOTATION
 from gitops_reloader.gitops.refresh import (
     ARGOCD_REFRESH_ANNOTATION,
@@ -37,6 +41,8 @@ from gitops_reloader.gitops.refresh import (
     RefreshRequester,
     RefreshTarget,
 )
+from gitops_reloader.gitops.remotehead import ask_remote
+from gitops_reloader.gitops.repo import remote_default_branch
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.testing.githost import GitHostServer
 from gitops_reloader.testing.harness import wait_for
@@ -140,3 +146,17 @@ def test_two_refresh_requests_within_one_second_are_both_observed(api_client: Ap
         assert values[0][:19] == values[1][:19]
     assert first[ARGOCD_REFRESH_ANNOTATION] == second[ARGOCD_REFRESH_ANNOTATION] == "normal"
     assert first[ARGOCD_REFRESH_TIMESTAMP_ANNOTATION] != second[ARGOCD_REFRESH_TIMESTAMP_ANNOTATION]
+
+
+def test_remote_default_branch_asks_the_real_remote_with_credentials(host: GitHostServer,  # noqa: F811
+                                                                     git: GitSetup) -> None:  # noqa: F811
+    host.create_repo(REPO, {"a.yaml": "a: 1\n"}, branch="trunk")
+    host.commit_directly(REPO, {"a.yaml": "a: 2\n"}, branch="main")
+    url = host.repo_url(REPO)
+    assert remote_default_branch(url, auth=GitAuth(username="bot", token=TOKEN)) == "trunk"
+    repo = RepositoryConfig(name=REPO, url=url, token_file=str(git.token_file), username="bot")
+    assert ask_remote(repo) == "trunk"
+    with pytest.raises(GitError) as caught:
+        remote_default_branch(url, auth=GitAuth(username="bot", token="wrong-token-123"))
+    assert "wrong-token-123" not in str(caught.value)
+    assert "refused the credentials" in str(caught.value)

@@ -92,7 +92,7 @@ def app(*, source: Mapping[str, Any] | None = None, sources: list[Mapping[str, A
     return obj
 
 
-def locator(objects: Mapping[tuple[str, str, str], dict[str, Any]], *,
+def locator(objects: Mapping[tuple[str, str, str], dict[str, Any] | KubeError], *,
             remote: Remote | None = None) -> Locator:
     heads = remote or Remote({normalize_repo_url(FLEET): "main", normalize_repo_url(VALUES): "main",
                               normalize_repo_url(OTHER): "main"})
@@ -563,6 +563,20 @@ def test_helm_releases_without_a_git_values_file_are_refused_clearly(release: di
                                                                      match: str) -> None:
     with pytest.raises(ManifestNotFound, match=match):
         locator({("helmreleases", "ns", "web"): release}).resolve(record(labels=HELM_LABELS))
+
+
+def test_a_helm_release_we_may_not_read_is_refused_naming_the_permission() -> None:
+    forbidden = locator({("helmreleases", "ns", "web"): KubeError("forbidden", status=403)})
+    with pytest.raises(ManifestNotFound, match=r"may not read \(grant get on helmreleases"):
+        forbidden.resolve(record(labels=HELM_LABELS))
+    chart_forbidden = locator({
+        ("helmreleases", "ns", "web"): helm_release(chart_ref={"kind": "HelmChart", "name": "c"}),
+        ("helmcharts", "ns", "c"): KubeError("no", status=403)})
+    with pytest.raises(ManifestNotFound, match=r"grant get on helmcharts"):
+        chart_forbidden.resolve(record(labels=HELM_LABELS))
+    with pytest.raises(KubeError):
+        busy = locator({("helmreleases", "ns", "web"): KubeError("busy", status=503)})
+        busy.resolve(record(labels=HELM_LABELS))
 
 
 def test_helm_rendered_workload_is_never_scanned_for() -> None:
