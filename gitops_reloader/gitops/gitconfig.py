@@ -5,6 +5,9 @@ Format (YAML)::
     defaultRepository: manifests          # optional with one repository (it is the default)
     commitMessage: "reload: {workloads} ({sources} changed)"   # optional
     argocdNamespace: argocd               # optional: where Argo CD Applications live
+    argocd:                               # optional: used only when argocd-cm can't be read
+      trackingMethod: annotation          # annotation | label | annotation+label
+      instanceLabelKey: app.kubernetes.io/instance
     repositories:
       - name: manifests                   # [a-z0-9._-], used in annotations and as a directory name
         url: https://git.example.com/org/manifests.git
@@ -88,7 +91,11 @@ DEFAULT_COMMIT_MESSAGE = "reload: {workloads} ({sources} changed)"
 _TEMPLATE_FIELDS = frozenset({"workloads", "sources", "repository", "count"})
 _NAME = re.compile(r"^[a-z0-9](?:[a-z0-9._-]{0,61}[a-z0-9])?$")
 _EMAIL = re.compile(r"^[^@\s<>]+@[^@\s<>]+$")
-_TOP_KEYS = frozenset({"repositories", "defaultRepository", "commitMessage", "argocdNamespace"})
+_TOP_KEYS = frozenset({"repositories", "defaultRepository", "commitMessage", "argocdNamespace", "argocd"})
+_ARGOCD_KEYS = frozenset({"trackingMethod", "instanceLabelKey"})
+_TRACKING_METHODS = ("annotation", "label", "annotation+label")
+_LABEL_KEY = re.compile(
+    r"^(?:[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
 _REPO_KEYS = frozenset({
     "name", "url", "branch", "tokenFile", "username", "sshKeyFile", "knownHostsFile",
     "author", "paths", "commitMessage", "pullRequest", "signCommits",
@@ -176,6 +183,10 @@ class GitConfig:
     default_repository: str | None = None
     argocd_namespace: str = "argocd"
     """Namespace of Argo CD Applications whose tracking id names no namespace."""
+    argocd_tracking_method: str = ""
+    """``argocd.trackingMethod``: used when ``argocd-cm`` can't be read (``""``: Argo CD's default)."""
+    argocd_instance_label_key: str = ""
+    """``argocd.instanceLabelKey``: used when ``argocd-cm`` can't be read (``""``: Argo CD's default)."""
 
     def get(self, name: str) -> RepositoryConfig | None:
         """The repository called ``name``, or ``None``."""
@@ -302,8 +313,24 @@ def parse_git_config(text: str, *, source: str = "<git-config>") -> GitConfig:
     argocd_namespace = _string(top.get("argocdNamespace"), where, "argocdNamespace") or "argocd"
     if not _NAME.match(argocd_namespace):
         raise ConfigError(f"{where}: argocdNamespace: not a valid namespace name")
+    method, label_key = _argocd(top.get("argocd"), where)
     return GitConfig(repositories=tuple(repos), default_repository=default,
-                     argocd_namespace=argocd_namespace)
+                     argocd_namespace=argocd_namespace, argocd_tracking_method=method,
+                     argocd_instance_label_key=label_key)
+
+
+def _argocd(value: Any, where: str) -> tuple[str, str]:
+    if value is None:
+        return "", ""
+    block = _mapping(value, where, "argocd")
+    _no_unknown_keys(block, _ARGOCD_KEYS, where, "argocd")
+    method = _string(block.get("trackingMethod"), where, "argocd.trackingMethod")
+    if method and method not in _TRACKING_METHODS:
+        raise ConfigError(f"{where}: argocd.trackingMethod: must be one of {', '.join(_TRACKING_METHODS)}")
+    label_key = _string(block.get("instanceLabelKey"), where, "argocd.instanceLabelKey")
+    if label_key and not _LABEL_KEY.match(label_key):
+        raise ConfigError(f"{where}: argocd.instanceLabelKey: not a valid label key")
+    return method, label_key
 
 
 def _repository(raw: Any, where: str, at: str, default_message: str | None) -> RepositoryConfig:

@@ -22,26 +22,38 @@ Sources, in order (the first that applies wins):
   kustomize patch: the hash goes into the map at that path),
   ``gitops-reloader.io/git-path: <file>``, ``gitops-reloader.io/git-repo: <name or URL>``
   (default: the default repository; alone, it scans that repository).
-- **Argo CD**: the ``argocd.argoproj.io/tracking-id`` annotation
-  ``<app>:<group>/<kind>:<namespace>/<name>`` (``<app>`` may be
-  ``<appNamespace>_<appName>``; an id that describes another object is a copy and is
-  ignored), else the ``app.kubernetes.io/instance`` label → the Application →
-  ``spec.source`` (or the first of ``spec.sources`` whose repository is configured)
-  ``repoURL``/``path``/``targetRevision`` → the document under that path.
-- **Flux**: labels ``kustomize.toolkit.fluxcd.io/name|namespace`` → the Kustomization's
-  ``spec.path`` and ``spec.sourceRef`` → the GitRepository's ``spec.url`` and
-  ``spec.ref.branch``; the ``config.kubernetes.io/origin`` annotation's ``path:`` names
-  the exact file when present.
+- **Argo CD tracking id** (unless ``argocd-cm`` says ``label`` tracking): the
+  ``argocd.argoproj.io/tracking-id`` annotation ``<app>:<group>/<kind>:<namespace>/<name>``
+  (``<app>`` may be ``<appNamespace>_<appName>``; an id that describes another object
+  is a copy and is ignored) → the Application, followed only if it deploys into the
+  workload's namespace → its sources by Argo CD's precedence (``sourceHydrator``'s dry
+  source > ``sources`` > ``source``; every non-ref, non-chart source is searched) →
+  the configured repository writing the deployed branch (``HEAD``/empty: the remote's
+  default branch) → the document under those paths (only directly in them for a
+  non-recursive Directory source).
+- **Flux Kustomization**: labels ``kustomize.toolkit.fluxcd.io/name|namespace`` → the
+  Kustomization (``targetNamespace``, if set, must be the workload's) → its
+  GitRepository's checkout (commit > name > semver > tag > branch, default ``master``;
+  only a branch can take a commit) → ``spec.path`` joined securely to the root; the
+  ``config.kubernetes.io/origin`` annotation's ``path:`` names the exact file when present.
+- **Flux HelmRelease**: labels ``helm.toolkit.fluxcd.io/name|namespace`` → a refusal
+  naming the chart's values file in git to use as ``git-target`` (Helm renders the
+  workload: no document declares it).
+- **Argo CD instance label** (``application.instanceLabelKey``), only with ``label`` tracking.
 - **Scan** of the default repository for the document with the same API group, kind,
   name and namespace (a document without a namespace matches too, as a second choice).
 
-An Application or Kustomization that does not exist here (Argo CD may run in another
-cluster; Helm charts set ``app.kubernetes.io/instance`` too) falls through to the next
+Each Argo CD / Flux rule and its upstream source is in ``docs/gitops-location.md``; the
+rules themselves are pure functions in :mod:`~gitops_reloader.gitops.argocd` and
+:mod:`~gitops_reloader.gitops.flux`. An Application, Kustomization or HelmRelease that
+does not exist here (Argo CD may run in another cluster) falls through to the next
 source. Metadata that clearly points somewhere we cannot write — a repository not in
 ``--git-config``, a tag or commit instead of a branch, a Helm chart repository, an OCI
-source — is a :class:`~gitops_reloader.errors.ManifestNotFound` with the reason: a
-commit elsewhere would not be deployed. Operator-owned workloads
-(``ownerReferences`` to a custom resource) raise :class:`OperatorOwned`.
+source, an Application or Kustomization deploying into another namespace — is a
+:class:`~gitops_reloader.errors.ManifestNotFound` with the reason (never the source of
+another namespace's Application): a commit elsewhere would not be deployed.
+Operator-owned workloads (``ownerReferences`` to a custom resource) raise
+:class:`OperatorOwned`.
 
 No search ever leaves the Application's or Kustomization's path: a kustomize base
 shared by several overlays is not edited behind their back (use ``git-target`` on the
@@ -55,21 +67,56 @@ from __future__ import annotations
 import enum
 import posixpath
 import re
+import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from gitops_reloader.errors import AnnotationError, KubeNotFound, ManifestNotFound, YamlEditError
+from gitops_reloader.clock import Clock, SystemClock
+from gitops_reloader.errors import (
+    AnnotationError,
+    KubeError,
+    KubeNotFound,
+    ManifestNotFound,
+    ReloaderError,
+    YamlEditError,
+)
+from gitops_reloader.gitops.argocd import (
+    ARGOCD_CM,
+    DEFAULT_INSTANCE_LABEL,
+    KUSTOMIZATION_FILES,
+    AppSources,
+    GitSource,
+    SourceType,
+    Tracking,
+    application_sources,
+    combined_recurse,
+    destination_namespace,
+    detect_source_type,
+    tracking_from_configmap,
+)
 from gitops_reloader.gitops.auth import display_url
+from gitops_reloader.gitops.flux import checkout, helm_chart_source, helm_deploy_namespace, secure_join
 from gitops_reloader.gitops.gitconfig import GitConfig, RepositoryConfig
 from gitops_reloader.gitops.refresh import RefreshKind, RefreshTarget
+from gitops_reloader.gitops.remotehead import DefaultBranches
 from gitops_reloader.gitops.scanindex import Candidates, DocRef, api_group
 from gitops_reloader.gitops.yamledit import find_document, parse_yaml_path
-from gitops_reloader.kube.resources import APPLICATIONS, GITREPOSITORIES, KUSTOMIZATIONS, ResourceKind
+from gitops_reloader.kube.resources import (
+    APPLICATIONS,
+    CONFIGMAPS,
+    GITREPOSITORIES,
+    HELMCHARTS,
+    HELMRELEASES,
+    KUSTOMIZATIONS,
+    ResourceKind,
+)
 
 __all__ = [
     "ARGOCD_INSTANCE_LABEL",
     "ARGOCD_TRACKING_ANNOTATION",
+    "FLUX_HELM_NAMESPACE_LABEL",
+    "FLUX_HELM_NAME_LABEL",
     "FLUX_NAMESPACE_LABEL",
     "FLUX_NAME_LABEL",
     "FLUX_ORIGIN_ANNOTATION",
@@ -101,6 +148,7 @@ FLUX_NAME_LABEL = "kustomize.toolkit.fluxcd.io/name"
 FLUX_NAMESPACE_LABEL = "kustomize.toolkit.fluxcd.io/namespace"
 FLUX_ORIGIN_ANNOTATION = "config.kubernetes.io/origin"
 FLUX_HELM_NAME_LABEL = "helm.toolkit.fluxcd.io/name"
+FLUX_HELM_NAMESPACE_LABEL = "helm.toolkit.fluxcd.io/namespace"
 
 _CORE_GROUPS = frozenset({"", "apps", "batch"})
 _KIND_GROUPS = {
@@ -116,6 +164,7 @@ _KIND_GROUPS = {
 _ORIGIN_PATH = re.compile(r"^path:[ \t]*(?P<value>.*?)[ \t]*$", re.MULTILINE)
 _ORIGIN_REPO = re.compile(r"^repo:", re.MULTILINE)
 _MAX_LISTED = 5
+_FLAT = "Argo CD deploys only the files directly in a Directory source's path (directory.recurse is false)"
 
 
 class OperatorOwned(ManifestNotFound):
@@ -180,6 +229,13 @@ class Resolution:
     refresh: tuple[RefreshTarget, ...] = ()
     notes: tuple[str, ...] = ()
     hint: str = ""
+    recurse: bool | None = True
+    """Whether files in subdirectories of ``search_dirs`` count: ``False`` for an Argo CD
+    Directory source without ``directory.recurse``; ``None`` until the source type is
+    known (:meth:`Locator.locate` detects it from the directory's files, as Argo CD does)."""
+    deploy_namespace: str | None = None
+    """The namespace the Argo CD destination / Flux ``targetNamespace`` deploys
+    namespace-less documents into (``None``: unknown, only documents naming one match)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,18 +403,26 @@ def _listed(paths: Sequence[str]) -> str:
 
 
 class Locator:
-    """Resolves and locates manifests for the configured repositories. Thread-safe (no state).
+    """Resolves and locates manifests for the configured repositories. Thread-safe.
 
     ``api`` may be ``None`` (no Argo CD / Flux lookups); ``argocd_namespace`` (default:
-    the git config's ``argocdNamespace``) is where Applications live unless the tracking
-    id names another namespace.
+    the git config's ``argocdNamespace``) is where Applications and ``argocd-cm`` live
+    unless the tracking id names another namespace. The only state is two caches: the
+    tracking settings read from ``argocd-cm`` (``settings_ttl`` seconds) and the remotes'
+    default branches (``default_branches``, see :mod:`~gitops_reloader.gitops.remotehead`).
     """
 
     def __init__(self, git_config: GitConfig, api: ObjectReader | None, *,
-                 argocd_namespace: str | None = None) -> None:
+                 argocd_namespace: str | None = None, default_branches: DefaultBranches | None = None,
+                 clock: Clock | None = None, settings_ttl: float = 60.0) -> None:
         self.git_config = git_config
         self.api = api
         self.argocd_namespace = argocd_namespace or git_config.argocd_namespace
+        self.clock = clock or SystemClock()
+        self.default_branches = default_branches or DefaultBranches(clock=self.clock)
+        self.settings_ttl = settings_ttl
+        self._lock = threading.Lock()
+        self._tracking_cache: tuple[float, Tracking] | None = None
 
     # -- step 1: which repository, which file or directory ------------------------
 
@@ -389,12 +453,15 @@ class Locator:
                 return Resolution(repo.name, Method.ANNOTATION, path=file)
             return Resolution(repo.name, Method.SCAN, search_dirs=repo.paths or ("",))
         notes: list[str] = []
-        found = self._from_argocd(record, identity, notes) or self._from_flux(record, identity, notes)
+        # Argo CD's tracking id > Flux's own labels > a HelmRelease > Argo CD's instance label
+        # (only with the label tracking method: Helm sets app.kubernetes.io/instance too).
+        found = self._from_argocd(record, identity, notes, by_label=False) or self._from_flux(
+            record, identity, notes)
+        if found is None:
+            self._from_helm_release(record, identity, notes)
+            found = self._from_argocd(record, identity, notes, by_label=True)
         if found is not None:
             return found
-        if _strings(_metadata(record).get("labels")).get(FLUX_HELM_NAME_LABEL):
-            notes.append("deployed by a Flux HelmRelease: point gitops-reloader.io/git-target at its "
-                         "values (e.g. 'release.yaml#spec.values.podAnnotations')")
         default = self.git_config.default
         if default is None:
             raise ManifestNotFound(
@@ -441,37 +508,85 @@ class Locator:
             raise ManifestNotFound(
                 f"{identity}: {path} is outside the paths configured for repository {repo.name}")
 
+    # -- Argo CD and Flux (rules in gitops/argocd.py and gitops/flux.py) ---------------
+
+    def _tracking(self) -> Tracking:
+        """Tracking method and label key: ``argocd-cm`` when readable, else ``--git-config``."""
+        now = self.clock.monotonic()
+        with self._lock:
+            cached = self._tracking_cache
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        fallback = Tracking(self.git_config.argocd_tracking_method or "annotation",
+                            self.git_config.argocd_instance_label_key or DEFAULT_INSTANCE_LABEL)
+        tracking = fallback
+        if self.api is not None:
+            try:
+                configmap = self.api.get(CONFIGMAPS, self.argocd_namespace, ARGOCD_CM)
+            except KubeNotFound:
+                pass  # Argo CD runs elsewhere: the git config (or Argo CD's default) applies
+            except KubeError as exc:
+                if exc.status not in (401, 403):
+                    raise
+            else:
+                tracking = tracking_from_configmap(_map(configmap.get("data")))
+        with self._lock:
+            self._tracking_cache = (now + self.settings_ttl, tracking)
+        return tracking
+
     def _repo_for(self, url: str, revision: str, what: str) -> RepositoryConfig:
+        """The configured repository whose branch is the one deployed from ``url``.
+
+        ``HEAD`` or empty means the remote's default branch (asked of the remote).
+        """
         rev = revision.strip().removeprefix("refs/heads/")
         candidates = self.git_config.by_url(url)
         if not candidates:
             raise ManifestNotFound(f"{what} deploys from {display_url(url)}, which is not in --git-config")
+        described = f"revision {rev!r}"
         if rev in ("", "HEAD"):
-            return candidates[0]
+            rev = self.default_branches.branch(candidates[0])
+            described = f"the default branch {rev!r}"
         for repo in candidates:
             if repo.branch == rev:
                 return repo
         branches = ", ".join(sorted({r.branch for r in candidates}))
         raise ManifestNotFound(
-            f"{what} deploys revision {rev!r} of {display_url(url)}, but --git-config writes to "
+            f"{what} deploys {described} of {display_url(url)}, but --git-config writes to "
             f"branch {branches}: a commit there would not be deployed")
 
-    def _from_argocd(self, record: Any, identity: ObjectIdentity, notes: list[str]) -> Resolution | None:
+    def _argocd_app(self, record: Any, identity: ObjectIdentity, notes: list[str], *,
+                    by_label: bool) -> tuple[str | None, str, bool] | None:
+        """``(namespace, name, found by tracking id)`` of the Application, if tracked.
+
+        ``argocd-cm`` is read (cached) only for a workload that carries a tracking id or
+        labels, so that an unreadable ConfigMap never delays unrelated workloads.
+        """
         meta = _metadata(record)
-        app: tuple[str | None, str] | None = None
-        tracking = _strings(meta.get("annotations")).get(ARGOCD_TRACKING_ANNOTATION)
-        if tracking:
-            parsed = parse_tracking_id(tracking)
-            if parsed is None:
-                notes.append(f"{ARGOCD_TRACKING_ANNOTATION} is malformed")
-            elif not parsed.describes(identity):
-                notes.append(f"{ARGOCD_TRACKING_ANNOTATION} describes another object (copied); ignored")
-            else:
-                app = (parsed.app_namespace, parsed.app_name)
-        if app is None:
-            label = _strings(meta.get("labels")).get(ARGOCD_INSTANCE_LABEL, "").strip()
-            if label:
-                app = parse_app_instance(label)
+        if by_label:
+            labels = _strings(meta.get("labels"))
+            if not labels:
+                return None
+            tracking = self._tracking()
+            label = labels.get(tracking.label_key, "").strip()
+            if label and not tracking.uses_label:
+                notes.append(f"label {tracking.label_key} ignored: Argo CD tracks by annotation here")
+            return (*parse_app_instance(label), False) if label and tracking.uses_label else None
+        value = _strings(meta.get("annotations")).get(ARGOCD_TRACKING_ANNOTATION)
+        if not value or self._tracking().uses_label:
+            return None
+        parsed = parse_tracking_id(value)
+        if parsed is None:
+            notes.append(f"{ARGOCD_TRACKING_ANNOTATION} is malformed")
+            return None
+        if not parsed.describes(identity):
+            notes.append(f"{ARGOCD_TRACKING_ANNOTATION} describes another object (copied); ignored")
+            return None
+        return parsed.app_namespace, parsed.app_name, True
+
+    def _from_argocd(self, record: Any, identity: ObjectIdentity, notes: list[str], *,
+                     by_label: bool) -> Resolution | None:
+        app = self._argocd_app(record, identity, notes, by_label=by_label)
         if app is None:
             return None
         if self.api is None:
@@ -484,37 +599,78 @@ class Locator:
         except KubeNotFound:
             notes.append(f"{what} not found")
             return None
-        source = self._argocd_source(application)
-        if source is None:
-            raise ManifestNotFound(f"{identity}: {what} has no source with a repoURL")
-        url = str(source.get("repoURL") or "")
-        if source.get("chart"):
+        allowed, deploy_namespace = destination_namespace(
+            application, app_namespace=namespace, workload_namespace=identity.namespace,
+            tracked_by_id=app[2], argocd_namespace=self.argocd_namespace)
+        if not allowed:
+            # Never name the other Application's source: it may be another team's.
             raise ManifestNotFound(
-                f"{identity}: {what} installs Helm chart {source.get('chart')!r} from a chart "
-                f"repository; set {GIT_TARGET_ANNOTATION} to a values file in git")
-        repo = self._repo_for(url, str(source.get("targetRevision") or ""), f"{identity}: {what}")
-        directory = clean_repo_path(str(source.get("path") or ""), what=f"{what} spec.source.path")
-        hint = ""
-        if isinstance(source.get("helm"), Mapping):
-            hint = (f"{what} renders a Helm chart: set {GIT_TARGET_ANNOTATION} to its values file, "
-                    "e.g. 'values.yaml#podAnnotations'")
-        return Resolution(
-            repo.name, Method.ARGOCD, search_dirs=(directory,),
-            refresh=(RefreshTarget(RefreshKind.ARGOCD_APPLICATION, namespace, name),),
-            notes=tuple(notes), hint=hint)
+                f"{identity}: {what} does not deploy into namespace {identity.namespace} "
+                "(spec.destination.namespace differs, or is empty without a tracking id naming this "
+                "object in Argo CD's namespace): its files are not this workload's to edit")
+        sources = application_sources(application)
+        where = f"{identity}: {what}"
+        hint = self._argocd_hint(sources, what)
+        directories = [s for s in sources.directories if s.repo_url]
+        if not directories:
+            if sources.charts:
+                raise ManifestNotFound(
+                    f"{where} installs Helm chart {sources.charts[0]!r} from a chart repository; "
+                    + (hint or f"set {GIT_TARGET_ANNOTATION} to a values file in git"))
+            raise ManifestNotFound(f"{where} has no source with a repoURL" + (f"; {hint}" if hint else ""))
+        matched: list[tuple[RepositoryConfig, GitSource]] = []
+        refused: list[ManifestNotFound] = []
+        for source in directories:
+            try:
+                matched.append((self._repo_for(source.repo_url, source.revision, where), source))
+            except ManifestNotFound as exc:
+                refused.append(exc)
+        if not matched:
+            raise ManifestNotFound(str(refused[0]) + (f"; {hint}" if hint else "")) from None
+        if len({repo.name for repo, _ in matched}) > 1:
+            raise ManifestNotFound(
+                f"{where} deploys from several repositories of --git-config "
+                f"({', '.join(sorted({repo.name for repo, _ in matched}))}); set {GIT_REPO_ANNOTATION} "
+                f"and {GIT_PATH_ANNOTATION} to name the file")
+        dirs = tuple(dict.fromkeys(_argocd_path(source, what) for _, source in matched))
+        refresh = RefreshTarget(RefreshKind.ARGOCD_APPLICATION, namespace, name, hydrate=sources.hydrator)
+        recurse = combined_recurse([source for _, source in matched])
+        notes.extend(f"{source.field} skipped" for source in directories
+                     if all(source is not s for _, s in matched))
+        if recurse is False:
+            notes.append(_FLAT)
+        return Resolution(matched[0][0].name, Method.ARGOCD, search_dirs=dirs, refresh=(refresh,),
+                          notes=tuple(notes), hint=hint, recurse=recurse, deploy_namespace=deploy_namespace)
 
-    def _argocd_source(self, application: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        spec = _map(application.get("spec"))
-        single = spec.get("source")
-        if isinstance(single, Mapping) and single.get("repoURL"):
-            return single
-        sources = [s for s in spec.get("sources") or () if isinstance(s, Mapping) and s.get("repoURL")]
-        # Prefer a source we can write to that carries manifests (not only a values "ref").
-        for source in sources:
-            if self.git_config.by_url(str(source["repoURL"])) and not source.get("chart") and (
-                    source.get("path") is not None or not source.get("ref")):
-                return source
-        return sources[0] if sources else None
+    def _argocd_hint(self, sources: AppSources, what: str) -> str:
+        """Which values file to name in ``git-target`` for a Helm-rendered workload."""
+        offers: list[str] = []
+        for values in sources.values:
+            offers.append(self._target_offer(values.path, values.repo_url, values.revision))
+        for source in sources.directories:
+            if source.source_type is not SourceType.HELM and not source.value_files:
+                continue
+            base = _argocd_path(source, what)
+            files = [f for f in source.value_files if not f.startswith("$")] or (
+                [] if source.value_files else ["values.yaml"])
+            for file in files:
+                offers.append(self._target_offer(secure_join(posixpath.join(base, file)), source.repo_url,
+                                                 source.revision))
+        if not offers:
+            return ""
+        return (f"{what} renders a Helm chart: set {GIT_TARGET_ANNOTATION} to its values file, "
+                f"e.g. {offers[-1]}")
+
+    def _target_offer(self, path: str, url: str, revision: str) -> str:
+        offer = f"'{path}#podAnnotations'"
+        try:
+            repo = self._repo_for(url, revision, "")
+        except ReloaderError:
+            return offer + f" (in {display_url(url)}, which --git-config can't write to)"
+        default = self.git_config.default
+        if default is None or default.name != repo.name:
+            offer += f" with {GIT_REPO_ANNOTATION}: '{repo.name}'"
+        return offer
 
     def _from_flux(self, record: Any, identity: ObjectIdentity, notes: list[str]) -> Resolution | None:
         meta = _metadata(record)
@@ -533,6 +689,11 @@ class Locator:
             notes.append(f"{what} not found")
             return None
         spec = _map(kustomization.get("spec"))
+        target_namespace = str(spec.get("targetNamespace") or "").strip()
+        if target_namespace and target_namespace != identity.namespace:
+            raise ManifestNotFound(
+                f"{identity}: {what} applies into another namespace (spec.targetNamespace): "
+                "its files are not this workload's to edit")
         source_ref = _map(spec.get("sourceRef"))
         source_kind = str(source_ref.get("kind") or "GitRepository")
         if source_kind != "GitRepository":
@@ -540,24 +701,8 @@ class Locator:
                 f"{identity}: {what} applies from a {source_kind}: there is no git repository to write to")
         src_namespace = str(source_ref.get("namespace") or ks_namespace)
         src_name = str(source_ref.get("name") or "")
-        try:
-            git_repository = self.api.get(GITREPOSITORIES, src_namespace, src_name)
-        except KubeNotFound:
-            raise ManifestNotFound(
-                f"{identity}: {what} uses GitRepository {src_namespace}/{src_name}, which does not exist"
-            ) from None
-        url = str(_dig(git_repository, "spec", "url") or "")
-        ref = _map(_dig(git_repository, "spec", "ref"))
-        branch = str(ref.get("branch") or "")
-        if not branch and str(ref.get("name") or "").startswith("refs/heads/"):
-            branch = str(ref["name"])
-        pinned = [k for k in ("tag", "semver", "commit", "name") if ref.get(k)]
-        if not branch and pinned:
-            raise ManifestNotFound(
-                f"{identity}: GitRepository {src_namespace}/{src_name} follows a {pinned[0]}, not a branch: "
-                "a commit would not be deployed")
-        repo = self._repo_for(url, branch, f"{identity}: {what}")
-        root = clean_repo_path(str(spec.get("path") or ""), what=f"{what} spec.path")
+        repo = self._flux_repository(src_namespace, src_name, f"{identity}: {what}")
+        root = secure_join(str(spec.get("path") or ""))
         path: str | None = None
         origin = _strings(meta.get("annotations")).get(FLUX_ORIGIN_ANNOTATION)
         if origin:
@@ -570,7 +715,90 @@ class Locator:
         refresh = (RefreshTarget(RefreshKind.FLUX_GITREPOSITORY, src_namespace, src_name),
                    RefreshTarget(RefreshKind.FLUX_KUSTOMIZATION, ks_namespace, ks_name))
         return Resolution(repo.name, Method.FLUX, path=path or None, search_dirs=(root,),
-                          refresh=refresh, notes=tuple(notes))
+                          refresh=refresh, notes=tuple(notes), deploy_namespace=target_namespace or None)
+
+    def _flux_repository(self, namespace: str, name: str, where: str) -> RepositoryConfig:
+        """The configured repository and branch a GitRepository checks out (or a refusal)."""
+        assert self.api is not None
+        try:
+            git_repository = self.api.get(GITREPOSITORIES, namespace, name)
+        except KubeNotFound:
+            raise ManifestNotFound(
+                f"{where} uses GitRepository {namespace}/{name}, which does not exist") from None
+        spec = _map(git_repository.get("spec"))
+        ref = checkout(spec.get("ref"))
+        if ref.branch is None:
+            raise ManifestNotFound(
+                f"{where} uses GitRepository {namespace}/{name}, which checks out {ref} "
+                f"(spec.ref.{ref.kind}), not a branch: a commit on any branch would not be deployed. "
+                "Make the GitRepository follow "
+                f"a branch, or set {GIT_REPO_ANNOTATION} and {GIT_PATH_ANNOTATION}/{GIT_TARGET_ANNOTATION} "
+                "to a file deployed from a branch-tracking source")
+        return self._repo_for(str(spec.get("url") or ""), ref.branch, where)
+
+    def _from_helm_release(self, record: Any, identity: ObjectIdentity, notes: list[str]) -> None:
+        """Refuse a workload rendered by a Flux HelmRelease, naming the values file to target."""
+        labels = _strings(_metadata(record).get("labels"))
+        name = labels.get(FLUX_HELM_NAME_LABEL, "").strip()
+        if not name:
+            return
+        namespace = labels.get(FLUX_HELM_NAMESPACE_LABEL, "").strip() or identity.namespace
+        what = f"Flux HelmRelease {namespace}/{name}"
+        generic = (f"deployed by {what}: point {GIT_TARGET_ANNOTATION} at its values "
+                   "(e.g. 'release.yaml#spec.values.podAnnotations')")
+        if self.api is None:
+            notes.append(generic)
+            return
+        try:
+            release = self.api.get(HELMRELEASES, namespace, name)
+        except KubeNotFound:
+            notes.append(f"{what} not found; {generic}")
+            return
+        except KubeError as exc:
+            if exc.status != 403:
+                raise
+            # Not a retry's business, and a scan could pick a same-named document Helm never renders.
+            raise ManifestNotFound(
+                f"{identity}: deployed by {what}, which gitops-reloader may not read (grant get on "
+                f"helmreleases.helm.toolkit.fluxcd.io); {generic}") from None
+        where = f"{identity}: deployed by {what}"
+        if helm_deploy_namespace(release, namespace) != identity.namespace:
+            raise ManifestNotFound(
+                f"{where}, which installs into another namespace: not this workload's to edit")
+        inline = (f"; its values are inline: set {GIT_TARGET_ANNOTATION} to the HelmRelease's own manifest, "
+                  "e.g. 'release.yaml#spec.values.podAnnotations'"
+                  if _map(_map(release.get("spec")).get("values")) else "")
+        chart = helm_chart_source(release, namespace)
+        if chart is not None and chart.via_helm_chart:
+            try:
+                helm_chart = self.api.get(HELMCHARTS, chart.namespace, chart.name)
+                chart = helm_chart_source(helm_chart, chart.namespace)
+            except KubeNotFound:
+                raise ManifestNotFound(f"{where}, whose HelmChart does not exist{inline}") from None
+            except KubeError as exc:
+                if exc.status != 403:
+                    raise
+                raise ManifestNotFound(
+                    f"{where}, whose HelmChart gitops-reloader may not read (grant get on "
+                    f"helmcharts.source.toolkit.fluxcd.io){inline}") from None
+        if chart is None or chart.kind != "GitRepository":
+            kind = chart.kind if chart is not None else "no source"
+            raise ManifestNotFound(
+                f"{where}, whose chart comes from {kind}: the rendered manifest and the chart's values "
+                f"are not in a git repository we can write{inline or ' (the HelmRelease sets no values)'}")
+        file = (secure_join(chart.values_files[-1]) if chart.values_files
+                else secure_join(posixpath.join(chart.chart, "values.yaml")))
+        try:
+            repo = self._flux_repository(chart.namespace, chart.name, where)
+        except ManifestNotFound as exc:
+            raise ManifestNotFound(f"{exc}{inline}") from None
+        offer = f"'{file}#podAnnotations'"
+        default = self.git_config.default
+        if default is None or default.name != repo.name:
+            offer += f" with {GIT_REPO_ANNOTATION}: '{repo.name}'"
+        raise ManifestNotFound(
+            f"{where}: Helm renders this workload, so no manifest in git declares it; set "
+            f"{GIT_TARGET_ANNOTATION} to the chart's values file, e.g. {offer}{inline}")
 
     # -- step 2: the document in the synced clone ------------------------------------
 
@@ -596,6 +824,10 @@ class Locator:
                 return found
         if resolution.method in (Method.TARGET, Method.ANNOTATION):
             raise ManifestNotFound(f"{identity}: {repo.name}:{resolution.path} does not exist")
+        if resolution.recurse is None:
+            recurse = _detect_recurse(files, resolution.search_dirs)
+            notes = resolution.notes if recurse else (*resolution.notes, _FLAT)
+            resolution = replace(resolution, recurse=recurse, notes=notes)
         return self._search(identity, resolution, files, repo, confirm=confirm)
 
     def _in_file(self, identity: ObjectIdentity, resolution: Resolution,
@@ -626,6 +858,8 @@ class Locator:
         dirs = resolution.search_dirs or ("",)
         candidates = files.lookup(group=identity.group, kind=identity.kind, namespace=identity.namespace,
                                   name=identity.name, under=dirs)
+        if resolution.recurse is False:
+            candidates = _directly_in(candidates, dirs)
         for tier in (candidates.exact, candidates.loose):
             if len(tier) == 1 and not confirm:
                 ref = tier[0]
@@ -671,6 +905,34 @@ def _text(files: ManifestFiles, path: str) -> str | None:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise YamlEditError(f"{path}: not UTF-8 text") from None
+
+
+def _argocd_path(source: GitSource, what: str) -> str:
+    """The source's ``path`` relative to the repository root (a leading ``/`` is the root)."""
+    try:
+        return clean_repo_path(source.path.lstrip("/"), what=f"{what} {source.field}.path")
+    except AnnotationError as exc:
+        raise ManifestNotFound(str(exc)) from None
+
+
+def _detect_recurse(files: ManifestFiles, dirs: Sequence[str]) -> bool:
+    """Argo CD's ``AppType`` for each searched directory: recursive unless a Directory source."""
+    for directory in dirs:
+        names = [name for name in (*KUSTOMIZATION_FILES, "Chart.yaml")
+                 if files.read(posixpath.join(directory, name)) is not None]
+        if detect_source_type(names) is SourceType.DIRECTORY:
+            return False
+    return True
+
+
+def _directly_in(candidates: Candidates, dirs: Sequence[str]) -> Candidates:
+    """Only the candidates whose file lies directly in one of ``dirs`` (no subdirectory)."""
+    wanted = {d.strip("/") for d in dirs}
+
+    def keep(refs: Sequence[DocRef]) -> tuple[DocRef, ...]:
+        return tuple(r for r in refs if posixpath.dirname(r.path) in wanted)
+
+    return Candidates(keep(candidates.exact), keep(candidates.loose))
 
 
 def _notes(notes: Sequence[str]) -> str:

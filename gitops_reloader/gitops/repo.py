@@ -45,7 +45,7 @@ from gitops_reloader.gitops.auth import (
     validate_auth,
 )
 
-__all__ = ["Author", "Repository"]
+__all__ = ["Author", "Repository", "remote_default_branch"]
 
 _REMOTE = "origin"
 _SHA = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
@@ -172,6 +172,20 @@ class Repository:
             sha, _, name = line.partition("\t")
             if name.strip() == ref:
                 return sha.strip()
+        return None
+
+    def remote_default_branch(self) -> str | None:
+        """The branch the remote's ``HEAD`` points to (``git ls-remote --symref``), if any.
+
+        Works before the first :meth:`sync`; ``None`` when the remote has no symbolic
+        ``HEAD`` (an empty repository, or a server that does not advertise it).
+        """
+        out = self._git(None, "ls-remote", "--symref", "--", self.url, "HEAD", network=True,
+                        action="ls-remote")
+        for line in out.splitlines():
+            target, _, name = line.partition("\t")
+            if name.strip() == "HEAD" and target.startswith("ref: refs/heads/"):
+                return target.removeprefix("ref: refs/heads/").strip() or None
         return None
 
     # -- reading -----------------------------------------------------------------------
@@ -512,3 +526,14 @@ def _text(value: object) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
     return str(value)
+
+
+def remote_default_branch(url: str, *, auth: GitAuth = GitAuth(),  # noqa: B008 - frozen default
+                          timeout: float | None = 10.0) -> str | None:
+    """The default branch of the remote ``url`` (see :meth:`Repository.remote_default_branch`).
+
+    Raises :class:`~gitops_reloader.errors.GitError` (scrubbed) when the remote can't be
+    asked within ``timeout`` seconds.
+    """
+    probe = Repository(url, branch="main", workdir=Path("/nonexistent"), auth=auth, timeout=timeout)
+    return probe.remote_default_branch()

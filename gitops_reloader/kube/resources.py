@@ -55,3 +55,5 @@ KUSTOMIZATIONS = ResourceKind(
     "kustomize.toolkit.fluxcd.io", "v1", "kustomizations", "Kustomization"
 )
 GITREPOSITORIES = ResourceKind("source.toolkit.fluxcd.io", "v1", "gitrepositories", "GitRepository")
+HELMRELEASES = ResourceKind("helm.toolkit.fluxcd.io", "v2", "helmreleases", "HelmRelease")
+HELMCHARTS = ResourceKind("source.toolkit.fluxcd.io", "v1", "helmcharts", "HelmChart")

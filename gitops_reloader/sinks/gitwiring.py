@@ -88,7 +88,7 @@ def build_git_sink(config: Config, api: KubeApi, metrics: Metrics, recorder: Eve
     return GitSink(
         git_config=git_config,
         repositories=build_repository_handles(git_config, gitops.cache_dir),
-        locator=Locator(git_config, api),
+        locator=Locator(git_config, api, clock=clock),
         digest_key=digest_keys.get,
         metrics=metrics,
         recorder=recorder,
@@ -125,7 +125,7 @@ def build_pull_request_sink(config: Config, api: KubeApi, metrics: Metrics, reco
         git_config=git_config,
         repositories=handles,
         hosts=hosts,
-        locator=Locator(git_config, api),
+        locator=Locator(git_config, api, clock=clock),
         digest_key=digest_keys.get,
         metrics=metrics,
         recorder=recorder,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gitops_reloader.errors import AnnotationError, KubeError, KubeNotFound, ManifestNotFound, YamlEditError
-from gitops_reloader.gitops.gitconfig import GitConfig, parse_git_config
+from gitops_reloader.gitops.gitconfig import GitConfig, normalize_repo_url, parse_git_config
 from gitops_reloader.gitops.locate import (
     ARGOCD_INSTANCE_LABEL,
     ARGOCD_TRACKING_ANNOTATION,
@@ -33,6 +33,7 @@ from gitops_reloader.gitops.locate import (
     workload_identity,
 )
 from gitops_reloader.gitops.refresh import RefreshKind, RefreshTarget
+from gitops_reloader.gitops.remotehead import DefaultBranches
 from gitops_reloader.gitops.scanindex import ScanIndex
 from gitops_reloader.kube.resources import ResourceKind
 from gitops_reloader.kube.workloads import CronJobAdapter, RolloutAdapter, WorkloadAdapter
@@ -138,9 +139,9 @@ def test_git_target_is_file_and_yaml_path() -> None:
 
 
 class FakeApi:
-    """Objects by (plural, namespace, name); counts reads."""
+    """Objects (or the error reading one raises) by (plural, namespace, name); counts reads."""
 
-    def __init__(self, objects: Mapping[tuple[str, str, str], dict[str, Any]] | None = None,
+    def __init__(self, objects: Mapping[tuple[str, str, str], dict[str, Any] | KubeError] | None = None,
                  error: KubeError | None = None) -> None:
         self.objects = dict(objects or {})
         self.error = error
@@ -153,7 +154,10 @@ class FakeApi:
             raise self.error
         if key not in self.objects:
             raise KubeNotFound(f"{key} not found", status=404)
-        return self.objects[key]
+        found = self.objects[key]
+        if isinstance(found, KubeError):
+            raise found
+        return found
 
 
 class Files:
@@ -203,17 +207,41 @@ def deploy(name: str, namespace: str | None = "ns", kind: str = "Deployment") ->
 
 
 def application(source: Mapping[str, Any] | None = None, *,
-                sources: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
-    spec: dict[str, Any] = {"destination": {"namespace": "ns"}}
+                sources: Sequence[Mapping[str, Any]] = (), destination: str = "ns",
+                hydrator: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """An Application valid against the CRD schema (project, destination, a source)."""
+    spec: dict[str, Any] = {"project": "default",
+                            "destination": {"server": "https://kubernetes.default.svc"}}
+    if destination:
+        spec["destination"]["namespace"] = destination
     if source is not None:
         spec["source"] = dict(source)
     if sources:
         spec["sources"] = [dict(s) for s in sources]
-    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "spec": spec}
+    if hydrator is not None:
+        spec["sourceHydrator"] = dict(hydrator)
+    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+            "metadata": {"name": "app", "namespace": "argocd"}, "spec": spec}
+
+
+def argocd_cm(**data: str) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """The ``argocd-cm`` ConfigMap in the ``argocd`` namespace."""
+    return {("configmaps", "argocd", "argocd-cm"): {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "argocd-cm", "namespace": "argocd"},
+        "data": dict(data)}}
+
+
+LABEL_TRACKING = argocd_cm(**{"application.resourceTrackingMethod": "label"})
+REMOTE_HEADS = {"git.example.com/platform/fleet": "main", "git.example.com/team/apps": "main"}
+
+
+def remote_heads(repo: Any) -> str | None:
+    """The remotes' default branches, as ls-remote --symref would report them."""
+    return REMOTE_HEADS.get(normalize_repo_url(repo.url))
 
 
 def locator(api: FakeApi | None = None, config: GitConfig = CONFIG) -> Locator:
-    return Locator(config, api)
+    return Locator(config, api, default_branches=DefaultBranches(lookup=remote_heads))
 
 
 # --------------------------------------------------------------------------- identity and owners
@@ -312,37 +340,52 @@ def test_argocd_namespace_comes_from_the_git_config() -> None:
     config = parse_git_config(
         f"argocdNamespace: gitops\nrepositories:\n  - {{name: fleet, url: '{FLEET}'}}\n")
     api = FakeApi({("applications", "gitops", "web-app"): application({"repoURL": FLEET, "path": "a"})})
-    res = Locator(config, api).resolve(record(labels={ARGOCD_INSTANCE_LABEL: "web-app"}))
+    rec = record(annotations={ARGOCD_TRACKING_ANNOTATION: "web-app:apps/Deployment:ns/web"})
+    res = Locator(config, api, default_branches=DefaultBranches(lookup=remote_heads)).resolve(rec)
     assert res.method is Method.ARGOCD
+    assert ("configmaps", "gitops", "argocd-cm") in api.reads
 
 
-def test_a_copied_tracking_id_is_ignored_and_the_label_is_used() -> None:
-    api = FakeApi({("applications", "argocd", "real-app"): application({"repoURL": FLEET, "path": "real"})})
-    rec = record(annotations={ARGOCD_TRACKING_ANNOTATION: "other-app:apps/Deployment:ns/original"},
+def test_with_label_tracking_the_label_is_used_and_the_annotation_is_not() -> None:
+    # resource_tracking.go GetAppName: the label method reads only the instance label.
+    api = FakeApi({("applications", "argocd", "real-app"): application({"repoURL": FLEET, "path": "real"}),
+                   **LABEL_TRACKING})
+    rec = record(annotations={ARGOCD_TRACKING_ANNOTATION: "other-app:apps/Deployment:ns/web"},
                  labels={ARGOCD_INSTANCE_LABEL: "real-app"})
     res = locator(api).resolve(rec)
     assert res.search_dirs == ("real",)
     assert ("applications", "argocd", "other-app") not in api.reads
 
 
-def test_a_copied_tracking_id_without_label_falls_back_to_the_scan() -> None:
+def test_with_annotation_tracking_a_generic_instance_label_is_ignored() -> None:
+    # Helm sets app.kubernetes.io/instance on everything: by default (annotation) it means nothing.
+    api = FakeApi({("applications", "argocd", "web"): application({"repoURL": FLEET, "path": "x"})})
+    res = locator(api).resolve(record(labels={ARGOCD_INSTANCE_LABEL: "web"}))
+    assert res.method is Method.SCAN
+    assert ("applications", "argocd", "web") not in api.reads
+    assert any("tracks by annotation" in note for note in res.notes)
+
+
+def test_a_copied_tracking_id_falls_back_to_the_scan() -> None:
     api = FakeApi()
     rec = record(annotations={ARGOCD_TRACKING_ANNOTATION: "app:apps/Deployment:ns/copy"})
     res = locator(api).resolve(rec)
-    assert res.method is Method.SCAN and api.reads == []
+    assert res.method is Method.SCAN
+    assert [r for r in api.reads if r[0] == "applications"] == []
     assert any("copied" in note for note in res.notes)
 
 
 def test_missing_application_falls_through_to_the_scan() -> None:
-    res = locator(FakeApi()).resolve(record(labels={ARGOCD_INSTANCE_LABEL: "helm-release-name"}))
+    rec = record(annotations={ARGOCD_TRACKING_ANNOTATION: "gone:apps/Deployment:ns/web"})
+    res = locator(FakeApi()).resolve(rec)
     assert res.method is Method.SCAN
-    assert res.notes == ("Argo CD Application argocd/helm-release-name not found",)
+    assert res.notes == ("Argo CD Application argocd/gone not found",)
 
 
 def test_api_errors_other_than_not_found_propagate() -> None:
     with pytest.raises(KubeError):
         locator(FakeApi(error=KubeError("boom", status=500))).resolve(
-            record(labels={ARGOCD_INSTANCE_LABEL: "web"}))
+            record(annotations={ARGOCD_TRACKING_ANNOTATION: "web:apps/Deployment:ns/web"}))
 
 
 @pytest.mark.parametrize(("source", "match"), [
@@ -354,16 +397,16 @@ def test_api_errors_other_than_not_found_propagate() -> None:
 def test_applications_we_cannot_write_for_are_refused(source: dict[str, Any], match: str) -> None:
     api = FakeApi({("applications", "argocd", "web"): application(source)})
     with pytest.raises(ManifestNotFound, match=match):
-        locator(api).resolve(record(labels={ARGOCD_INSTANCE_LABEL: "web"}))
+        locator(api).resolve(record(annotations={ARGOCD_TRACKING_ANNOTATION: "web:apps/Deployment:ns/web"}))
 
 
 def test_multi_source_application_uses_the_configured_git_source() -> None:
     api = FakeApi({("applications", "argocd", "web"): application(sources=[
-        {"repoURL": "https://charts.example.com", "chart": "web"},
+        {"repoURL": "https://charts.example.com", "chart": "web", "targetRevision": "1.0.0"},
         {"repoURL": FLEET, "ref": "values"},
         {"repoURL": "git@git.example.com:team/apps.git", "path": "web/overlays/prod"},
     ])})
-    res = locator(api).resolve(record(labels={ARGOCD_INSTANCE_LABEL: "web"}))
+    res = locator(api).resolve(record(annotations={ARGOCD_TRACKING_ANNOTATION: "web:apps/Deployment:ns/web"}))
     assert (res.repo_name, res.search_dirs) == ("apps", ("web/overlays/prod",))
 
 
@@ -374,9 +417,10 @@ def flux_objects(*, path: str = "./clusters/prod", ref: Mapping[str, str] | None
                  source_kind: str = "GitRepository") -> dict[tuple[str, str, str], dict[str, Any]]:
     return {
         ("kustomizations", "flux-system", "apps"): {"spec": {
-            "path": path, "sourceRef": {"kind": source_kind, "name": "fleet"}}},
+            "interval": "10m", "prune": True, "path": path,
+            "sourceRef": {"kind": source_kind, "name": "fleet"}}},
         ("gitrepositories", "flux-system", "fleet"): {"spec": {
-            "url": FLEET,
+            "interval": "1m", "url": FLEET,
             "ref": dict(ref if ref is not None else {"branch": "main"})}},
     }
 
@@ -406,9 +450,10 @@ def test_flux_branch_selects_the_repository_entry() -> None:
 
 
 @pytest.mark.parametrize(("objects", "match"), [
-    (flux_objects(ref={"tag": "v1.0.0"}), "follows a tag"),
+    (flux_objects(ref={"tag": "v1.0.0"}), r"checks out tag 'v1\.0\.0' \(spec\.ref\.tag\), not a branch"),
     (flux_objects(source_kind="OCIRepository"), "applies from a OCIRepository"),
-    ({("kustomizations", "flux-system", "apps"): {"spec": {"sourceRef": {"name": "gone"}}}},
+    ({("kustomizations", "flux-system", "apps"): {"spec": {
+        "interval": "1m", "prune": True, "sourceRef": {"kind": "GitRepository", "name": "gone"}}}},
      "does not exist"),
 ])
 def test_flux_sources_we_cannot_write_to_are_refused(objects: dict[tuple[str, str, str], dict[str, Any]],
@@ -454,8 +499,9 @@ def test_ambiguous_matches_are_refused_naming_the_files() -> None:
 
 def test_argocd_search_stays_inside_the_application_path() -> None:
     files = Files({"apps/argo/web.yaml": deploy("web", namespace=None), "base/web.yaml": deploy("web")})
-    api = FakeApi({("applications", "argocd", "a"): application({"repoURL": FLEET, "path": "apps/argo"})})
-    rec = record(labels={ARGOCD_INSTANCE_LABEL: "a"})
+    api = FakeApi({("applications", "argocd", "a"): application(
+        {"repoURL": FLEET, "path": "apps/argo", "directory": {"recurse": True}})})
+    rec = record(annotations={ARGOCD_TRACKING_ANNOTATION: "a:apps/Deployment:ns/web"})
     loc = locator(api).locate(rec, locator(api).resolve(rec), files.index)
     assert loc.path == "apps/argo/web.yaml" and loc.refresh[0].name == "a"
     only_base = Files({"base/web.yaml": deploy("web")})
@@ -466,7 +512,7 @@ def test_argocd_search_stays_inside_the_application_path() -> None:
 def test_helm_source_without_target_gets_a_hint() -> None:
     api = FakeApi({("applications", "argocd", "a"): application(
         {"repoURL": FLEET, "path": "charts/web", "helm": {"valueFiles": ["values.yaml"]}})})
-    rec = record(labels={ARGOCD_INSTANCE_LABEL: "a"})
+    rec = record(annotations={ARGOCD_TRACKING_ANNOTATION: "a:apps/Deployment:ns/web"})
     with pytest.raises(ManifestNotFound, match="git-target"):
         locator(api).locate(rec, locator(api).resolve(rec), Files({"charts/web/values.yaml": "x: 1\n"}).index)
 
