@@ -21,7 +21,7 @@ Pure: no I/O, no regular expressions.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["Glob", "GlobError", "compile_glob"]
 
@@ -46,61 +46,58 @@ class _Token:
 
 @dataclass(frozen=True, slots=True)
 class Glob:
-    """A compiled pattern; :meth:`match` is linear in the text's length."""
+    """A compiled pattern; :meth:`match` is linear in the text's length.
+
+    The automaton's states are bits of an int: bit ``i`` is "before token ``i``" (bit
+    ``len(tokens)``: matched), bit ``len(tokens) + 1 + i`` is "inside a segment of the
+    ``**/`` token ``i``" (a segment must end with ``/`` before the run may stop). One
+    character advances every state at once with a few integer operations.
+    """
 
     pattern: str
     _tokens: tuple[_Token, ...]
+    _literals: dict[str, int] = field(init=False, repr=False, compare=False)
+    _masks: dict[_Op, int] = field(init=False, repr=False, compare=False)
+    _epsilon: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        literals: dict[str, int] = {}
+        masks = dict.fromkeys(_Op, 0)
+        for i, token in enumerate(self._tokens):
+            if token.op is _Op.LITERAL:
+                literals[token.char] = literals.get(token.char, 0) | 1 << i
+            else:
+                masks[token.op] |= 1 << i
+        object.__setattr__(self, "_literals", literals)
+        object.__setattr__(self, "_masks", masks)
+        object.__setattr__(self, "_epsilon", masks[_Op.STAR] | masks[_Op.ANY] | masks[_Op.SEGMENTS])
 
     def match(self, text: str) -> bool:
         """Whether the whole of ``text`` matches the pattern."""
-        states = self._closure({0})
+        inner_shift = len(self._tokens) + 1
+        masks = self._masks
+        states = self._closure(1)
         for ch in text:
-            following: set[int] = set()
-            for state in states:
-                self._step(state, ch, following)
+            boundary = states & masks[_Op.SEGMENTS]
+            inside = states >> inner_shift
+            following = (states & self._literals.get(ch, 0)) << 1 | states & masks[_Op.ANY]
+            if ch == "/":
+                following |= boundary | inside
+            else:
+                following |= (states & masks[_Op.ONE]) << 1 | states & masks[_Op.STAR]
+                following |= (boundary | inside) << inner_shift
             if not following:
                 return False
             states = self._closure(following)
-        return len(self._tokens) in states
+        return bool(states >> len(self._tokens) & 1)
 
-    def _step(self, state: int, ch: str, into: set[int]) -> None:
-        """Add the states ``state`` reaches on ``ch``.
-
-        State ``i`` is "before token ``i``"; ``-(i + 1)`` is "inside a segment of the
-        ``**/`` token ``i``" (a segment must end with ``/`` before the run may stop).
-        """
-        if state < 0:
-            into.add(-state - 1 if ch == "/" else state)
-            return
-        if state == len(self._tokens):
-            return
-        token = self._tokens[state]
-        op = token.op
-        if op is _Op.LITERAL:
-            if ch == token.char:
-                into.add(state + 1)
-        elif op is _Op.ONE:
-            if ch != "/":
-                into.add(state + 1)
-        elif op is _Op.STAR:
-            if ch != "/":
-                into.add(state)
-        elif op is _Op.ANY:
-            into.add(state)
-        else:  # SEGMENTS, at a segment boundary
-            into.add(state if ch == "/" else -(state + 1))
-
-    def _closure(self, states: set[int]) -> set[int]:
+    def _closure(self, states: int) -> int:
         """``states`` plus every state reachable without input (a star may match nothing)."""
-        tokens = self._tokens
-        out = set(states)
-        stack = list(states)
-        while stack:
-            i = stack.pop()
-            if 0 <= i < len(tokens) and tokens[i].op not in (_Op.LITERAL, _Op.ONE) and i + 1 not in out:
-                out.add(i + 1)
-                stack.append(i + 1)
-        return out
+        while True:
+            grown = states | (states & self._epsilon) << 1
+            if grown == states:
+                return states
+            states = grown
 
 
 def compile_glob(pattern: str) -> Glob:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+import re
 import time
 
 import pytest
@@ -61,3 +63,27 @@ def test_a_pathological_input_does_not_backtrack() -> None:
     started = time.perf_counter()
     assert not glob.match(text)
     assert time.perf_counter() - started < 1.0  # a safety bound: linear, well under 100 ms here
+
+
+def reference(pattern: str, text: str) -> bool:
+    """An independent oracle: the documented syntax as a (backtracking) regex, for short inputs."""
+    parts: list[str] = []
+    segments = pattern.split("/")
+    for n, segment in enumerate(segments):
+        last = n == len(segments) - 1
+        if segment == "**":
+            parts.append(".*" if last else "(?:.*/)?")
+            continue
+        parts.append("".join("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c) for c in segment))
+        if not last:
+            parts.append("/")
+    return re.fullmatch("".join(parts), text) is not None
+
+
+def test_matches_an_independent_oracle_on_every_small_case() -> None:
+    rng = random.Random(10)
+    segments = ["a", "b", "*", "?", "a*", "*b", "**", "a?b"]
+    for _ in range(3000):
+        pattern = "/".join(rng.choice(segments) for _ in range(rng.randint(1, 4)))
+        text = "".join(rng.choice("ab/") for _ in range(rng.randint(0, 8)))
+        assert compile_glob(pattern).match(text) is reference(pattern, text), (pattern, text)
