@@ -74,6 +74,8 @@ class Glob:
 
     def match(self, text: str) -> bool:
         """Whether the whole of ``text`` matches the pattern."""
+        if not self._epsilon and not self._masks[_Op.ONE]:
+            return text == self.pattern  # no wildcard: a plain comparison
         inner_shift = len(self._tokens) + 1
         masks = self._masks
         states = self._closure(1)
