@@ -9,9 +9,10 @@ Two steps, so that the cheap one can run on an informer thread:
 2. :meth:`Locator.locate` looks into the synced clone (a :class:`ManifestFiles`, in
    practice the repository's :class:`~gitops_reloader.gitops.scanindex.ScanIndex`) and
    returns a :class:`Location`: path and document index. Named files and ambiguous
-   scan hits are confirmed with :func:`~gitops_reloader.gitops.yamledit.find_document`
-   on the file's current text; a unique scan hit is returned unconfirmed (one parse of
-   the file saved per workload) and the caller checks its edit instead
+   scan hits are confirmed with :func:`~gitops_reloader.gitops.yamledit.list_documents`
+   on the file's current text (and the tenancy policy, below); a unique scan hit is
+   returned unconfirmed (one parse of the file saved per workload) and the caller checks
+   its edit instead
    (:func:`~gitops_reloader.gitops.scanindex.edit_confined`), locating again with
    ``confirm=True`` if the edit landed anywhere else.
 
