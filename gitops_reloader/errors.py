@@ -13,6 +13,7 @@
     ├── GitError                  a git operation failed (retryable)
     │   ├── PushRejected          the remote moved on: re-apply on the new tip (retryable)
     │   ├── ManifestNotFound      no manifest for the workload (permanent)
+    │   │   └── PolicyDenied      the tenancy policy refuses the write (permanent)
     │   └── YamlEditError         the file can't be edited safely (permanent)
     └── HostError                 a git host's REST API failed (retryable)
         ├── HostAuthError         401/403/404 on the API: fix the token (permanent)
@@ -88,6 +89,15 @@ class ManifestNotFound(GitError):
     """No manifest for the workload could be found in the repository."""
 
     retryable = False
+
+
+class PolicyDenied(ManifestNotFound):
+    """The repository's tenancy policy does not let this workload write there.
+
+    Raised for a repository the namespace may not use, a file outside the paths its
+    namespace may write, or a document that is not the workload's own (see
+    :mod:`gitops_reloader.gitops.tenancy`). Permanent and per workload.
+    """
 
 
 class YamlEditError(GitError):

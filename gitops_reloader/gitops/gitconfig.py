@@ -29,6 +29,10 @@ Format (YAML)::
           autoMerge: false                # ask the host to merge once checks pass
           grouping: workload              # workload | repository; default: --pr-grouping
           enabled: true                   # false: as if the block were absent (Helm renders it)
+        tenants:                          # optional: which namespaces may write which files
+          - namespaces: [team-a, "team-a-*"]
+            paths: ["apps/team-a/**", "charts/team-a/values*.yaml"]
+            documentNamespace: team-a     # optional: namespace-less documents here deploy to team-a
 
 ``commitMessage`` is a :meth:`str.format` template with the fields ``{workloads}``
 (names of the reloaded workloads), ``{sources}`` (``configmap/app-config`` ...),
@@ -53,6 +57,16 @@ Everything here is pure data: :func:`parse_git_config` validates text, and
 (``repositories[1].url``), never a value read from the file: credentials live in the
 files the config points to, but a mistyped config could still hold one.
 
+``tenants`` is the repository's tenancy policy
+(:mod:`gitops_reloader.gitops.tenancy` applies it). Without it every namespace may use
+the repository, but a workload still only edits the document with its own kind, name
+and namespace. With it, a namespace that no entry names may not use the repository at
+all, and a named namespace may write only files that match the paths of its entries.
+``namespaces`` and ``paths`` are globs (:mod:`gitops_reloader.gitops.pathglob`: ``?``,
+``*`` within a path segment, ``**`` as a whole segment across segments), matched in
+linear time. ``documentNamespace`` says where documents without ``metadata.namespace``
+under the entry's paths are deployed; the list may not be empty (omit it instead).
+
 YAML is read with PyYAML's safe loader (installed with the ``kubernetes`` client);
 ruamel.yaml is reserved to :mod:`gitops_reloader.gitops.yamledit`.
 """
@@ -61,7 +75,7 @@ from __future__ import annotations
 
 import re
 import string
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -70,6 +84,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from gitops_reloader.errors import ConfigError
+from gitops_reloader.gitops.pathglob import Glob, GlobError, compile_glob
 
 __all__ = [
     "DEFAULT_COMMIT_MESSAGE",
@@ -79,6 +94,7 @@ __all__ = [
     "GitConfig",
     "PullRequestConfig",
     "RepositoryConfig",
+    "TenantRule",
     "load_git_config",
     "normalize_repo_url",
     "parse_git_config",
@@ -99,7 +115,11 @@ _LABEL_KEY = re.compile(
 _REPO_KEYS = frozenset({
     "name", "url", "branch", "tokenFile", "username", "sshKeyFile", "knownHostsFile",
     "author", "paths", "commitMessage", "pullRequest", "signCommits",
+    "tenants",
 })
+_TENANT_KEYS = frozenset({"namespaces", "paths", "documentNamespace"})
+_NAMESPACE_GLOB = re.compile(r"^[a-z0-9*?-]{1,63}$")
+_NAMESPACE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 _AUTHOR_KEYS = frozenset({"name", "email"})
 _PR_KEYS = frozenset({
     "enabled", "host", "apiUrl", "tokenFile", "repository", "labels", "autoMerge", "grouping",
@@ -145,6 +165,27 @@ class PullRequestConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class TenantRule:
+    """One ``tenants`` entry: these namespaces may write files matching these paths.
+
+    ``document_namespace``: where documents without ``metadata.namespace`` under
+    these paths are deployed (``None``: the entry does not say).
+    """
+
+    namespaces: tuple[Glob, ...]
+    paths: tuple[Glob, ...]
+    document_namespace: str | None = None
+
+    def names(self, namespace: str) -> bool:
+        """Whether the entry names ``namespace``."""
+        return any(glob.match(namespace) for glob in self.namespaces)
+
+    def covers(self, path: str) -> bool:
+        """Whether ``path`` (repository-relative, normalized) matches one of the paths."""
+        return any(glob.match(path) for glob in self.paths)
+
+
+@dataclass(frozen=True, slots=True)
 class RepositoryConfig:
     """One manifest repository and branch the git sink may write to.
 
@@ -167,6 +208,8 @@ class RepositoryConfig:
     """Settings of the pull-request sink; ``None``: no pull requests for this repository."""
     sign_commits: bool = False
     """``git commit -S``: sign with the key git is configured with (``user.signingkey``)."""
+    tenants: tuple[TenantRule, ...] = ()
+    """The tenancy policy; empty: every namespace may use the repository (exact identity)."""
 
     def allows(self, path: str) -> bool:
         """Whether ``path`` (repository-relative) lies inside :attr:`paths`."""
@@ -381,7 +424,57 @@ def _repository(raw: Any, where: str, at: str, default_message: str | None) -> R
         commit_message=message or default_message or DEFAULT_COMMIT_MESSAGE,
         pull_request=pull_request,
         sign_commits=_bool(entry.get("signCommits"), where, f"{at}.signCommits", default=False),
+        tenants=_tenants(entry.get("tenants"), where, f"{at}.tenants"),
     )
+
+
+def _tenants(value: Any, where: str, at: str) -> tuple[TenantRule, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not value:
+        raise ConfigError(f"{where}: {at}: must be a non-empty list (omit it to let every namespace in)")
+    rules: list[TenantRule] = []
+    for i, raw in enumerate(value):
+        entry = _mapping(raw, where, f"{at}[{i}]")
+        _no_unknown_keys(entry, _TENANT_KEYS, where, f"{at}[{i}]")
+        namespaces = _globs(entry.get("namespaces"), where, f"{at}[{i}].namespaces", _namespace_glob)
+        paths = _globs(entry.get("paths"), where, f"{at}[{i}].paths", _path_glob)
+        document_namespace = _string(entry.get("documentNamespace"), where, f"{at}[{i}].documentNamespace")
+        if document_namespace and not _NAMESPACE.match(document_namespace):
+            raise ConfigError(f"{where}: {at}[{i}].documentNamespace: not a valid namespace name")
+        rules.append(TenantRule(namespaces, paths, document_namespace or None))
+    return tuple(rules)
+
+
+def _globs(value: Any, where: str, at: str, check: Callable[[str], str | None]) -> tuple[Glob, ...]:
+    if not isinstance(value, list) or not value:
+        raise ConfigError(f"{where}: {at}: must be a non-empty list of patterns")
+    out: list[Glob] = []
+    for i, item in enumerate(value):
+        text = _string(item, where, f"{at}[{i}]", required=True)
+        problem = check(text)
+        if problem is None:
+            try:
+                out.append(compile_glob(text.removeprefix("./")))
+                continue
+            except GlobError:
+                problem = "'**' must be a whole path segment"
+        raise ConfigError(f"{where}: {at}[{i}]: {problem}")
+    return tuple(out)
+
+
+def _namespace_glob(text: str) -> str | None:
+    if not _NAMESPACE_GLOB.match(text):
+        return "a namespace name or glob: lower-case letters, digits, '-', '*' and '?'"
+    return None
+
+
+def _path_glob(text: str) -> str | None:
+    clean = text.removeprefix("./")
+    segments = clean.split("/")
+    if clean.startswith("/") or "\\" in clean or any(s in ("", ".", "..") for s in segments):
+        return "must be a relative path pattern inside the repository (no '..', '.', '//' or '\\')"
+    return None
 
 
 def repository_from_url(url: str, host: str) -> str:

@@ -9,9 +9,10 @@ Two steps, so that the cheap one can run on an informer thread:
 2. :meth:`Locator.locate` looks into the synced clone (a :class:`ManifestFiles`, in
    practice the repository's :class:`~gitops_reloader.gitops.scanindex.ScanIndex`) and
    returns a :class:`Location`: path and document index. Named files and ambiguous
-   scan hits are confirmed with :func:`~gitops_reloader.gitops.yamledit.find_document`
-   on the file's current text; a unique scan hit is returned unconfirmed (one parse of
-   the file saved per workload) and the caller checks its edit instead
+   scan hits are confirmed with :func:`~gitops_reloader.gitops.yamledit.list_documents`
+   on the file's current text (and the tenancy policy, below); a unique scan hit is
+   returned unconfirmed (one parse of the file saved per workload) and the caller checks
+   its edit instead
    (:func:`~gitops_reloader.gitops.scanindex.edit_confined`), locating again with
    ``confirm=True`` if the edit landed anywhere else.
 
@@ -41,7 +42,19 @@ Sources, in order (the first that applies wins):
   workload: no document declares it).
 - **Argo CD instance label** (``application.instanceLabelKey``), only with ``label`` tracking.
 - **Scan** of the default repository for the document with the same API group, kind,
-  name and namespace (a document without a namespace matches too, as a second choice).
+  name and namespace (a document without a namespace matches too, as a second choice,
+  when the tenancy policy says it deploys into the workload's namespace).
+
+Every result passes the repository's tenancy policy
+(:mod:`gitops_reloader.gitops.tenancy`): the namespace must be allowed to use the
+repository (``git-repo`` included) and to write the file, the edited document must be
+the workload's own (kind, name and namespace; a namespace-less document only where the
+policy's ``documentNamespace`` or the Argo CD / Flux destination, ``deploy_namespace``,
+is the workload's namespace), and a ``git-target`` file must be allowed for the
+namespace: by a ``tenants`` entry, or without ``tenants`` by lying inside the path of
+the Argo CD Application / Flux Kustomization that deploys the workload. A refusal is a
+:class:`~gitops_reloader.errors.PolicyDenied` whose message names only the workload's
+own request (never another team's file contents).
 
 Each Argo CD / Flux rule and its upstream source is in ``docs/gitops-location.md``; the
 rules themselves are pure functions in :mod:`~gitops_reloader.gitops.argocd` and
@@ -78,6 +91,7 @@ from gitops_reloader.errors import (
     KubeError,
     KubeNotFound,
     ManifestNotFound,
+    PolicyDenied,
     ReloaderError,
     YamlEditError,
 )
@@ -101,7 +115,8 @@ from gitops_reloader.gitops.gitconfig import GitConfig, RepositoryConfig
 from gitops_reloader.gitops.refresh import RefreshKind, RefreshTarget
 from gitops_reloader.gitops.remotehead import DefaultBranches
 from gitops_reloader.gitops.scanindex import Candidates, DocRef, api_group
-from gitops_reloader.gitops.yamledit import find_document, parse_yaml_path
+from gitops_reloader.gitops.tenancy import DocumentIdentity, may_edit, may_target, may_use, may_write
+from gitops_reloader.gitops.yamledit import find_document, list_documents, parse_yaml_path
 from gitops_reloader.kube.resources import (
     APPLICATIONS,
     CONFIGMAPS,
@@ -219,6 +234,8 @@ class Resolution:
     ``search_dirs`` are searched (``""``: the whole repository). ``refresh`` names the
     Argo CD / Flux objects to poke after a push; ``notes`` say why earlier sources did
     not apply, and ``hint`` what the user may do, both for error messages.
+    ``deploy_namespace`` is where the Argo CD destination / Flux ``targetNamespace``
+    deploys namespace-less documents (``None``: unknown).
     """
 
     repo_name: str
@@ -444,6 +461,7 @@ class Locator:
             if target:
                 file, yaml_path = parse_git_target(target)
                 self._check_allowed(repo, file, identity)
+                self._check_target(record, repo, file, identity)
                 return Resolution(repo.name, Method.TARGET, path=file, yaml_path=yaml_path)
             if path:
                 file = clean_repo_path(path, what=GIT_PATH_ANNOTATION)
@@ -492,21 +510,43 @@ class Locator:
         if reference:
             repo = self.git_config.resolve(reference)
             if repo is None:
+                usable = [r.name for r in self.git_config.repositories if may_use(r, identity.namespace)]
                 raise AnnotationError(
                     f"{identity}: {GIT_REPO_ANNOTATION} names no repository of --git-config "
-                    f"(known: {', '.join(r.name for r in self.git_config.repositories) or 'none'})")
-            return repo
-        default = self.git_config.default
-        if default is None:
-            raise AnnotationError(
-                f"{identity}: set {GIT_REPO_ANNOTATION}: there is no defaultRepository in --git-config")
-        return default
+                    f"(known: {', '.join(usable) or 'none'})")
+        else:
+            default = self.git_config.default
+            if default is None:
+                raise AnnotationError(
+                    f"{identity}: set {GIT_REPO_ANNOTATION}: there is no defaultRepository in --git-config")
+            repo = default
+        _check_usable(repo, identity)
+        return repo
 
     @staticmethod
     def _check_allowed(repo: RepositoryConfig, path: str, identity: ObjectIdentity) -> None:
         if not repo.allows(path):
             raise ManifestNotFound(
                 f"{identity}: {path} is outside the paths configured for repository {repo.name}")
+        decision = may_write(repo, identity.namespace, path)
+        if not decision:
+            raise PolicyDenied(f"{identity}: {decision.reason}")
+
+    def _check_target(self, record: Any, repo: RepositoryConfig, path: str, identity: ObjectIdentity) -> None:
+        """A ``git-target`` file must be allowed for the namespace (see the module docstring)."""
+        scope: tuple[str, ...] | None = None
+        if not repo.tenants:
+            try:
+                deployed = (self._from_argocd(record, identity, [], by_label=False)
+                            or self._from_flux(record, identity, [])
+                            or self._from_argocd(record, identity, [], by_label=True))
+            except ManifestNotFound:
+                deployed = None  # e.g. a Helm chart from a chart repository: no path in git
+            if deployed is not None and deployed.repo_name == repo.name:
+                scope = deployed.search_dirs
+        decision = may_target(repo, identity.namespace, path, scope)
+        if not decision:
+            raise PolicyDenied(f"{identity}: {decision.reason}")
 
     # -- Argo CD and Flux (rules in gitops/argocd.py and gitops/flux.py) ---------------
 
@@ -818,8 +858,9 @@ class Locator:
         repo = self.git_config.get(resolution.repo_name)
         if repo is None:
             raise ManifestNotFound(f"{identity}: repository {resolution.repo_name} is not configured")
+        _check_usable(repo, identity)
         if resolution.path is not None:
-            found = self._in_file(identity, resolution, files)
+            found = self._in_file(identity, resolution, files, repo)
             if found is not None:
                 return found
         if resolution.method in (Method.TARGET, Method.ANNOTATION):
@@ -831,9 +872,14 @@ class Locator:
         return self._search(identity, resolution, files, repo, confirm=confirm)
 
     def _in_file(self, identity: ObjectIdentity, resolution: Resolution,
-                 files: ManifestFiles) -> Location | None:
+                 files: ManifestFiles, repo: RepositoryConfig) -> Location | None:
         path = resolution.path
         assert path is not None
+        writable = may_write(repo, identity.namespace, path)
+        if not writable:
+            if resolution.method is Method.FLUX:
+                return None  # the origin names a file we may not write: search the Kustomization
+            raise PolicyDenied(f"{identity}: {writable.reason}")
         text = _text(files, path)
         if text is None:
             return None  # missing: an error for annotations, a search for Flux origins
@@ -845,11 +891,12 @@ class Locator:
                 target_index = found if found is not None else 0
             return Location(resolution.repo_name, path, target_index, resolution.yaml_path,
                             resolution.method, resolution.refresh)
-        index = find_document(text, kind=identity.kind, name=identity.name, namespace=identity.namespace,
-                              api_group=identity.group, path=path)
+        index, denial = _own_document(text, path, identity, repo, resolution)
         if index is not None:
             return Location(resolution.repo_name, path, index, None, resolution.method, resolution.refresh)
         if resolution.method is Method.ANNOTATION:
+            if denial:
+                raise PolicyDenied(f"{identity}: {denial}")
             raise ManifestNotFound(f"{identity}: {resolution.repo_name}:{path} declares no such object")
         return None  # a stale Flux origin: search the Kustomization's path
 
@@ -860,13 +907,19 @@ class Locator:
                                   name=identity.name, under=dirs)
         if resolution.recurse is False:
             candidates = _directly_in(candidates, dirs)
-        for tier in (candidates.exact, candidates.loose):
+        exact = [r for r in candidates.exact if may_write(repo, identity.namespace, r.path)]
+        loose_doc = DocumentIdentity(identity.kind, identity.name, None)
+        loose = [r for r in candidates.loose if may_edit(
+            repo, namespace=identity.namespace, kind=identity.kind, name=identity.name, path=r.path,
+            document=loose_doc, deploy_namespace=resolution.deploy_namespace)]
+        refused = len(candidates.exact) + len(candidates.loose) - len(exact) - len(loose)
+        for tier in (exact, loose):
             if len(tier) == 1 and not confirm:
                 ref = tier[0]
                 return Location(repo.name, ref.path, ref.doc_index, None, resolution.method,
                                 resolution.refresh, confirmed=False)
-            confirmed = [ref for ref in (self._confirm(files, ref, identity) for ref in tier)
-                         if ref is not None]
+            confirmed = [found for found in (self._confirm(files, ref, identity, repo, resolution)
+                                             for ref in tier) if found is not None]
             if len(confirmed) == 1:
                 ref = confirmed[0]
                 return Location(repo.name, ref.path, ref.doc_index, None, resolution.method,
@@ -876,6 +929,12 @@ class Locator:
                     f"{identity}: {len(confirmed)} documents in {repo.name} declare it "
                     f"({_listed([r.path for r in confirmed])}); set {GIT_PATH_ANNOTATION} to choose")
         where = ", ".join(f"{repo.name}:{d}/" if d else f"{repo.name}:/" for d in dirs)
+        if refused:
+            raise PolicyDenied(
+                f"{identity}: the tenancy policy of repository {repo.name} does not let namespace "
+                f"{identity.namespace} edit the {refused} document(s) under {where} that could "
+                f"declare it (only documents with its own namespace, or namespace-less documents the "
+                f"policy deploys into that namespace, in files the namespace may write)")
         message = f"{identity}: no document declares it under {where}"
         unparsable = files.unparsable_under(dirs)
         if unparsable:
@@ -888,13 +947,44 @@ class Locator:
         raise ManifestNotFound(message + _notes(list(resolution.notes)))
 
     @staticmethod
-    def _confirm(files: ManifestFiles, ref: DocRef, identity: ObjectIdentity) -> DocRef | None:
+    def _confirm(files: ManifestFiles, ref: DocRef, identity: ObjectIdentity, repo: RepositoryConfig,
+                 resolution: Resolution) -> DocRef | None:
         text = _text(files, ref.path)
         if text is None:
             return None
-        index = find_document(text, kind=identity.kind, name=identity.name, namespace=identity.namespace,
-                              api_group=identity.group, path=ref.path)
+        index, _ = _own_document(text, ref.path, identity, repo, resolution)
         return None if index is None else DocRef(ref.path, index)
+
+
+def _check_usable(repo: RepositoryConfig, identity: ObjectIdentity) -> None:
+    decision = may_use(repo, identity.namespace)
+    if not decision:
+        raise PolicyDenied(f"{identity}: {decision.reason}")
+
+
+def _own_document(text: str, path: str, identity: ObjectIdentity, repo: RepositoryConfig,
+                  resolution: Resolution) -> tuple[int | None, str]:
+    """The index of the workload's own document in ``text``, or ``None`` and why not.
+
+    A document naming the workload's namespace wins; else the first namespace-less one
+    the tenancy policy lets the workload edit. The reason (``""``: no candidate at all)
+    is the policy's, for a document of the same kind and name that is not the workload's.
+    """
+    same = [info for info in list_documents(text, path=path)
+            if (info.kind, info.name) == (identity.kind, identity.name)
+            and api_group(info.api_version) == identity.group]
+    for info in same:
+        if info.namespace == identity.namespace:
+            return info.index, ""
+    denial = ""
+    for info in same:
+        decision = may_edit(repo, namespace=identity.namespace, kind=identity.kind, name=identity.name,
+                            path=path, document=DocumentIdentity(info.kind, info.name, info.namespace),
+                            deploy_namespace=resolution.deploy_namespace)
+        if decision:
+            return info.index, ""
+        denial = denial or decision.reason
+    return None, denial
 
 
 def _text(files: ManifestFiles, path: str) -> str | None:

@@ -75,6 +75,7 @@ from gitops_reloader.errors import (
     ConfigError,
     GitError,
     ManifestNotFound,
+    PolicyDenied,
     PushRejected,
     ReloaderError,
     YamlEditError,
@@ -530,6 +531,8 @@ def failure_reason(exc: ReloaderError) -> str:
     """The Event reason and metric label for a per-workload failure (``ManifestNotFound``...)."""
     if isinstance(exc, OperatorOwned):
         return "OperatorOwned"
+    if isinstance(exc, PolicyDenied):
+        return "PolicyDenied"
     if isinstance(exc, ManifestNotFound):
         return "ManifestNotFound"
     if isinstance(exc, YamlEditError):

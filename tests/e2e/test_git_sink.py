@@ -329,7 +329,7 @@ def test_annotations_map_is_created_when_missing(api_client: ApiClient, git: Git
 def test_several_sources_and_workloads_in_one_window_give_one_commit(
         api_client: ApiClient, git: GitSetup, host: GitHostServer) -> None:
     git.create({"apps/web.yaml": manifest("web"), "apps/worker.yaml": manifest("worker"),
-                "apps/api.yaml": manifest("api", namespace=None)})
+                "apps/api.yaml": manifest("api")})
     git.configure()
     for name in ("app-config", "feature-flags"):
         create(api_client, configmap(name, {"v": "1"}))
@@ -448,8 +448,8 @@ def test_explicit_annotations_name_repository_and_file(api_client: ApiClient, gi
 
 def test_argocd_tracking_id_leads_to_the_application_path(api_client: ApiClient, git: GitSetup,
                                                           host: GitHostServer) -> None:
-    copy = manifest("web", namespace=None)
-    git.create({"apps/argo/web.yaml": manifest("web", namespace=None), "apps/other/web.yaml": copy})
+    copy = manifest("web")
+    git.create({"apps/argo/web.yaml": manifest("web"), "apps/other/web.yaml": copy})
     git.configure()
     url = host.repo_url(REPO)
     call(api_client, "POST", "/apis/argoproj.io/v1alpha1/namespaces/team-a/applications", {
@@ -563,7 +563,8 @@ def test_helm_values_file_as_target(api_client: ApiClient, git: GitSetup, host: 
         """)
     git.create({"charts/web/values.yaml": values, "charts/web/templates/deploy.yaml":
                 "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\n"})
-    git.configure()
+    # No Argo CD Application deploys it here: the tenancy policy must allow the values file.
+    git.configure(extra="    tenants: [{namespaces: [ns], paths: ['charts/web/**']}]\n")
     create(api_client, configmap("app-config", {"url": "a"}))
     create(api_client, git_workload("web", annotations={
         GIT_TARGET_ANNOTATION: "charts/web/values.yaml#podAnnotations"}))

@@ -52,6 +52,15 @@ repositories:
     sshKeyFile: /k
     knownHostsFile: /h
 """)
+# Trusts every namespace with every file, and deploys namespace-less documents into "ns"
+# (tenancy itself is tested in test_tenancy.py and test_locate_tenancy.py).
+TRUSTING = parse_git_config(f"""
+defaultRepository: fleet
+repositories:
+  - name: fleet
+    url: {FLEET}
+    tenants: [{{namespaces: ["*"], paths: ["**"], documentNamespace: ns}}]
+""")
 
 
 # --------------------------------------------------------------------------- parsing
@@ -290,7 +299,7 @@ def test_unknown_repository_is_a_clear_annotation_error() -> None:
 
 
 def test_git_target_wins_and_carries_the_yaml_path() -> None:
-    res = locator().resolve(record(annotations={
+    res = locator(config=TRUSTING).resolve(record(annotations={
         GIT_TARGET_ANNOTATION: "charts/web/values.yaml#podAnnotations", GIT_PATH_ANNOTATION: "ignored.yaml"}))
     assert (res.method, res.path, res.yaml_path) == (
         Method.TARGET, "charts/web/values.yaml", ("podAnnotations",))
@@ -486,7 +495,7 @@ def test_scan_prefers_the_document_naming_the_namespace() -> None:
 
 def test_scan_falls_back_to_a_document_without_namespace() -> None:
     files = Files({"multi.yaml": deploy("svc", kind="Service") + "---\n" + deploy("web", namespace=None)})
-    loc = locator().locate(record(), locator().resolve(record()), files.index)
+    loc = locator(config=TRUSTING).locate(record(), locator(config=TRUSTING).resolve(record()), files.index)
     assert (loc.path, loc.doc_index, loc.method) == ("multi.yaml", 1, Method.SCAN)
 
 
@@ -494,7 +503,7 @@ def test_ambiguous_matches_are_refused_naming_the_files() -> None:
     files = Files({"dev/web.yaml": deploy("web", namespace=None),
                    "prod/web.yaml": deploy("web", namespace=None)})
     with pytest.raises(ManifestNotFound, match=r"2 documents .*dev/web\.yaml, prod/web\.yaml.*git-path"):
-        locator().locate(record(), locator().resolve(record()), files.index)
+        locator(config=TRUSTING).locate(record(), locator(config=TRUSTING).resolve(record()), files.index)
 
 
 def test_argocd_search_stays_inside_the_application_path() -> None:
@@ -506,7 +515,7 @@ def test_argocd_search_stays_inside_the_application_path() -> None:
     assert loc.path == "apps/argo/web.yaml" and loc.refresh[0].name == "a"
     only_base = Files({"base/web.yaml": deploy("web")})
     with pytest.raises(ManifestNotFound, match=r"under fleet:apps/argo/"):
-        locator(api).locate(rec, locator(api).resolve(rec), only_base.index)
+        locator(api, TRUSTING).locate(rec, locator(api, TRUSTING).resolve(rec), only_base.index)
 
 
 def test_helm_source_without_target_gets_a_hint() -> None:
@@ -552,11 +561,12 @@ def test_target_in_a_multi_document_patch_file_picks_the_workloads_document() ->
     patches = deploy("api") + "---\n" + deploy("web")
     target = "overlays/prod/patches.yaml#spec.template.metadata.annotations"
     rec = record(annotations={GIT_TARGET_ANNOTATION: target})
-    loc = locator().locate(rec, locator().resolve(rec), Files({"overlays/prod/patches.yaml": patches}).index)
+    trusting = locator(config=TRUSTING)
+    loc = trusting.locate(rec, trusting.resolve(rec), Files({"overlays/prod/patches.yaml": patches}).index)
     assert (loc.doc_index, loc.yaml_path) == (1, ("spec", "template", "metadata", "annotations"))
-    values = locator().locate(
+    values = trusting.locate(
         record(annotations={GIT_TARGET_ANNOTATION: "values.yaml#podAnnotations"}),
-        locator().resolve(record(annotations={GIT_TARGET_ANNOTATION: "values.yaml#podAnnotations"})),
+        trusting.resolve(record(annotations={GIT_TARGET_ANNOTATION: "values.yaml#podAnnotations"})),
         Files({"values.yaml": "podAnnotations: {}\n"}).index)
     assert (values.path, values.doc_index) == ("values.yaml", 0)
 

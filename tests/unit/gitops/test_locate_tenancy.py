@@ -1,0 +1,213 @@
+"""The locator applies the tenancy policy: repository, file, document identity, git-target."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from gitops_reloader.errors import AnnotationError, KubeNotFound, ManifestNotFound, PolicyDenied
+from gitops_reloader.gitops.gitconfig import parse_git_config
+from gitops_reloader.gitops.locate import (
+    ARGOCD_TRACKING_ANNOTATION,
+    GIT_PATH_ANNOTATION,
+    GIT_REPO_ANNOTATION,
+    GIT_TARGET_ANNOTATION,
+    Locator,
+    Method,
+    Resolution,
+)
+from gitops_reloader.gitops.scanindex import ScanIndex
+from gitops_reloader.kube.resources import ResourceKind
+from gitops_reloader.kube.workloads import WorkloadAdapter
+
+SHARED_URL = "https://git.example.com/platform/shared.git"
+CONFIG = parse_git_config(f"""
+defaultRepository: shared
+repositories:
+  - name: shared
+    url: {SHARED_URL}
+    tenants:
+      - namespaces: [team-a]
+        paths: ["apps/team-a/**", "charts/team-a/values.yaml"]
+        documentNamespace: team-a
+      - namespaces: [team-b]
+        paths: ["apps/team-b/**", "charts/team-b/values.yaml"]
+  - name: platform
+    url: https://git.example.com/platform/platform.git
+    tenants: [{{namespaces: [kube-system], paths: ["**"]}}]
+  - name: open
+    url: https://git.example.com/platform/open.git
+""")
+
+
+class Files:
+    """An in-memory clone indexed by a real ScanIndex."""
+
+    def __init__(self, files: Mapping[str, str]) -> None:
+        self.files = {p: c.encode() for p, c in files.items()}
+        self.index = ScanIndex(self)
+        self.index.refresh("0" * 40)
+
+    def list_files(self, suffixes: Sequence[str] = (".yaml", ".yml")) -> list[str]:
+        return sorted(p for p in self.files if p.endswith(tuple(suffixes)))
+
+    def read(self, path: str) -> bytes | None:
+        return self.files.get(path)
+
+    def changed_paths(self, old_sha: str, new_sha: str) -> tuple[list[str], list[str]]:
+        return [], []
+
+
+class FakeApi:
+    """Argo CD Applications by (namespace, name); anything else is not found."""
+
+    def __init__(self, objects: Mapping[tuple[str, str, str], dict[str, Any]] | None = None) -> None:
+        self.objects = dict(objects or {})
+
+    def get(self, kind: ResourceKind, namespace: str | None, name: str) -> dict[str, Any]:
+        key = (kind.plural, namespace or "", name)
+        if key not in self.objects:
+            raise KubeNotFound(f"{key} not found", status=404)
+        return self.objects[key]
+
+
+def record(namespace: str = "team-a", name: str = "web", *, annotations: Mapping[str, str] | None = None,
+           labels: Mapping[str, str] | None = None) -> Any:
+    return WorkloadAdapter().record({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}",
+                     "resourceVersion": "1", "annotations": dict(annotations or {}),
+                     "labels": dict(labels or {})},
+        "spec": {"template": {"metadata": {}, "spec": {"containers": [{"name": "app", "image": "x"}]}}}})
+
+
+def deploy(name: str = "web", namespace: str | None = None) -> str:
+    ns = f"  namespace: {namespace}\n" if namespace else ""
+    return (f"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n{ns}"
+            "spec:\n  template:\n    spec:\n      containers: []\n")
+
+
+TREE = Files({
+    "apps/team-a/web.yaml": deploy(),                         # namespace-less, team-a by documentNamespace
+    "apps/team-a/api.yaml": deploy("api", "team-a"),
+    "apps/team-b/web.yaml": deploy(namespace="team-b"),
+    "apps/team-b/api.yaml": deploy("api"),                    # namespace-less, no documentNamespace
+    "apps/team-b/worker.yaml": deploy("worker", "team-a"),    # names team-a, but in team-b's files
+    "charts/team-a/values.yaml": "podAnnotations: {}\n",
+    "charts/team-b/values.yaml": "podAnnotations: {}\n",
+})
+
+
+def locate(rec: Any, api: FakeApi | None = None, files: Files = TREE, *, confirm: bool = False) -> Any:
+    locator = Locator(CONFIG, api)
+    return locator.locate(rec, locator.resolve(rec), files.index, confirm=confirm)
+
+
+@pytest.mark.parametrize("confirm", [False, True])
+@pytest.mark.parametrize(("namespace", "name", "path"), [
+    ("team-a", "web", "apps/team-a/web.yaml"),
+    ("team-a", "api", "apps/team-a/api.yaml"),
+    ("team-b", "web", "apps/team-b/web.yaml"),
+])
+def test_each_tenant_finds_its_own_document(namespace: str, name: str, path: str, confirm: bool) -> None:
+    assert locate(record(namespace, name), confirm=confirm).path == path
+
+
+@pytest.mark.parametrize(("namespace", "name", "annotations", "message"), [
+    # a namespace no tenants entry names may not use the repository, by default or by git-repo
+    ("team-c", "web", {}, "namespace team-c may not write to repository shared"),
+    ("team-a", "web", {GIT_REPO_ANNOTATION: "platform"}, "may not write to repository platform"),
+    ("team-a", "web", {GIT_REPO_ANNOTATION: "https://git.example.com/platform/platform"},
+     "may not write to repository platform"),
+    # git-path into the other tenant's files
+    ("team-a", "web", {GIT_PATH_ANNOTATION: "apps/team-b/web.yaml"}, "may not write apps/team-b/web.yaml"),
+    # git-target into the other tenant's values
+    ("team-a", "web", {GIT_TARGET_ANNOTATION: "charts/team-b/values.yaml#podAnnotations"},
+     "may not write charts/team-b/values.yaml"),
+    # scan: the only document is namespace-less and nothing deploys it into team-b
+    ("team-b", "api", {}, "does not let namespace team-b edit the 1 document"),
+    # scan: a document naming team-a, but in a file team-a may not write
+    ("team-a", "worker", {}, "does not let namespace team-a edit the 1 document"),
+])
+def test_cross_tenant_attempts_are_denied(namespace: str, name: str, annotations: dict[str, str],
+                                          message: str) -> None:
+    with pytest.raises(PolicyDenied, match=message) as caught:
+        locate(record(namespace, name, annotations=annotations))
+    assert caught.value.retryable is False
+    assert isinstance(caught.value, ManifestNotFound)
+
+
+def test_git_path_to_a_document_of_another_namespace_is_denied_without_its_content() -> None:
+    files = Files({"apps/team-a/web.yaml": deploy(namespace="team-b")})
+    with pytest.raises(PolicyDenied, match="declares another namespace than team-a") as caught:
+        locate(record(annotations={GIT_PATH_ANNOTATION: "apps/team-a/web.yaml"}), files=files)
+    assert "team-b" not in str(caught.value)
+
+
+def test_git_path_to_a_namespace_less_document_needs_a_deploy_namespace() -> None:
+    rec = record("team-b", "api", annotations={GIT_PATH_ANNOTATION: "apps/team-b/api.yaml"})
+    with pytest.raises(PolicyDenied, match="has no namespace"):
+        locate(rec)
+    # The same document, when the Argo CD destination / Flux targetNamespace is team-b.
+    resolution = Resolution("shared", Method.ANNOTATION, path="apps/team-b/api.yaml",
+                            deploy_namespace="team-b")
+    assert Locator(CONFIG, None).locate(rec, resolution, TREE.index).doc_index == 0
+
+
+@pytest.mark.parametrize("confirm", [False, True])
+def test_scan_takes_a_namespace_less_document_deployed_into_the_namespace(confirm: bool) -> None:
+    rec = record("team-b", "api")
+    resolution = Resolution("shared", Method.SCAN, search_dirs=("",), deploy_namespace="team-b")
+    found = Locator(CONFIG, None).locate(rec, resolution, TREE.index, confirm=confirm)
+    assert found.path == "apps/team-b/api.yaml"
+    other = Resolution("shared", Method.SCAN, search_dirs=("",), deploy_namespace="team-a")
+    with pytest.raises(PolicyDenied):
+        Locator(CONFIG, None).locate(rec, other, TREE.index, confirm=confirm)
+
+
+def test_the_own_namespace_wins_over_a_namespace_less_twin_in_the_same_file() -> None:
+    files = Files({"apps/team-a/both.yaml": deploy() + "---\n" + deploy(namespace="team-a")})
+    rec = record(annotations={GIT_PATH_ANNOTATION: "apps/team-a/both.yaml"})
+    assert locate(rec, files=files).doc_index == 1
+
+
+def test_own_git_target_is_allowed() -> None:
+    found = locate(record(annotations={GIT_TARGET_ANNOTATION: "charts/team-a/values.yaml#podAnnotations"}))
+    assert (found.path, found.yaml_path, found.method) == ("charts/team-a/values.yaml", ("podAnnotations",),
+                                                            Method.TARGET)
+
+
+def argo_app(path: str, url: str = "https://git.example.com/platform/open.git") -> FakeApi:
+    return FakeApi({("applications", "argocd", "web"): {
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+        "spec": {"source": {"repoURL": url, "path": path, "targetRevision": "main"},
+                 "destination": {"namespace": "team-a"}}}})
+
+
+@pytest.mark.parametrize(("target", "api", "allowed"), [
+    # without tenants, a git-target must lie inside the Argo CD Application's path
+    ("charts/web/values.yaml", argo_app("charts/web"), True),
+    ("charts/other/values.yaml", argo_app("charts/web"), False),
+    ("charts/web/values.yaml", None, False),
+    ("charts/web/values.yaml", FakeApi(), False),
+    # ... of this repository
+    ("charts/web/values.yaml", argo_app("charts/web", SHARED_URL), False),
+])
+def test_git_target_without_tenants_stays_in_the_deploying_path(target: str, api: FakeApi | None,
+                                                               allowed: bool) -> None:
+    rec = record(annotations={GIT_REPO_ANNOTATION: "open", GIT_TARGET_ANNOTATION: f"{target}#podAnnotations",
+                              ARGOCD_TRACKING_ANNOTATION: "web:apps/Deployment:team-a/web"})
+    files = Files({target: "podAnnotations: {}\n"})
+    if allowed:
+        assert locate(rec, api, files).path == target
+    else:
+        with pytest.raises(PolicyDenied, match="no tenants policy"):
+            locate(rec, api, files)
+
+
+def test_an_unknown_git_repo_lists_only_the_repositories_the_namespace_may_use() -> None:
+    with pytest.raises(AnnotationError) as caught:
+        locate(record(annotations={GIT_REPO_ANNOTATION: "nope"}))
+    assert "known: shared, open" in str(caught.value) and "platform" not in str(caught.value)
