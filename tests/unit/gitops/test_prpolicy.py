@@ -161,6 +161,43 @@ def test_long_bodies_are_bounded() -> None:
     assert len(body) < 60_000
 
 
+def _long_names(count: int, sources: int) -> list[WorkloadEntry]:
+    """Workloads with 253-character names and many long-named sources: the worst a body gets."""
+    name = "n" * 240
+    return [entry(f"{name}-{i:06d}"[:253], *(f"ConfigMap/{name}-{j:06d}"[:263] for j in range(sources)),
+                  namespace="x" * 63) for i in range(count)]
+
+
+@pytest.mark.parametrize(("count", "sources", "limit"), [
+    (300, 1, prpolicy.BODY_LIMIT),
+    (300, 3, prpolicy.BODY_LIMIT),
+    (300, 50, prpolicy.BODY_LIMIT),
+    (40, 1, 20_000),
+    (5, 50, 8_000),
+    (1, 1, 3_000),
+])
+def test_bodies_stay_within_the_limit_and_the_marker_stays_parseable(count: int, sources: int,
+                                                                     limit: int) -> None:
+    entries = _long_names(count, sources)
+    body = prpolicy.render_body(entries, branch="gitops-reloader/main/all", base="main", limit=limit)
+    assert len(body) <= limit
+    parsed = prpolicy.parse_entries(body)
+    assert parsed == tuple(entries[:len(parsed)])  # a prefix, read back whole
+    assert prpolicy.marker_branch(body) == "gitops-reloader/main/all"
+    shown = body.count("| `xxx")
+    if shown < count:
+        assert f"| and {count - shown} more | | | |" in body
+    assert "**To stop gitops-reloader touching this pull request**" in body
+
+
+def test_a_body_within_the_limit_keeps_every_row_it_can() -> None:
+    entries = _long_names(300, 1)
+    body = prpolicy.render_body(entries, branch="b", base="main")
+    # Rows are cut before marker entries, but never below ten while the marker can give way.
+    assert body.count("| `xxx") == 10 and len(prpolicy.parse_entries(body)) > 50
+    assert len(body) > prpolicy.BODY_LIMIT - 1_000  # the space is used, not thrown away
+
+
 def _body_with(items: Any) -> str:
     data = json.dumps({"v": 1, "entries": items}).replace("--", "-\\u002d")
     return f"text\n<!-- gitops-reloader:entries={data} -->\n"
