@@ -314,6 +314,21 @@ def test_defaults_are_derived_from_the_clone_url(url: str, host: str, api_url: s
     assert (settings.labels, settings.auto_merge, settings.grouping) == ((), False, "")
 
 
+@pytest.mark.parametrize(("block", "url", "expected"), [
+    ("pullRequest: {host: bitbucket, username: me@example.com}\n", "https://bitbucket.org/ws/app.git",
+     {"username": "me@example.com"}),
+    ("pullRequest: {host: bitbucket}\n", "https://bitbucket.org/ws/app.git", {"username": ""}),
+    ("pullRequest: {host: gitlab, removeSourceBranch: true, squash: true}\n",
+     "https://gitlab.example.com/g/app.git", {"remove_source_branch": True, "squash": True}),
+    ("pullRequest: {host: gitlab, squash: false}\n", "https://gitlab.example.com/g/app.git",
+     {"remove_source_branch": False, "squash": False}),
+])
+def test_host_options(block: str, url: str, expected: dict[str, Any]) -> None:
+    settings = repo_config(block, url=url)
+    assert settings is not None
+    assert {key: getattr(settings, key) for key in expected} == expected
+
+
 def test_repository_from_url() -> None:
     assert repository_from_url("https://h/a/b/c.git", "gitlab") == "a/b/c"
     assert repository_from_url("https://h/a/b/c.git", "gitea") == "b/c"
@@ -348,6 +363,15 @@ def test_no_block_or_disabled_means_no_pull_requests(block: str) -> None:
     ("pullRequest: {host: github}\n", "https://github.com/solo", None, "pullRequest.repository: is required"),
     ("pullRequest: {host: github, tokn: x}\n", None, None, "unknown field repositories[0].pullRequest.tokn"),
     ("pullRequest: [github]\n", None, None, "repositories[0].pullRequest: must be a map"),
+    ("pullRequest: {host: github, username: bot}\n", None, None,
+     "pullRequest.username: is only used with host bitbucket"),
+    ("pullRequest: {host: bitbucket, username: 'a:b'}\n", "https://bitbucket.org/ws/app.git", None,
+     "pullRequest.username: no whitespace or ':'"),
+    ("pullRequest: {host: gitea, squash: true}\n", None, None, "pullRequest.squash: is a GitLab setting"),
+    ("pullRequest: {host: github, removeSourceBranch: false}\n", None, None,
+     "pullRequest.removeSourceBranch: is a GitLab setting"),
+    ("pullRequest: {host: gitlab, squash: yes-please}\n", "https://gitlab.example.com/g/app.git", None,
+     "pullRequest.squash: must be true"),
     ("pullRequest: {host: gitlab, apiUrl: 'https://gitlab.example.com/api/v4'}\n",
      "git@gitlab.example.com:g/app.git", "sshKeyFile: /k\n    knownHostsFile: /kh",
      "pullRequest.tokenFile: is required when the repository has no tokenFile"),
