@@ -119,7 +119,8 @@ def test_create_find_duplicate_update_merge(
 
     created = host.create(REPO, head=BRANCH, base="main", title="Reload web", body="cfg changed",
                           labels=["gitops-reloader"])
-    assert (created.state, created.head, created.base, created.head_sha) == ("open", BRANCH, "main", head_sha)
+    assert (created.state, created.head, created.base) == ("open", BRANCH, "main")
+    assert head_sha.startswith(created.head_sha) and len(created.head_sha) >= 12  # Bitbucket: 12 digits
     assert created.url.startswith(githost.url)
     assert host.find_open(REPO, head=BRANCH, base="main") == created
 

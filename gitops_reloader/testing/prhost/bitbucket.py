@@ -1,4 +1,16 @@
-"""Bitbucket REST API for the PR host test server."""
+"""Bitbucket Cloud's REST API (``/2.0``) for the PR host test server.
+
+As Bitbucket Cloud answers: ``Authorization: Bearer`` (access tokens) or, once
+:meth:`Core.allow_basic` names the user, HTTP Basic ``username:token`` (app passwords,
+API tokens); ``GET|POST /repositories/{ws}/{slug}/pullrequests`` (``state`` repeatable,
+default OPEN; a BBQL subset in ``q``: ``field = "value"`` / ``!=`` / ``~`` joined by
+``AND``; ``sort``; ``pagelen`` up to the page cap, ``page`` in a ``values``/``next``
+envelope); ``GET|PUT .../{id}`` (PUT drops reviewers that are not re-sent);
+``POST .../{id}/decline``, ``.../{id}/merge``. No labels. Commit hashes are 12
+characters; list items carry no ``reviewers`` (only the single pull request does). A
+second create for a source branch with an open pull request into the same destination
+answers 200 with that pull request, unchanged; a missing source branch answers 400.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +33,8 @@ from gitops_reloader.testing.prhost.core import (
 )
 
 __all__ = ["BitbucketApi"]
+
+_SHORT = 12  # Bitbucket Cloud reports commit hashes with 12 hex digits
 
 
 class BitbucketApi(Core):
@@ -100,9 +114,12 @@ class BitbucketApi(Core):
             rendered.sort(key=lambda item: item[0].updated, reverse=reverse)
         else:
             rendered.sort(key=lambda item: item[0].seq, reverse=reverse)
-        per_page = _int_arg(req, "pagelen", min(self._page_size, 50), maximum=50)
+        cap = self._cap("bitbucket")
+        per_page = _int_arg(req, "pagelen", min(self._page_size, cap), maximum=cap)
         page = _int_arg(req, "page", 1)
-        items, more = self._page([doc for _, doc in rendered], page, per_page)
+        # List items leave out the reviewers: only the single pull request carries them.
+        docs = [{k: v for k, v in doc.items() if k != "reviewers"} for _, doc in rendered]
+        items, more = self._page(docs, page, per_page)
         envelope: dict[str, Any] = {"pagelen": per_page, "size": len(rendered), "page": page, "values": items}
         if more:
             envelope["next"] = _with_query(req, page=page + 1)
@@ -126,10 +143,9 @@ class BitbucketApi(Core):
             return _Resp(400, _bb_field_error("source", f"Branch not found: {head}"))
         if not has_base:
             return _Resp(400, _bb_field_error("destination", f"Branch not found: {base}"))
-        if state.open_for(head, base) is not None:
-            return _Resp(
-                400, _error("bitbucket", 400, "There is already an open pull request for this source branch.")
-            )
+        existing = state.open_for(head, base)
+        if existing is not None:  # Bitbucket hands back the open pull request, unchanged
+            return _Resp(200, self._bitbucket_pr(repo, existing))
         description = body.get("description")
         pull = self._new_pull(
             state, head=head, base=base, title=title, body=description if isinstance(description, str) else ""
@@ -154,17 +170,17 @@ class BitbucketApi(Core):
             "state": self._BB_STATES[pull.state],
             "source": {
                 "branch": {"name": pull.head},
-                "commit": {"hash": self._head_sha(repo, pull)},
+                "commit": {"hash": self._head_sha(repo, pull)[:_SHORT]},
                 "repository": {"full_name": repo},
             },
             "destination": {
                 "branch": {"name": pull.base},
-                "commit": {"hash": self._base_sha(repo, pull)},
+                "commit": {"hash": self._base_sha(repo, pull)[:_SHORT]},
                 "repository": {"full_name": repo},
             },
             "reviewers": [{"type": "user", "uuid": uuid} for uuid in pull.reviewers],
             "close_source_branch": pull.close_source_branch,
-            "merge_commit": {"hash": pull.merge_sha} if pull.merge_sha else None,
+            "merge_commit": {"hash": pull.merge_sha[:_SHORT]} if pull.merge_sha else None,
             "links": {
                 "self": {"href": self_url},
                 "html": {"href": f"{self._githost.url}/{repo}/pull-requests/{pull.number}"},

@@ -11,6 +11,7 @@ modules share. All state is guarded by one lock; see the package docstring.
 
 from __future__ import annotations
 
+import base64
 import datetime as _dt
 import hmac
 import http
@@ -42,6 +43,7 @@ _MERGER = {
     "GIT_COMMITTER_EMAIL": "prhost@example.com",
 }
 _MAX_BODY = 1024 * 1024
+_PAGE_CAPS = {"github": 100, "gitlab": 100, "gitea": 50, "bitbucket": 50}
 _GH_DOCS = "https://docs.github.com/rest"
 
 
@@ -77,6 +79,24 @@ class _Pull:
     merge_sha: str = ""
     merged_at: str = ""
     closed_at: str = ""
+    checking: int = 0
+    """Merge requests still answered "being checked" (Gitea 405, GitLab 405/422)."""
+    options: dict[str, bool] = field(default_factory=dict)
+    """GitLab's ``remove_source_branch`` / ``squash`` as last sent."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Scripted:
+    """An answer given instead of the real one to the next matching request."""
+
+    status: int
+    body: Any
+    headers: tuple[tuple[str, str], ...]
+    method: str
+    path: str
+
+    def matches(self, method: str, path: str) -> bool:
+        return (not self.method or self.method == method) and self.path in path
 
 
 @dataclass
@@ -158,8 +178,15 @@ class Core:
         self._seq = 0
         self._down = False
         self._faults: list[tuple[int, float | None]] = []
+        self._scripted: list[_Scripted] = []
         self._log: list[PrRequest] = []
         self._mounted: set[str] = set()
+        self._caps = dict(_PAGE_CAPS)
+        self._checking = 0
+        self._merge_denied = False
+        self._basic_user = ""
+        self._renamed: dict[str, tuple[str, str]] = {}
+        self._org_labels: dict[str, dict[str, int]] = {}
 
     def __repr__(self) -> str:
         """Name the git server, never the token."""
@@ -183,6 +210,16 @@ class Core:
         with self._lock:
             return self._label_id(self._repo(repo), name)
 
+    def add_org_label(self, org: str, name: str) -> int:
+        """Create label ``name`` of organisation ``org`` (Gitea: valid on every repository
+        ``org`` owns; an owner without one is a user, whose ``/orgs/...`` answers 404)."""
+        with self._lock:
+            labels = self._org_labels.setdefault(org, {})
+            if name not in labels:
+                self._ids += 1
+                labels[name] = self._ids
+            return labels[name]
+
     def set_reviewers(self, repo: str, number: int, reviewers: Sequence[str]) -> None:
         """Set the reviewers (account uuids) of pull request ``number``, as a human would."""
         with self._lock:
@@ -195,7 +232,7 @@ class Core:
 
         Keys: ``number``, ``state`` (``open``/``closed``/``merged``), ``head``, ``base``,
         ``title``, ``body``, ``labels``, ``merged``, ``auto_merge``, ``reviewers``,
-        ``head_sha``, ``merge_sha``.
+        ``head_sha``, ``merge_sha``, ``remove_source_branch``, ``squash`` (GitLab).
         """
         with self._lock:
             state = self._repos.get(repo)
@@ -215,6 +252,8 @@ class Core:
                     "reviewers": list(p.reviewers),
                     "head_sha": p.head_sha,
                     "merge_sha": p.merge_sha,
+                    "remove_source_branch": p.options.get("remove_source_branch", False),
+                    "squash": p.options.get("squash", False),
                 }
                 for p in sorted(state.pulls, key=lambda p: p.number)
             ]
@@ -271,6 +310,50 @@ class Core:
         with self._lock:
             self._faults.extend([(status, retry_after)] * n)
 
+    def answer_next(self, n: int, status: int, body: Any = None, *, headers: Mapping[str, str] | None = None,
+                    method: str = "", path: str = "") -> None:
+        """Answer the next ``n`` requests whose method is ``method`` and whose path contains
+        ``path`` (empty: any) with ``status``, the JSON ``body`` and ``headers``, instead of the
+        real answer. Use it for answers a host gives that no state here produces (a stale or
+        malformed list, a rate limit with exactly these headers)."""
+        with self._lock:
+            scripted = _Scripted(status, body, tuple((headers or {}).items()), method.upper(), path)
+            self._scripted.extend([scripted] * n)
+
+    def set_page_cap(self, kind: str, cap: int) -> None:
+        """The most items one page of ``kind``'s lists holds, whatever the client asks
+        (Gitea's ``[api] MAX_RESPONSE_ITEMS``, 50 by default; GitHub and GitLab 100)."""
+        if cap < 1:
+            raise ValueError("cap must be >= 1")
+        with self._lock:
+            self._caps[kind] = cap
+
+    def set_checking(self, n: int) -> None:
+        """New pull requests answer their first ``n`` merge requests "still checking": Gitea
+        405 "Please try again later", GitLab 405 then 422 (no pipeline yet)."""
+        with self._lock:
+            self._checking = n
+
+    def deny_merge(self, denied: bool) -> None:
+        """While ``denied``, merging (or scheduling it) answers 401, as GitLab does to a user
+        without merge rights on the target branch."""
+        with self._lock:
+            self._merge_denied = denied
+
+    def allow_basic(self, username: str) -> None:
+        """Accept HTTP Basic ``username:token`` (Bitbucket app passwords, API tokens)."""
+        with self._lock:
+            self._basic_user = username
+
+    def rename(self, old: str, new: str, *, elsewhere: str = "") -> None:
+        """GitHub: requests for repository ``old`` answer 301 (GET) or 307 (other methods)
+        pointing at ``new`` by id (``/repositories/{id}/...``), as after a rename or
+        transfer; with ``elsewhere`` (an origin such as ``https://other.example``) the
+        location is on that origin instead."""
+        with self._lock:
+            self._repo(new)
+            self._renamed[old] = (new, elsewhere.rstrip("/"))
+
     # -- WSGI --------------------------------------------------------------------------
 
     def _app_for(self, kind: str) -> WsgiApp:
@@ -321,6 +404,10 @@ class Core:
             extra = (("Retry-After", _seconds(retry_after)),) if retry_after is not None else ()
             message = "API rate limit exceeded" if status == 429 else "injected failure"
             return _Resp(status, _error(kind, status, message), extra)
+        scripted = next((a for a in self._scripted if a.matches(method, path)), None)
+        if scripted is not None:
+            self._scripted.remove(scripted)
+            return _Resp(scripted.status, scripted.body, scripted.headers)
         if not self._authorized(kind, environ):
             return _unauthorized(kind)
         try:
@@ -350,6 +437,12 @@ class Core:
         scheme = scheme.lower()
         if kind == "gitlab" and "HTTP_PRIVATE_TOKEN" in environ:
             return _same(str(environ["HTTP_PRIVATE_TOKEN"]), self._token)
+        if scheme == "basic" and kind == "bitbucket" and self._basic_user:
+            try:
+                user, _, secret = base64.b64decode(value.strip(), validate=True).decode().partition(":")
+            except (ValueError, UnicodeDecodeError):
+                return False
+            return _same(user, self._basic_user) and _same(secret, self._token)
         schemes = {
             "github": ("bearer", "token"),
             "gitlab": ("bearer",),
@@ -417,6 +510,7 @@ class Core:
             head_sha=self._branches(state.name).get(head, ""),
             created=now,
             updated=now,
+            checking=self._checking,
         )
         state.pulls.append(pull)
         return pull
@@ -473,9 +567,18 @@ class Core:
         self._touch(pull)
         return new
 
+    def _no_commits_between(self, repo: str, base: str, head: str) -> bool:
+        """Whether ``head`` has no commit that ``base`` lacks."""
+        bare = self._githost.bare_path(repo)
+        return _git(bare, "merge-base", "--is-ancestor", f"refs/heads/{head}", f"refs/heads/{base}",
+                    check=False).returncode == 0
+
     def _check_branches(self, repo: str, head: str, base: str) -> tuple[bool, bool]:
         branches = self._branches(repo)
         return head in branches, base in branches
+
+    def _cap(self, kind: str) -> int:
+        return self._caps.get(kind, 100)
 
     def _page(self, items: Sequence[Any], page: int, per_page: int) -> tuple[list[Any], bool]:
         start = (page - 1) * per_page

@@ -1,8 +1,20 @@
-"""GitHub REST API for the PR host test server."""
+"""GitHub's REST API (``/api/v3``) for the PR host test server.
+
+As GitHub answers: ``Authorization: Bearer|token``; ``GET|POST /repos/{o}/{r}/pulls``
+(``head=o:branch``, ``base``, ``state``, ``sort``, ``direction``, ``per_page`` up to the
+page cap, ``page``, ``Link: rel="next"``); ``GET|PATCH .../pulls/{n}``; ``PUT
+.../pulls/{n}/merge``; ``GET|POST .../issues/{n}/labels`` (unknown labels are created).
+Bodies over 65,536 characters: 422 "body is too long (maximum is 65536 characters)".
+Duplicate: 422 "A pull request already exists for o:branch."; a head without commits
+over the base: 422 "No commits between base and head"; missing head: 422 ``invalid``.
+A renamed repository (:meth:`Core.rename`) answers 301 for GET and 307 otherwise with
+``Location`` ``/repositories/{id}/...`` (served too), or on another origin.
+"""
 
 from __future__ import annotations
 
 import re
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -19,23 +31,31 @@ from gitops_reloader.testing.prhost.core import (
     _with_query,
 )
 
-__all__ = ["GitHubApi"]
+__all__ = ["GITHUB_BODY_LIMIT", "GitHubApi"]
+
+GITHUB_BODY_LIMIT = 65_536
+"""Longest pull request body GitHub stores, in characters."""
 
 
 class GitHubApi(Core):
     """The GitHub API of the PR host test server, mixed into :class:`PrHost`."""
 
     _GH = re.compile(
-        r"^/repos/(?P<owner>[^/]+)/(?P<name>[^/]+)/(?:"
+        r"^/(?:repos/(?P<owner>[^/]+)/(?P<name>[^/]+)|repositories/(?P<rid>\d+))/(?P<rest>(?:"
         r"(?P<pulls>pulls)(?:/(?P<n>\d+)(?P<merge>/merge)?)?"
-        r"|issues/(?P<issue>\d+)/labels)$"
+        r"|issues/(?P<issue>\d+)/labels))$"
     )
 
     def _github(self, req: _Req) -> _Resp:
         match = self._GH.match(req.path)
         if match is None:
             return _Resp(404, _error("github", 404, "Not Found"))
-        repo = f"{match['owner']}/{match['name']}"
+        if match["rid"] is not None:
+            repo = next((r.name for r in self._repos.values() if r.project_id == int(match["rid"])), "-/-")
+        else:
+            repo = f"{match['owner']}/{match['name']}"
+        if repo in self._renamed:
+            return self._github_moved(req, repo, match["rest"])
         state = self._repo_or_404("github", repo)
         if match["issue"]:
             pull = self._pull_or_404("github", state, match["issue"])
@@ -86,11 +106,25 @@ class GitHubApi(Core):
         elif new_state == "open" and pull.state == "closed":
             owner = repo.split("/")[0]
             self._reopen("github", state, pull, _Resp(422, _gh_duplicate(owner, pull.head)))
+        if isinstance(body.get("body"), str) and len(body["body"]) > GITHUB_BODY_LIMIT:
+            return _Resp(422, _gh_too_long())
         for key in ("title", "body"):
             if isinstance(body.get(key), str):
                 setattr(pull, key, body[key])
         self._touch(pull)
         return _Resp(200, self._github_pr(repo, pull, full=True))
+
+    def _github_moved(self, req: _Req, old: str, rest: str) -> _Resp:
+        new, elsewhere = self._renamed[old]
+        if elsewhere:
+            location = f"{elsewhere}/repos/{new}/{rest}"
+        else:
+            location = f"{req.api}/repositories/{self._repo(new).project_id}/{rest}"
+        query = urllib.parse.urlencode(req.query, doseq=True)
+        status = 301 if req.method in ("GET", "HEAD") else 307
+        message = "Moved Permanently" if status == 301 else "Temporary Redirect"
+        return _Resp(status, {"message": message, "url": location, "documentation_url": _GH_DOCS},
+                     (("Location", location + (f"?{query}" if query else "")),))
 
     def _github_list(self, req: _Req, repo: str, state: _Repo) -> _Resp:
         owner = repo.split("/")[0]
@@ -113,7 +147,7 @@ class GitHubApi(Core):
         default_direction = "desc" if sort in ("created", "updated") else "asc"
         reverse = req.arg("direction", default_direction) == "desc"
         pulls.sort(key=key, reverse=reverse)
-        per_page = _int_arg(req, "per_page", self._page_size, maximum=100)
+        per_page = _int_arg(req, "per_page", self._page_size, maximum=self._cap("github"))
         page = _int_arg(req, "page", 1)
         items, more = self._page(pulls, page, per_page)
         headers: tuple[tuple[str, str], ...] = ()
@@ -134,6 +168,10 @@ class GitHubApi(Core):
             return _Resp(422, _gh_invalid("head" if not has_head else "base", "invalid"))
         if state.open_for(head, base) is not None:
             return _Resp(422, _gh_duplicate(owner, head))
+        if self._no_commits_between(repo, base, head):
+            return _Resp(422, _gh_custom(f"No commits between {base} and {head}"))
+        if isinstance(body.get("body"), str) and len(body["body"]) > GITHUB_BODY_LIMIT:
+            return _Resp(422, _gh_too_long())
         text = body.get("body")
         pull = self._new_pull(
             state, head=head, base=base, title=body["title"], body=text if isinstance(text, str) else ""
@@ -164,6 +202,16 @@ class GitHubApi(Core):
         if full:  # GitHub reports "merged" on the single pull request only
             data["merged"] = pull.state == "merged"
         return data
+
+
+def _gh_too_long() -> dict[str, Any]:
+    return {
+        "message": "Validation Failed",
+        "errors": [{"resource": "Issue", "code": "custom", "field": "body",
+                    "message": f"body is too long (maximum is {GITHUB_BODY_LIMIT} characters)"}],
+        "documentation_url": _GH_DOCS,
+        "status": "422",
+    }
 
 
 def _gh_invalid(field_name: str, code: str) -> dict[str, Any]:

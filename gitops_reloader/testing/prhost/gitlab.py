@@ -1,4 +1,16 @@
-"""GitLab REST API for the PR host test server."""
+"""GitLab's merge-request REST API (``/api/v4``) for the PR host test server.
+
+As GitLab answers: ``PRIVATE-TOKEN`` or ``Authorization: Bearer``;
+``/projects/:id/merge_requests`` with ``:id`` the URL-encoded path (or the numeric
+``project_id`` it reported); ``source_branch``, ``target_branch``, ``state``, ``order_by``,
+``sort``, ``per_page``/``page`` with ``X-Next-Page``/``X-Total``; ``GET|PUT .../:iid``
+(``labels``, ``add_labels``, ``remove_labels``, ``state_event``, ``remove_source_branch``,
+``squash``); ``PUT .../:iid/merge`` (``auto_merge`` / ``merge_when_pipeline_succeeds`` only
+records the wish). Labels are a comma-separated string. Duplicate: 409; missing source
+branch: 422. While a new merge request is checked (:meth:`Core.set_checking`: no pipeline
+yet) merging answers 405 and 422 in turn (the last one 422); a user without merge
+rights (:meth:`Core.deny_merge`) gets 401.
+"""
 
 from __future__ import annotations
 
@@ -44,6 +56,16 @@ class GitLabApi(Core):
                 return _Resp(405, _error("gitlab", 405, "405 Method Not Allowed"))
             if pull.state != "open":
                 return _Resp(405, _error("gitlab", 405, "405 Method Not Allowed"))
+            if self._merge_denied:
+                return _Resp(401, _error("gitlab", 401, "401 Unauthorized"))
+            if pull.checking > 0:
+                pull.checking -= 1
+                if pull.checking % 2:
+                    return _Resp(405, _error("gitlab", 405, "405 Method Not Allowed"))
+                return _Resp(422, _error("gitlab", 422, "Branch cannot be merged"))
+            for key in ("should_remove_source_branch", "squash"):
+                if req.param(key) is not None:
+                    pull.options[key.removeprefix("should_")] = _truthy(req.param(key))
             if _truthy(req.param("auto_merge")) or _truthy(req.param("merge_when_pipeline_succeeds")):
                 pull.auto_merge = True
                 self._touch(pull)
@@ -70,6 +92,7 @@ class GitLabApi(Core):
             pull.title = title
         if isinstance(description, str):
             pull.body = description
+        self._gitlab_options(req, pull)
         if req.param("labels") is not None:
             pull.labels = []
             self._gitlab_add_labels(state, pull, req.param("labels"))
@@ -79,6 +102,11 @@ class GitLabApi(Core):
         pull.labels = [n for n in pull.labels if n not in remove]
         self._touch(pull)
         return _Resp(200, self._gitlab_mr(repo, pull))
+
+    def _gitlab_options(self, req: _Req, pull: _Pull) -> None:
+        for key in ("remove_source_branch", "squash"):
+            if req.param(key) is not None:
+                pull.options[key] = _truthy(req.param(key))
 
     def _gitlab_project(self, project: str) -> str:
         if project.isdigit():
@@ -107,7 +135,7 @@ class GitLabApi(Core):
             lambda p: p.seq
         )
         pulls.sort(key=key, reverse=req.arg("sort", "desc") == "desc")
-        per_page = _int_arg(req, "per_page", self._page_size, maximum=100)
+        per_page = _int_arg(req, "per_page", self._page_size, maximum=self._cap("gitlab"))
         page = _int_arg(req, "page", 1)
         items, more = self._page(pulls, page, per_page)
         total_pages = max(1, -(-len(pulls) // per_page))
@@ -142,6 +170,7 @@ class GitLabApi(Core):
             body=description if isinstance(description, str) else "",
         )
         self._gitlab_add_labels(state, pull, req.param("labels"))
+        self._gitlab_options(req, pull)
         return _Resp(201, self._gitlab_mr(repo, pull))
 
     def _gitlab_mr(self, repo: str, pull: _Pull) -> dict[str, Any]:
@@ -159,6 +188,8 @@ class GitLabApi(Core):
             "merge_commit_sha": pull.merge_sha or None,
             "labels": list(pull.labels),
             "merge_when_pipeline_succeeds": pull.auto_merge,
+            "force_remove_source_branch": pull.options.get("remove_source_branch", False),
+            "squash": pull.options.get("squash", False),
             "web_url": f"{self._githost.url}/{repo}/-/merge_requests/{pull.number}",
             "created_at": pull.created,
             "updated_at": pull.updated,
