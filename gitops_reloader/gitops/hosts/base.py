@@ -21,7 +21,7 @@ Guarantees of every client built on :class:`_RestHost`:
 - **Redirects.** A 301/302/307/308 whose ``Location`` stays under the API URL (same
   scheme, host, port and path prefix; GitHub answers so for a renamed or transferred
   repository) is followed, at most :data:`MAX_REDIRECTS` hops, and logged once per
-  moved path. Any other redirect is a permanent :class:`HostError` naming where the
+  repository. Any other redirect is a permanent :class:`HostError` naming where the
   host points, so the configuration can be fixed: the token never leaves the API URL.
 - **Shape-checked.** A 2xx whose JSON is not what the endpoint returns (a list where a
   list is expected, a pull request document) is a :class:`HostError`, never "no pull
@@ -364,8 +364,8 @@ class _RestHost:
             error = HostError(f"{self.kind}: {method} {shown} for {repo}: over {MAX_REDIRECTS} redirects")
             error.retryable = False
             raise error
-        if shown not in self._moved:
-            self._moved.add(shown)
+        if repo not in self._moved:
+            self._moved.add(repo)
             log.warning(
                 "git host says the repository moved; following it (update pullRequest.repository)",
                 extra={"host": self.kind, "repo": repo, "path": shown, "location": moved.path,
