@@ -302,7 +302,8 @@ class _RestHost:
             except httpx.HTTPError as exc:  # bad URL, too many redirects: not transient
                 raise HostError(f"{self.kind}: {method} {shown} for {repo}: {type(exc).__name__}") from exc
             status = response.status_code
-            if 200 <= status < 300 or status in accept:
+            limited = status == 429 or (status == 403 and self._is_rate_limited(response))
+            if 200 <= status < 300 or (status in accept and not limited):
                 return response
             if status in _REDIRECTS:
                 hops += 1
@@ -310,7 +311,7 @@ class _RestHost:
                 if httpx.URL(target).query:
                     params = None  # the new location carries the query
                 continue
-            if status == 429 or (status == 403 and self._is_rate_limited(response)):
+            if limited:
                 after = self._rate_limit_wait(response, attempt)
                 if after > policy.max_wait:
                     raise HostRateLimited(

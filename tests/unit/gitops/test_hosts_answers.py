@@ -360,3 +360,12 @@ def test_bitbucket_list_items_without_reviewers_and_short_hashes(
     api.on("GET", "/2.0/repositories/ws/app/pullrequests", ok({"values": [item]}))
     pull = make("bitbucket", client, sleeps).find_open("ws/app", head="bot/web", base="main")
     assert pull is not None and pull.head_sha == "e" * 12
+
+
+def test_a_rate_limited_403_on_merge_is_a_wait_not_missing_merge_rights(
+    api: Api, client: httpx.Client, sleeps: list[float]
+) -> None:
+    limited = ok({"message": "API rate limit exceeded"}, 403, **{"Retry-After": "3"})
+    api.on("PUT", "/api/v4/projects/g%2Fapp/merge_requests/3/merge", limited, ok(gl_mr()))
+    assert make("gitlab", client, sleeps).enable_auto_merge("g/app", 3) is True
+    assert sleeps == [3.0]
