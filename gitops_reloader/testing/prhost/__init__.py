@@ -13,51 +13,35 @@ requests), over the *same* bare repositories::
         hosts.merge("org/app", 1)                   # really merges in the bare repo
         assert hosts.pulls("org/app")[0]["state"] == "merged"
 
-What each API does like the real one (the subset the pull-request sink uses):
+What every API does like the real one: token auth (401 with the host's JSON error
+body); 404 for a repository that is not a bare repository of the git server; the head
+branch must exist in the bare repository; one open pull request per head/base; list
+filters by head/base/state; pages no longer than the host's cap
+(:meth:`PrHost.set_page_cap`: GitHub and GitLab 100, Gitea's ``MAX_RESPONSE_ITEMS`` 50,
+Bitbucket 50); updates of title/body/state; labels. What each host does its own way is
+in its module, one per host, next to the answers it gives:
 
-=============  ==========================================================================
-all kinds      token auth (401 with the host's JSON error body); 404 for a repository
-               that is not a bare repository of the git server; the head branch must
-               exist in the bare repository (``refs/heads/<head>``); one open pull
-               request per head/base (a duplicate is refused); list filters by
-               head/base/state; paginated lists; updates of title/body/state; labels.
-``github``     ``/api/v3``. ``Authorization: Bearer|token``. ``GET|POST
-               /repos/{o}/{r}/pulls`` (``head=o:branch``, ``base``, ``state``
-               open/closed/all, ``sort``, ``direction``, ``per_page``/``page`` with a
-               ``Link`` header); ``GET|PATCH .../pulls/{n}``; ``PUT .../pulls/{n}/merge``;
-               ``GET|POST .../issues/{n}/labels`` (unknown labels are created).
-               Duplicate: 422 "A pull request already exists for o:branch."; missing
-               head: 422 ``{"field": "head", "code": "invalid"}``.
-``gitlab``     ``/api/v4``. ``PRIVATE-TOKEN`` or ``Authorization: Bearer``.
-               ``/projects/:id/merge_requests`` with ``:id`` the URL-encoded path (or
-               the numeric ``project_id`` it reported); ``source_branch``,
-               ``target_branch``, ``state`` opened/closed/merged/all, ``order_by``,
-               ``sort``, ``per_page``/``page`` with ``X-Next-Page``/``X-Total``;
-               ``GET|PUT .../:iid`` (``labels``, ``add_labels``, ``remove_labels``,
-               ``state_event``); ``PUT .../:iid/merge`` (``auto_merge`` /
-               ``merge_when_pipeline_succeeds`` only records the wish). Labels are a
-               comma-separated string. Duplicate: 409; missing source branch: 422.
-``gitea``      ``/api/v1``. ``Authorization: token|Bearer``. ``GET|POST
-               /repos/{o}/{r}/pulls`` (``state`` open/closed/all, ``page``/``limit``
-               with ``X-Total-Count`` and ``Link``; no branch filter, as in Gitea);
-               ``GET|PATCH .../pulls/{n}`` (PATCH answers 201, as Gitea does);
-               ``POST .../pulls/{n}/merge`` (``merge_when_checks_succeed`` only records
-               the wish); ``GET|POST .../labels``; ``GET|POST|PUT
-               .../issues/{n}/labels``. Labels are numeric ids (unknown id: 422);
-               create them with :meth:`PrHost.add_label`. Duplicate: 409; missing head
-               branch: 404.
-``bitbucket``  ``/2.0``. ``Authorization: Bearer``. ``GET|POST
-               /repositories/{ws}/{slug}/pullrequests`` (``state`` repeatable, default
-               OPEN; a BBQL subset in ``q``: ``field = "value"`` / ``!=`` / ``~``
-               joined by ``AND``; ``sort``; ``pagelen``/``page`` in a ``values``/``next``
-               envelope); ``GET|PUT .../{id}`` (PUT drops reviewers that are not
-               re-sent, as Bitbucket does); ``POST .../{id}/decline``, ``.../{id}/merge``.
-               No labels. Duplicate and missing source branch: 400.
-=============  ==========================================================================
+- :mod:`.github` (``/api/v3``): 422 for duplicates, bodies over 65,536 characters and
+  "No commits between"; 301/307 for a renamed repository (:meth:`PrHost.rename`);
+  secondary rate limits (:meth:`PrHost.secondary_rate_limit`).
+- :mod:`.gitlab` (``/api/v4``): project ids or paths, 409 duplicates,
+  ``remove_source_branch``/``squash``; merging answers 405/422 while the new merge
+  request is checked (:meth:`PrHost.set_checking`) and 401 without merge rights
+  (:meth:`PrHost.deny_merge`).
+- :mod:`.gitea` (``/api/v1``): no branch filter, ``X-Total-Count`` and ``Link``, label
+  ids of the repository or its organisation (:meth:`PrHost.add_org_label`), merge
+  scheduling 201/405/409.
+- :mod:`.bitbucket` (``/2.0``): BBQL, ``values``/``next`` envelopes, Bearer or Basic
+  (:meth:`PrHost.allow_basic`), 12-digit hashes, list items without reviewers, a
+  duplicate create answered with the open pull request.
+
+:mod:`.core` holds what they share: state, faults, the WSGI plumbing and real merges.
 
 Faults are data: :meth:`PrHost.set_down` answers 503 to every API request,
 :meth:`PrHost.fail_next` answers the next *n* requests with a status (and
-``Retry-After``). :attr:`PrHost.requests` logs every API request (method, path, query,
+``Retry-After``), :meth:`PrHost.answer_next` gives any scripted answer to the next
+matching requests (a stale or malformed list, a rate limit with exactly these headers).
+:attr:`PrHost.requests` logs every API request (method, path, query,
 status; never headers, so never a token).
 
 All methods are thread-safe: one lock guards the state, and git commands on a bare

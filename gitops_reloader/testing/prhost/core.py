@@ -94,9 +94,11 @@ class _Scripted:
     headers: tuple[tuple[str, str], ...]
     method: str
     path: str
+    kind: str
 
-    def matches(self, method: str, path: str) -> bool:
-        return (not self.method or self.method == method) and self.path in path
+    def matches(self, kind: str, method: str, path: str) -> bool:
+        return (not self.kind or self.kind == kind) and (not self.method or self.method == method) \
+            and self.path in path
 
 
 @dataclass
@@ -311,13 +313,13 @@ class Core:
             self._faults.extend([(status, retry_after)] * n)
 
     def answer_next(self, n: int, status: int, body: Any = None, *, headers: Mapping[str, str] | None = None,
-                    method: str = "", path: str = "") -> None:
-        """Answer the next ``n`` requests whose method is ``method`` and whose path contains
-        ``path`` (empty: any) with ``status``, the JSON ``body`` and ``headers``, instead of the
-        real answer. Use it for answers a host gives that no state here produces (a stale or
-        malformed list, a rate limit with exactly these headers)."""
+                    method: str = "", path: str = "", kind: str = "") -> None:
+        """Answer the next ``n`` requests to ``kind``'s API whose method is ``method`` and whose
+        path contains ``path`` (each empty: any) with ``status``, the JSON ``body`` and
+        ``headers``, instead of the real answer. Use it for answers a host gives that no
+        state here produces (a stale or malformed list, a rate limit with these headers)."""
         with self._lock:
-            scripted = _Scripted(status, body, tuple((headers or {}).items()), method.upper(), path)
+            scripted = _Scripted(status, body, tuple((headers or {}).items()), method.upper(), path, kind)
             self._scripted.extend([scripted] * n)
 
     def set_page_cap(self, kind: str, cap: int) -> None:
@@ -404,7 +406,7 @@ class Core:
             extra = (("Retry-After", _seconds(retry_after)),) if retry_after is not None else ()
             message = "API rate limit exceeded" if status == 429 else "injected failure"
             return _Resp(status, _error(kind, status, message), extra)
-        scripted = next((a for a in self._scripted if a.matches(method, path)), None)
+        scripted = next((a for a in self._scripted if a.matches(kind, method, path)), None)
         if scripted is not None:
             self._scripted.remove(scripted)
             return _Resp(scripted.status, scripted.body, scripted.headers)

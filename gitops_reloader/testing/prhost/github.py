@@ -14,6 +14,7 @@ A renamed repository (:meth:`Core.rename`) answers 301 for GET and 307 otherwise
 from __future__ import annotations
 
 import re
+import time
 import urllib.parse
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +29,7 @@ from gitops_reloader.testing.prhost.core import (
     _Repo,
     _Req,
     _Resp,
+    _seconds,
     _with_query,
 )
 
@@ -113,6 +115,23 @@ class GitHubApi(Core):
                 setattr(pull, key, body[key])
         self._touch(pull)
         return _Resp(200, self._github_pr(repo, pull, full=True))
+
+    def secondary_rate_limit(self, n: int, *, status: int = 403, retry_after: float | None = None,
+                             reset_in: float | None = None, path: str = "") -> None:
+        """Answer the next ``n`` GitHub requests (whose path contains ``path``) with GitHub's
+        secondary rate limit: ``status`` 403 or 429 and its message, with ``retry-after``,
+        with ``x-ratelimit-remaining: 0`` and a reset ``reset_in`` seconds from now, or
+        (both ``None``) with neither header."""
+        headers: dict[str, str] = {}
+        if retry_after is not None:
+            headers["retry-after"] = _seconds(retry_after)
+        if reset_in is not None:
+            headers.update({"x-ratelimit-remaining": "0",
+                            "x-ratelimit-reset": str(int(time.time() + reset_in))})
+        body = {"message": "You have exceeded a secondary rate limit. Please wait a few minutes before you "
+                           "try again.",
+                "documentation_url": f"{_GH_DOCS}/overview/rate-limits-for-the-rest-api"}
+        self.answer_next(n, status, body, headers=headers, path=path, kind="github")
 
     def _github_moved(self, req: _Req, old: str, rest: str) -> _Resp:
         new, elsewhere = self._renamed[old]
