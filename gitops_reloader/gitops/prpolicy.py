@@ -17,10 +17,11 @@ the pull request, and ends with two hidden HTML comments: the branch, and the en
 JSON, so the next rebuild of an accumulating pull request (repository grouping) can list
 the workloads of earlier batches again. A body is at most :data:`BODY_LIMIT` characters
 (GitHub's limit, the smallest of the four hosts): with hundreds of workloads the table is
-cut first (down to 10 rows, then "and N more"), then the marker lists fewer entries, so
-it always stays whole and parseable. A body never holds data, a plain hash of data or
-anything that is not a Kubernetes name, a time or a keyed digest; entries read back from
-a body are validated field by field and dropped when they don't fit.
+cut first (down to 10 rows, then "and N more"), then the marker lists fewer entries (down
+to 10), then both further; the marker always stays whole and parseable. A body never
+holds data, a plain hash of data or anything that is not a Kubernetes name, a time or a
+keyed digest; entries read back from a body are validated field by field and dropped
+when they don't fit.
 
 **Whose branch.** :func:`branch_ownership` decides whether the controller may still
 rebuild a branch: only when every commit the branch has on top of the base is one the
@@ -232,8 +233,9 @@ def render_body(entries: Sequence[WorkloadEntry], *, branch: str, base: str,
     """The pull request's description (Markdown) with the hidden branch and entries markers.
 
     At most ``limit`` characters: the table shows up to 100 workloads and the marker up
-    to 200; when that is too long the table shrinks first (to 10 rows), then the marker,
-    then the table again. Rows left out are summarised as "and N more".
+    to 200; when that is too long the table shrinks to 10 rows, then the marker to 10
+    entries, then the table and finally the marker further. Rows left out are
+    summarised as "and N more".
     """
     rows = [_row(entry) for entry in entries[:_TABLE_ROWS]]
     items = [_entry_json(entry) for entry in entries[:_MARKER_ENTRIES]]
@@ -245,12 +247,15 @@ def render_body(entries: Sequence[WorkloadEntry], *, branch: str, base: str,
         return len(body(k, m)) <= limit
 
     k, m = len(rows), len(items)
-    if not fits(k, m):
-        k = _largest(lambda x: fits(x, m), min(k, _MIN_ROWS), k)
-    if not fits(k, m):
-        m = _largest(lambda x: fits(k, x), 0, m)
-    if not fits(k, m):
-        k = _largest(lambda x: fits(x, m), 0, k)
+    # Give way in turn: table rows down to 10, remembered entries down to 10, then the
+    # rest of the table, then the rest of the marker (it stays a whole, parseable comment).
+    for cut_rows, floor in ((True, _MIN_ROWS), (False, _MIN_ROWS), (True, 0), (False, 0)):
+        if fits(k, m):
+            break
+        if cut_rows:
+            k = _largest(lambda x, m=m: fits(x, m), min(k, floor), k)
+        else:
+            m = _largest(lambda x, k=k: fits(k, x), min(m, floor), m)
     return body(k, m)
 
 
