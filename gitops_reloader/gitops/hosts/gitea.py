@@ -142,13 +142,17 @@ class GiteaHost(_RestHost):
                *, missing_ok: bool = False) -> Iterator[Any]:
         """Every item of a ``page``/``limit`` list, up to :data:`MAX_PAGES` pages.
 
-        ``missing_ok``: a 404 is an empty list (an owner that is a user has no org labels).
+        ``missing_ok``: a 404 or 403 is an empty list (an owner that is a user has no
+        organisation labels; a token without ``read:organization`` cannot read them).
         """
         seen = 0
         for page in range(1, MAX_PAGES + 1):
             response = self._request("GET", path, repo=repo, params={**params, "page": page, "limit": _LIMIT},
-                                     accept=(404,) if missing_ok else ())
-            if response.status_code == 404:
+                                     accept=(403, 404) if missing_ok else ())
+            if response.status_code == 403:
+                log.info("organisation labels not readable; the token needs read:organization",
+                         extra={"host": self.kind, "repo": repo, "path": path})
+            if response.status_code in (403, 404):
                 return
             data = self._list(response, repo)
             yield from data

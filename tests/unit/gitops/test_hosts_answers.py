@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from test_hosts import API, TOKEN, Api, bb_pull, gh_pull, gl_mr, gt_pull, make, ok
+from test_hosts import API, TOKEN, Api, bb_pull, gh_pull, gl_mr, gt_list, gt_pull, make, ok
 
 from gitops_reloader.errors import ConfigError, HostAuthError, HostError, HostRateLimited
 from gitops_reloader.gitops.hosts import BitbucketHost, GitHubHost, RetryPolicy, host_for
@@ -369,3 +369,15 @@ def test_a_rate_limited_403_on_merge_is_a_wait_not_missing_merge_rights(
     api.on("PUT", "/api/v4/projects/g%2Fapp/merge_requests/3/merge", limited, ok(gl_mr()))
     assert make("gitlab", client, sleeps).enable_auto_merge("g/app", 3) is True
     assert sleeps == [3.0]
+
+
+@pytest.mark.parametrize("status", [403, 404])
+def test_gitea_unreadable_organisation_labels_only_skip_those_labels(
+    api: Api, client: httpx.Client, sleeps: list[float], status: int
+) -> None:
+    api.on("GET", "/api/v1/repos/org/app/labels", gt_list([{"id": 11, "name": "gitops"}]))
+    api.on("GET", "/api/v1/orgs/org/labels", ok({"message": "token does not have required scope"}, status))
+    api.on("POST", "/api/v1/repos/org/app/pulls", ok(gt_pull(), 201))
+    make("gitea", client, sleeps).create("org/app", head="bot/web", base="main", title="T", body="B",
+                                         labels=["gitops", "org-only"])
+    assert api.body(2)["labels"] == [11]
