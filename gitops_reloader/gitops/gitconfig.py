@@ -29,6 +29,10 @@ Format (YAML)::
           autoMerge: false                # ask the host to merge once checks pass
           grouping: workload              # workload | repository; default: --pr-grouping
           enabled: true                   # false: as if the block were absent (Helm renders it)
+          username: me@example.com        # Bitbucket only: HTTP Basic with username + token (app
+                                          # password or API token); without it: Bearer access token
+          removeSourceBranch: false       # GitLab only: delete the branch when the MR is merged
+          squash: false                   # GitLab only: squash the MR's commits on merge
         tenants:                          # optional: which namespaces may write which files
           - namespaces: [team-a, "team-a-*"]
             paths: ["apps/team-a/**", "charts/team-a/values*.yaml"]
@@ -123,6 +127,7 @@ _NAMESPACE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 _AUTHOR_KEYS = frozenset({"name", "email"})
 _PR_KEYS = frozenset({
     "enabled", "host", "apiUrl", "tokenFile", "repository", "labels", "autoMerge", "grouping",
+    "username", "removeSourceBranch", "squash",
 })
 
 PR_HOSTS = ("github", "gitlab", "gitea", "forgejo", "bitbucket")
@@ -162,6 +167,12 @@ class PullRequestConfig:
     labels: tuple[str, ...] = ()
     auto_merge: bool = False
     grouping: str = ""
+    username: str = ""
+    """Bitbucket: HTTP Basic ``username:token`` (app password, API token); empty: Bearer."""
+    remove_source_branch: bool = False
+    """GitLab: delete the source branch when the merge request is merged."""
+    squash: bool = False
+    """GitLab: squash the merge request's commits when it is merged."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -522,7 +533,25 @@ def _pull_request(value: Any, where: str, at: str, *, url: str, token_file: str)
     if grouping and grouping not in PR_GROUPINGS:
         raise ConfigError(f"{where}: {at}.grouping: must be one of {', '.join(PR_GROUPINGS)}")
     return PullRequestConfig(host=host, api_url=api_url, token_file=api_token_file, repository=repository,
-                             labels=labels, auto_merge=auto_merge, grouping=grouping)
+                             labels=labels, auto_merge=auto_merge, grouping=grouping,
+                             **_host_options(entry, where, at, host=host))
+
+
+def _host_options(entry: Mapping[str, Any], where: str, at: str, *, host: str) -> dict[str, Any]:
+    """``username`` (Bitbucket), ``removeSourceBranch`` and ``squash`` (GitLab), each on its host only."""
+    username = _string(entry.get("username"), where, f"{at}.username")
+    if username and host != "bitbucket":
+        raise ConfigError(f"{where}: {at}.username: is only used with host bitbucket (HTTP Basic); "
+                          f"{host} takes the token alone")
+    if username and (any(ch.isspace() or ch == ":" for ch in username) or len(username) > 254):
+        raise ConfigError(f"{where}: {at}.username: no whitespace or ':', at most 254 characters")
+    options: dict[str, Any] = {"username": username}
+    for key, name in (("removeSourceBranch", "remove_source_branch"), ("squash", "squash")):
+        value = _bool(entry.get(key), where, f"{at}.{key}", default=False)
+        if entry.get(key) is not None and host != "gitlab":
+            raise ConfigError(f"{where}: {at}.{key}: is a GitLab setting; {host} has no such option")
+        options[name] = value
+    return options
 
 
 def _api_url(given: str, where: str, at: str, *, host: str, url: str) -> str:

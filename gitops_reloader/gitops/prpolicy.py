@@ -15,9 +15,13 @@ sources (kind/namespace/name), when the change was seen (RFC 3339) and the first
 digits of the *keyed* digest written to git, says how to stop the controller touching
 the pull request, and ends with two hidden HTML comments: the branch, and the entries as
 JSON, so the next rebuild of an accumulating pull request (repository grouping) can list
-the workloads of earlier batches again. A body never holds data, a plain hash of data or
-anything that is not a Kubernetes name, a time or a keyed digest; entries read back from
-a body are validated field by field and dropped when they don't fit.
+the workloads of earlier batches again. A body is at most :data:`BODY_LIMIT` characters
+(GitHub's limit, the smallest of the four hosts): with hundreds of workloads the table is
+cut first (down to 10 rows, then "and N more"), then the marker lists fewer entries (down
+to 10), then both further; the marker always stays whole and parseable. A body never
+holds data, a plain hash of data or anything that is not a Kubernetes name, a time or a
+keyed digest; entries read back from a body are validated field by field and dropped
+when they don't fit.
 
 **Whose branch.** :func:`branch_ownership` decides whether the controller may still
 rebuild a branch: only when every commit the branch has on top of the base is one the
@@ -29,13 +33,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from gitops_reloader.model import ObjectRef, ReloadRequest
 
 __all__ = [
+    "BODY_LIMIT",
     "BRANCH_PREFIX",
     "REPOSITORY_KEY",
     "BranchDecision",
@@ -61,6 +66,8 @@ BRANCH_PREFIX = "gitops-reloader"
 """First segment of every branch the pull-request sink pushes."""
 REPOSITORY_KEY = "all"
 """Branch key of the one pull request per repository (``grouping: repository``)."""
+BODY_LIMIT = 65_536
+"""Longest body :func:`render_body` renders, in characters: GitHub's cap on a pull request body."""
 
 _MARKER = "gitops-reloader"
 _BRANCH_MARKER = re.compile(r"<!-- " + _MARKER + r":branch=(?P<branch>[^\s<>]+) -->")
@@ -71,6 +78,7 @@ _TITLE_ITEMS = 5
 _TITLE_MAX = 200
 _TABLE_ROWS = 100
 _MARKER_ENTRIES = 200
+_MIN_ROWS = 10
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _KIND = re.compile(r"^[A-Z][A-Za-z0-9]{0,62}$")
 _SOURCE_KINDS = frozenset({"ConfigMap", "Secret"})
@@ -220,38 +228,35 @@ def render_title(entries: Sequence[WorkloadEntry]) -> str:
     return title
 
 
-def render_body(entries: Sequence[WorkloadEntry], *, branch: str, base: str) -> str:
-    """The pull request's description (Markdown) with the hidden branch and entries markers."""
-    lines = [
-        "Configuration that these workloads use changed in the cluster. Merging this pull request "
-        f"into `{base}` updates `gitops-reloader.io/config-hash` in their manifests, so the GitOps "
-        "tool rolls them out with the new configuration.",
-        "",
-        "| Workload | Changed | When | Digest |",
-        "| --- | --- | --- | --- |",
-    ]
-    for entry in entries[:_TABLE_ROWS]:
-        changed = "<br>".join(f"{s.kind} `{s.namespace}/{s.name}`" + (" (deleted)" if s.deleted else "")
-                              for s in entry.sources) or "-"
-        lines.append(f"| `{entry.key}` | {changed} | {entry.when} | `{entry.digest}` |")
-    if len(entries) > _TABLE_ROWS:
-        lines.append(f"| and {len(entries) - _TABLE_ROWS} more | | | |")
-    lines += [
-        "",
-        "The digest is an HMAC of the sources' data keyed with a key that never leaves the cluster: "
-        "it changes when the data changes and reveals nothing about it.",
-        "",
-        "**To stop gitops-reloader touching this pull request**, push a commit of your own to "
-        f"`{branch}`: gitops-reloader then leaves the branch alone and reports a Warning event on the "
-        "workload instead. **Close it without merging** to drop it: it is not reopened, and the next "
-        "change opens a new pull request. To stop pull requests for a workload altogether, remove its "
-        "`gitops-reloader.io/sink: pull-request` annotation.",
-        "",
-        f"<!-- {_MARKER}:branch={branch} -->",
-        f"<!-- {_MARKER}:entries={_entries_json(entries[:_MARKER_ENTRIES])} -->",
-        "",
-    ]
-    return "\n".join(lines)
+def render_body(entries: Sequence[WorkloadEntry], *, branch: str, base: str,
+                limit: int = BODY_LIMIT) -> str:
+    """The pull request's description (Markdown) with the hidden branch and entries markers.
+
+    At most ``limit`` characters: the table shows up to 100 workloads and the marker up
+    to 200; when that is too long the table shrinks to 10 rows, then the marker to 10
+    entries, then the table and finally the marker further. Rows left out are
+    summarised as "and N more".
+    """
+    rows = [_row(entry) for entry in entries[:_TABLE_ROWS]]
+    items = [_entry_json(entry) for entry in entries[:_MARKER_ENTRIES]]
+
+    def body(k: int, m: int) -> str:
+        return _assemble(rows[:k], len(entries), items[:m], branch=branch, base=base)
+
+    def fits(k: int, m: int) -> bool:
+        return len(body(k, m)) <= limit
+
+    k, m = len(rows), len(items)
+    # Give way in turn: table rows down to 10, remembered entries down to 10, then the
+    # rest of the table, then the rest of the marker (it stays a whole, parseable comment).
+    for cut_rows, floor in ((True, _MIN_ROWS), (False, _MIN_ROWS), (True, 0), (False, 0)):
+        if fits(k, m):
+            break
+        if cut_rows:
+            k = _largest(lambda x, m=m: fits(x, m), min(k, floor), k)
+        else:
+            m = _largest(lambda x, k=k: fits(k, x), min(m, floor), m)
+    return body(k, m)
 
 
 def marker_branch(body: str) -> str | None:
@@ -334,15 +339,61 @@ def _short(items: Sequence[str]) -> str:
     return shown + (f" and {len(items) - _TITLE_ITEMS} more" if len(items) > _TITLE_ITEMS else "")
 
 
-def _entries_json(entries: Sequence[WorkloadEntry]) -> str:
-    data = {"v": 1, "entries": [
-        {"kind": e.kind, "namespace": e.namespace, "name": e.name, "when": e.when, "digest": e.digest,
-         "sources": [{"kind": s.kind, "namespace": s.namespace, "name": s.name, "deleted": s.deleted}
-                     for s in e.sources]}
-        for e in entries]}
-    text = json.dumps(data, separators=(",", ":"), sort_keys=True)
+def _row(entry: WorkloadEntry) -> str:
+    changed = "<br>".join(f"{s.kind} `{s.namespace}/{s.name}`" + (" (deleted)" if s.deleted else "")
+                          for s in entry.sources) or "-"
+    return f"| `{entry.key}` | {changed} | {entry.when} | `{entry.digest}` |"
+
+
+def _entry_json(e: WorkloadEntry) -> str:
+    """One entry of the marker, compact JSON with sorted keys."""
+    data = {"kind": e.kind, "namespace": e.namespace, "name": e.name, "when": e.when, "digest": e.digest,
+            "sources": [{"kind": s.kind, "namespace": s.namespace, "name": s.name, "deleted": s.deleted}
+                        for s in e.sources]}
+    return json.dumps(data, separators=(",", ":"), sort_keys=True)
+
+
+def _assemble(rows: Sequence[str], total: int, items: Sequence[str], *, branch: str, base: str) -> str:
+    lines = [
+        "Configuration that these workloads use changed in the cluster. Merging this pull request "
+        f"into `{base}` updates `gitops-reloader.io/config-hash` in their manifests, so the GitOps "
+        "tool rolls them out with the new configuration.",
+        "",
+        "| Workload | Changed | When | Digest |",
+        "| --- | --- | --- | --- |",
+        *rows,
+    ]
+    if total > len(rows):
+        lines.append(f"| and {total - len(rows)} more | | | |")
     # "--" must not appear inside an HTML comment; JSON reads the escape back as "-".
-    return text.replace("--", "-\\u002d")
+    marker = ('{"entries":[' + ",".join(items) + '],"v":1}').replace("--", "-\\u002d")
+    lines += [
+        "",
+        "The digest is an HMAC of the sources' data keyed with a key that never leaves the cluster: "
+        "it changes when the data changes and reveals nothing about it.",
+        "",
+        "**To stop gitops-reloader touching this pull request**, push a commit of your own to "
+        f"`{branch}`: gitops-reloader then leaves the branch alone and reports a Warning event on the "
+        "workload instead. **Close it without merging** to drop it: it is not reopened, and the next "
+        "change opens a new pull request. To stop pull requests for a workload altogether, remove its "
+        "`gitops-reloader.io/sink: pull-request` annotation.",
+        "",
+        f"<!-- {_MARKER}:branch={branch} -->",
+        f"<!-- {_MARKER}:entries={marker} -->",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _largest(holds: Callable[[int], bool], low: int, high: int) -> int:
+    """The largest ``x`` in ``[low, high]`` for which the monotone ``holds(x)`` is true; ``low`` if none."""
+    while low < high:
+        middle = (low + high + 1) // 2
+        if holds(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def _entry_from_json(item: object) -> WorkloadEntry | None:

@@ -114,7 +114,9 @@ def build_pull_request_sink(config: Config, api: KubeApi, metrics: Metrics, reco
         where = f"--git-config repository {repo_config.name}: pullRequest"
         try:
             token = git_auth_from_files(token_file=settings.token_file).token
-            hosts[repo_config.name] = host_for(settings.host, settings.api_url, token)
+            hosts[repo_config.name] = host_for(
+                settings.host, settings.api_url, token, username=settings.username,
+                remove_source_branch=settings.remove_source_branch, squash=settings.squash)
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
     handles = build_repository_handles(

@@ -119,7 +119,8 @@ def test_create_find_duplicate_update_merge(
 
     created = host.create(REPO, head=BRANCH, base="main", title="Reload web", body="cfg changed",
                           labels=["gitops-reloader"])
-    assert (created.state, created.head, created.base, created.head_sha) == ("open", BRANCH, "main", head_sha)
+    assert (created.state, created.head, created.base) == ("open", BRANCH, "main")
+    assert head_sha.startswith(created.head_sha) and len(created.head_sha) >= 12  # Bitbucket: 12 digits
     assert created.url.startswith(githost.url)
     assert host.find_open(REPO, head=BRANCH, base="main") == created
 
@@ -427,3 +428,43 @@ def test_human_actions_refuse_impossible_transitions(prhost: PrHost, push: _Push
         prhost.close(REPO, pull.number)
     with pytest.raises(ValueError):
         prhost.mount("gogs")
+
+
+# -- answers the real hosts give (issue 12) ------------------------------------------------------
+
+
+def test_github_refuses_long_bodies_and_branches_without_commits(
+    prhost: PrHost, githost: GitHostServer, push: _Pusher
+) -> None:
+    api = prhost.mount("github")
+    push(BRANCH, {"deploy.yaml": "kind: Deployment\nreplicas: 2\n"})
+    with httpx.Client(base_url=api, headers={"Authorization": f"Bearer {TOKEN}"}) as http:
+        too_long = http.post(f"/repos/{REPO}/pulls", json={"head": BRANCH, "base": "main", "title": "t",
+                                                          "body": "x" * 65_537})
+        assert too_long.status_code == 422 and "maximum is 65536" in too_long.text
+        fits = http.post(f"/repos/{REPO}/pulls", json={"head": BRANCH, "base": "main", "title": "t",
+                                                      "body": "x" * 65_536})
+        assert fits.status_code == 201
+        patch = http.patch(f"/repos/{REPO}/pulls/1", json={"body": "y" * 65_537})
+        assert patch.status_code == 422
+        subprocess.run(["git", f"--git-dir={githost.bare_path(REPO)}", "update-ref", "refs/heads/behind",
+                        "refs/heads/main"], check=True)
+        none = http.post(f"/repos/{REPO}/pulls", json={"head": "behind", "base": "main", "title": "t"})
+        assert none.status_code == 422 and "No commits between main and behind" in none.text
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_page_caps_hold_whatever_the_client_asks(prhost: PrHost, push: _Pusher, kind: str) -> None:
+    prhost.set_page_cap(kind, 3)
+    host = _host(prhost, kind)
+    for i in range(7):
+        branch = f"feature-{i}"
+        push(branch, {"deploy.yaml": f"kind: Deployment\nreplicas: {i + 3}\n"})
+        host.create(REPO, head=branch, base="main", title=f"t{i}", body="b")
+    prhost.clear_requests()
+    # The oldest is on the last page of three: every client finds it (Gitea, without a branch
+    # filter, by paging through; the others filter on the server).
+    found = host.find_open(REPO, head="feature-0", base="main")
+    assert found is not None and found.title == "t0"
+    lists = [r for r in prhost.requests if r.method == "GET" and r.status == 200]
+    assert len(lists) == (3 if kind == "gitea" else 1)

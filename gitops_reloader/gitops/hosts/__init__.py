@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 
@@ -61,6 +62,9 @@ def host_for(
     timeout: float = 10.0,
     retry: RetryPolicy | None = None,
     sleep: Callable[[float], None] | None = None,
+    username: str = "",
+    remove_source_branch: bool = False,
+    squash: bool = False,
 ) -> GitHost:
     """A client for a ``kind`` host at ``api_url``, authenticating with ``token``.
 
@@ -68,16 +72,23 @@ def host_for(
     (``https://api.bitbucket.org/2.0``). Raises :class:`ConfigError` for an unknown
     kind, a malformed URL or an empty token; the message never contains the token.
     ``sleep`` replaces :func:`time.sleep` between retries (tests).
+
+    Per-host options (a :class:`ConfigError` on another host): ``username`` makes
+    Bitbucket use HTTP Basic ``username:token`` instead of Bearer;
+    ``remove_source_branch`` and ``squash`` are GitLab merge request settings.
     """
     normalized = kind.strip().lower()
     cls = _CLASSES.get(normalized)
     if cls is None:
         raise ConfigError(f"unknown git host kind {kind!r}; use one of {', '.join(HOST_KINDS)} (or forgejo)")
-    return cls(
-        api_url,
-        token,
-        client=client,
-        timeout=timeout,
-        retry=retry or RetryPolicy(),
-        sleep=sleep or time.sleep,
-    )
+    common: dict[str, Any] = {
+        "client": client, "timeout": timeout, "retry": retry or RetryPolicy(), "sleep": sleep or time.sleep}
+    if username and cls is not BitbucketHost:
+        raise ConfigError(f"a username (HTTP Basic) is only used with bitbucket, not {normalized}")
+    if (remove_source_branch or squash) and cls is not GitLabHost:
+        raise ConfigError(f"removeSourceBranch and squash are GitLab settings, not {normalized}'s")
+    if cls is BitbucketHost:
+        return BitbucketHost(api_url, token, username=username, **common)
+    if cls is GitLabHost:
+        return GitLabHost(api_url, token, remove_source_branch=remove_source_branch, squash=squash, **common)
+    return cls(api_url, token, **common)

@@ -9,11 +9,23 @@ the only place that imports ``httpx`` for git hosts.
 Guarantees of every client built on :class:`_RestHost`:
 
 - **Bounded.** Each request has a timeout (10 s by default). Network errors, 408, 5xx
-  and 429 (and GitHub's rate-limit 403) are retried up to :attr:`RetryPolicy.attempts`
-  times in all, with exponential backoff or the host's ``Retry-After`` /
-  ``X-RateLimit-Reset``. A wait longer than :attr:`RetryPolicy.max_wait` is not slept
-  through: :class:`~gitops_reloader.errors.HostRateLimited` is raised at once with
+  and rate limits are retried up to :attr:`RetryPolicy.attempts` times in all, with
+  exponential backoff or the host's ``Retry-After`` / ``X-RateLimit-Reset``. A rate
+  limit is a 429, or a 403 that carries ``Retry-After``, ``X-RateLimit-Remaining: 0`` or
+  a message saying "rate limit" (GitHub's secondary limit may carry no header at all);
+  without a header the wait is the host's :attr:`_RestHost.rate_limit_floor` (60 s on
+  GitHub and Bitbucket), doubled per further attempt. A wait longer than
+  :attr:`RetryPolicy.max_wait` is not slept through:
+  :class:`~gitops_reloader.errors.HostRateLimited` is raised at once with
   ``retry_after`` set, so the work queue can come back later without blocking a worker.
+- **Redirects.** A 301/302/307/308 whose ``Location`` stays under the API URL (same
+  scheme, host, port and path prefix; GitHub answers so for a renamed or transferred
+  repository) is followed, at most :data:`MAX_REDIRECTS` hops, and logged once per
+  repository. Any other redirect is a permanent :class:`HostError` naming where the
+  host points, so the configuration can be fixed: the token never leaves the API URL.
+- **Shape-checked.** A 2xx whose JSON is not what the endpoint returns (a list where a
+  list is expected, a pull request document) is a :class:`HostError`, never "no pull
+  request".
 - **Translated.** ``httpx`` exceptions never escape: they become
   :class:`~gitops_reloader.errors.HostError` (retryable: network, 5xx),
   :class:`~gitops_reloader.errors.HostRateLimited` (429) or
@@ -25,8 +37,13 @@ Guarantees of every client built on :class:`_RestHost`:
   a shared client, never in a URL). Messages name the host kind, the method and the
   API path without its query string, and the repository; any text quoted from the host
   is scrubbed of the token. ``repr`` shows the API URL but never the token.
-- **Idempotent create.** "Already exists" (GitHub 422, GitLab/Gitea 409, Bitbucket 400)
-  is not an error: the client finds the open pull request and updates it. That is also
+- **Bounded bodies.** :attr:`_RestHost.max_body` is the longest description the host
+  stores (GitHub: 65,536 characters); a longer one is refused before it is sent, with a
+  permanent error (:func:`~gitops_reloader.gitops.prpolicy.render_body` renders within
+  :data:`~gitops_reloader.gitops.prpolicy.BODY_LIMIT`, the smallest of them).
+- **Idempotent create.** "Already exists" (GitHub 422, GitLab/Gitea 409, Bitbucket 400
+  or the existing pull request itself) is not an error: the client finds the open pull
+  request and updates it. That is also
   why a ``POST`` is retried after a network error or 5xx like any other request: if the
   first attempt did reach the host, the retry comes back as "already exists".
 
@@ -48,7 +65,7 @@ from gitops_reloader.errors import ConfigError, HostAuthError, HostError, HostRa
 from gitops_reloader.gitops.auth import GitAuth, display_url, scrub
 from gitops_reloader.observability.alerts import retry_after_seconds
 
-__all__ = ["GitHost", "PullRequest", "PullRequestState", "RetryPolicy"]
+__all__ = ["MAX_REDIRECTS", "GitHost", "PullRequest", "PullRequestState", "RetryPolicy"]
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +74,9 @@ PullRequestState = Literal["open", "closed", "merged"]
 
 _JSON = "application/json"
 _MAX_QUOTED = 300  # characters of a host's error message quoted in ours
+_REDIRECTS = (301, 302, 307, 308)
+MAX_REDIRECTS = 3
+"""Redirect hops followed for one request (all on the API URL's own origin)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +189,10 @@ class _RestHost:
     scope_hint: ClassVar[str] = "access to the repository"
     """What the token needs, quoted in 401/403 messages."""
     default_api_url: ClassVar[str] = ""
+    rate_limit_floor: ClassVar[float] = 0.0
+    """Wait after a rate limit without ``Retry-After`` or reset time; 0: the backoff."""
+    max_body: ClassVar[int] = 1_000_000
+    """Longest pull request description the host stores, in characters."""
 
     api_url: str
     token: str = field(repr=False)
@@ -181,6 +205,7 @@ class _RestHost:
     """Wall clock, for rate-limit reset times given as epoch seconds."""
     _http: httpx.Client = field(init=False, repr=False)
     _owns_client: bool = field(init=False, repr=False)
+    _moved: set[str] = field(init=False, repr=False, default_factory=set)
 
     def __post_init__(self) -> None:
         url = (self.api_url or self.default_api_url).strip().rstrip("/")
@@ -219,6 +244,10 @@ class _RestHost:
     def _auth_headers(self) -> dict[str, str]:
         raise NotImplementedError
 
+    def _secret(self) -> GitAuth:
+        """The credentials to scrub from quoted host text (every spelling of the token)."""
+        return GitAuth(token=self.token)
+
     def find_open(self, repo: str, *, head: str, base: str) -> PullRequest | None:
         """See :meth:`GitHost.find_open`."""
         raise NotImplementedError
@@ -253,7 +282,8 @@ class _RestHost:
         headers = {"Accept": _JSON, **self._auth_headers()}
         policy = self.retry
         reason = ""
-        for attempt in range(policy.attempts):
+        attempt = hops = 0
+        while True:
             last = attempt == policy.attempts - 1
             try:
                 response = self._http.request(
@@ -267,15 +297,23 @@ class _RestHost:
                         f"{policy.attempts} attempts: {reason}"
                     ) from exc
                 self._wait(policy.delay(attempt), method, shown, reason)
+                attempt += 1
                 continue
             except httpx.HTTPError as exc:  # bad URL, too many redirects: not transient
                 raise HostError(f"{self.kind}: {method} {shown} for {repo}: {type(exc).__name__}") from exc
             status = response.status_code
-            if 200 <= status < 300 or status in accept:
+            limited = status == 429 or (status == 403 and self._is_rate_limited(response))
+            if 200 <= status < 300 or (status in accept and not limited):
                 return response
-            if status == 429 or (status == 403 and self._is_rate_limited(response)):
-                after = self._rate_limit_wait(response)
-                if after is not None and after > policy.max_wait:
+            if status in _REDIRECTS:
+                hops += 1
+                target = self._follow(response, method, shown, repo, hops)
+                if httpx.URL(target).query:
+                    params = None  # the new location carries the query
+                continue
+            if limited:
+                after = self._rate_limit_wait(response, attempt)
+                if after > policy.max_wait:
                     raise HostRateLimited(
                         f"{self.kind}: rate limited on {method} {shown} for {repo}; "
                         f"retry after {after:.0f}s",
@@ -287,7 +325,8 @@ class _RestHost:
                         f"after {policy.attempts} attempts",
                         retry_after=after,
                     )
-                self._wait(policy.delay(attempt) if after is None else after, method, shown, "429")
+                self._wait(after, method, shown, f"rate limited ({status})")
+                attempt += 1
                 continue
             if status >= 500 or status == 408:
                 reason = f"status {status}"
@@ -300,9 +339,74 @@ class _RestHost:
                 after = retry_after_seconds(response.headers.get("Retry-After"))
                 delay = policy.delay(attempt) if after is None else min(after, policy.max_wait)
                 self._wait(delay, method, shown, reason)
+                attempt += 1
                 continue
             raise self._status_error(response, method, shown, repo, not_found)
-        raise AssertionError("unreachable")  # pragma: no cover - the loop always returns or raises
+
+    def _follow(self, response: httpx.Response, method: str, shown: str, repo: str, hops: int) -> str:
+        """The absolute URL a redirect points to, if it stays under the API URL; else a permanent error."""
+        location = response.headers.get("Location", "")
+        try:
+            moved = response.request.url.join(location) if location else None
+        except httpx.InvalidURL:
+            moved = None
+        own = httpx.URL(self.api_url)
+        where = f"{moved.host}{moved.path}" if moved is not None else "nowhere"
+        if moved is None or (moved.scheme, moved.host, moved.port) != (own.scheme, own.host, own.port) \
+                or not moved.path.startswith(own.path.rstrip("/") + "/"):
+            error = HostError(
+                f"{self.kind}: {method} {shown} for {repo} is redirected ({response.status_code}) to "
+                f"{where}, outside the API URL {display_url(self.api_url)}; the repository was probably "
+                "renamed or moved: set pullRequest.repository (and apiUrl) to its new place"
+            )
+            error.retryable = False
+            raise error
+        if hops > MAX_REDIRECTS:
+            error = HostError(f"{self.kind}: {method} {shown} for {repo}: over {MAX_REDIRECTS} redirects")
+            error.retryable = False
+            raise error
+        if repo not in self._moved:
+            self._moved.add(repo)
+            log.warning(
+                "git host says the repository moved; following it (update pullRequest.repository)",
+                extra={"host": self.kind, "repo": repo, "path": shown, "location": moved.path,
+                       "status": response.status_code},
+            )
+        return str(moved)
+
+    def _list(self, response: httpx.Response, repo: str) -> list[Any]:
+        """The JSON list of ``response``; :class:`HostError` for any other shape."""
+        data = self._json(response, repo)
+        if not isinstance(data, list):
+            raise HostError(
+                f"{self.kind}: {response.request.method} {response.request.url.path} for {repo} "
+                f"answered {response.status_code} with a JSON {type(data).__name__}, not a list"
+            )
+        return data
+
+    def _check_body(self, repo: str, body: str) -> None:
+        """Refuse a description longer than the host stores (permanent: the text must change)."""
+        if len(body) > self.max_body:
+            error = HostError(
+                f"{self.kind}: pull request description for {repo} has {len(body)} characters; "
+                f"the host takes at most {self.max_body}"
+            )
+            error.retryable = False
+            raise error
+
+    def _poll_status(
+        self, call: Callable[[], httpx.Response], again: Callable[[httpx.Response], bool], what: str,
+    ) -> httpx.Response:
+        """``call()`` until ``again(response)`` is false, sleeping the backoff between, at most
+        :attr:`RetryPolicy.attempts` + 2 times (a host still checking a new pull request)."""
+        tries = self.retry.attempts + 2
+        for attempt in range(tries):
+            response = call()
+            if attempt == tries - 1 or not again(response):
+                return response
+            self._wait(self.retry.delay(attempt), "poll", what, f"status {response.status_code}")
+        raise AssertionError("unreachable")  # pragma: no cover - the loop always returns
+
 
     def _json(self, response: httpx.Response, repo: str) -> Any:
         """The JSON body of ``response``; :class:`HostError` if it is not JSON."""
@@ -358,7 +462,7 @@ class _RestHost:
             text = "; ".join(parts)
         elif response.content:
             text = response.text
-        text = " ".join(scrub(text, GitAuth(token=self.token)).split())
+        text = " ".join(scrub(text, self._secret()).split())
         return text[:_MAX_QUOTED]
 
     def _quote(self, response: httpx.Response) -> str:
@@ -400,10 +504,14 @@ class _RestHost:
         return error
 
     def _is_rate_limited(self, response: httpx.Response) -> bool:
+        """Whether a 403 is a rate limit (headers, or the host's message says so), not a refusal."""
         headers = response.headers
-        return "retry-after" in headers or headers.get("x-ratelimit-remaining") == "0"
+        if "retry-after" in headers or headers.get("x-ratelimit-remaining") == "0":
+            return True
+        return "rate limit" in self._host_message(response).lower()
 
-    def _rate_limit_wait(self, response: httpx.Response) -> float | None:
+    def _rate_limit_wait(self, response: httpx.Response, attempt: int) -> float:
+        """Seconds to wait: ``Retry-After``, else the reset time if none remain, else the floor."""
         headers = response.headers
         after = retry_after_seconds(headers.get("Retry-After"))
         if after is not None:
@@ -412,10 +520,12 @@ class _RestHost:
         reset = headers.get("x-ratelimit-reset", headers.get("ratelimit-reset"))
         if remaining == "0" and reset:
             try:
-                return max(0.0, float(reset) - self.clock())
+                return max(1.0, float(reset) - self.clock())
             except ValueError:
-                return None
-        return None
+                pass
+        if self.rate_limit_floor > 0:
+            return float(self.rate_limit_floor * (2**attempt))
+        return self.retry.delay(attempt)
 
     def _wait(self, delay: float, method: str, shown: str, reason: str) -> None:
         log.debug(

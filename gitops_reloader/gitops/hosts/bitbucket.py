@@ -1,9 +1,15 @@
 """Bitbucket Cloud pull requests over the REST API (``/2.0``).
 
-``api_url`` is ``https://api.bitbucket.org/2.0``; ``repo`` is ``workspace/slug``. The
-token (a repository, project or workspace access token) goes in
-``Authorization: Bearer`` and needs the ``pullrequest:write`` scope.
+``api_url`` is ``https://api.bitbucket.org/2.0``; ``repo`` is ``workspace/slug``. Two
+ways to authenticate, chosen in ``--git-config``:
 
+- an access token (repository, project or workspace) in ``Authorization: Bearer``
+  (no ``pullRequest.username``);
+- HTTP Basic with ``pullRequest.username`` and an app password or an Atlassian API
+  token (whose username is the account's e-mail address) as the token.
+
+Either needs the ``pullrequest:write`` scope (which implies ``repository:write``, what
+the push of the branch needs).
 - Find: ``GET /repositories/{ws}/{slug}/pullrequests`` with a BBQL filter
   ``q=source.branch.name="b" AND destination.branch.name="base" AND state="OPEN"``;
   results come in a ``{"values": [...], "next": url}`` envelope, followed for at most
@@ -11,26 +17,37 @@ token (a repository, project or workspace access token) goes in
   elsewhere). Listing every state needs ``state=`` repeated: by default Bitbucket lists
   open pull requests only.
 - Create: ``POST .../pullrequests`` with ``source.branch.name`` and
-  ``destination.branch.name``; a duplicate answers 400 "There is already an open pull
-  request for this source branch", which we turn into find-and-update.
+  ``destination.branch.name``. For a source branch that already has an open pull
+  request into the same destination, Bitbucket Cloud answers with that pull request
+  (same ``id``) rather than an error; its title and description are then set with an
+  update when they differ from what was sent. An older answer, 400 "There is already
+  an open pull request for this source branch", is turned into find-and-update too.
 - Update: ``PUT .../pullrequests/{id}`` drops every field not sent, reviewers included,
   so :meth:`BitbucketHost.update` reads the pull request first and sends its reviewers
   (and ``close_source_branch``) back.
 - Close: ``POST .../pullrequests/{id}/decline``.
 - Bitbucket Cloud has no labels (ignored) and no auto-merge in its API (``False``).
+- List items carry no ``reviewers`` (only the single pull request does) and commit
+  hashes are 12 characters (``source.commit.hash``): :attr:`PullRequest.head_sha` is
+  that short hash, a prefix of the full one.
+- A 429 rarely carries ``Retry-After``; without it the wait is at least a minute
+  (:attr:`BitbucketHost.rate_limit_floor`), since the limits are per hour.
 
 ``DECLINED`` and ``SUPERSEDED`` read as ``"closed"``.
 """
 
 from __future__ import annotations
 
+import base64
 import urllib.parse
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import httpx
 
 from gitops_reloader.errors import HostError
+from gitops_reloader.gitops.auth import GitAuth
 from gitops_reloader.gitops.hosts.base import PullRequest, PullRequestState, _RestHost, split_repo
 
 __all__ = ["MAX_PAGES", "BitbucketHost"]
@@ -46,15 +63,26 @@ _STATES: dict[str, PullRequestState] = {
 }
 
 
+@dataclass(eq=False)
 class BitbucketHost(_RestHost):
     """:class:`~gitops_reloader.gitops.hosts.base.GitHost` for Bitbucket Cloud."""
 
     kind: ClassVar[str] = "bitbucket"
     scope_hint: ClassVar[str] = "the 'pullrequest:write' scope"
     default_api_url: ClassVar[str] = "https://api.bitbucket.org/2.0"
+    rate_limit_floor: ClassVar[float] = 60.0
+
+    username: str = ""
+    """Set: HTTP Basic ``username:token`` (app password, API token); empty: Bearer."""
 
     def _auth_headers(self) -> dict[str, str]:
+        if self.username:
+            pair = base64.b64encode(f"{self.username}:{self.token}".encode()).decode("ascii")
+            return {"Authorization": f"Basic {pair}"}
         return {"Authorization": f"Bearer {self.token}"}
+
+    def _secret(self) -> GitAuth:
+        return GitAuth(username=self.username, token=self.token)
 
     def find_open(self, repo: str, *, head: str, base: str) -> PullRequest | None:
         """The open pull request from ``head`` into ``base``, newest first."""
@@ -77,6 +105,7 @@ class BitbucketHost(_RestHost):
         labels: Sequence[str] = (),
     ) -> PullRequest:
         """Open a pull request (or update the one already open); ``labels`` are ignored."""
+        self._check_body(repo, body)
         payload = {
             "title": title,
             "description": body,
@@ -89,12 +118,17 @@ class BitbucketHost(_RestHost):
             if "already" in self._host_message(response).lower():
                 return self._adopt_existing(repo, head=head, base=base, title=title, body=body, labels=labels)
             raise self._error_for(response, repo)
-        return self._parse(_pull_request, self._json(response, repo), repo)
+        pull = self._parse(_pull_request, self._json(response, repo), repo)
+        if pull.state == "open" and (pull.title, pull.body) != (title, body):
+            # Bitbucket handed back the pull request already open for this branch, unchanged.
+            return self.update(repo, pull.number, title=title, body=body, labels=labels)
+        return pull
 
     def update(
         self, repo: str, number: int, *, title: str, body: str, labels: Sequence[str] = ()
     ) -> PullRequest:
         """Set title and description of ``number``, keeping its reviewers; ``labels`` are ignored."""
+        self._check_body(repo, body)
         path = f"{self._pulls_path(repo)}/{number}"
         current = self._json(self._request("GET", path, repo=repo), repo)
         reviewers = current.get("reviewers") if isinstance(current, dict) else None

@@ -6,17 +6,26 @@ labels).
 
 - Find: ``GET /repos/{o}/{r}/pulls?state=open`` page by page (``page``/``limit``), with
   head and base matched here: the list endpoint has no branch filter on every version.
-  At most :data:`MAX_PAGES` pages are read.
+  The server caps ``limit`` at its ``[api] MAX_RESPONSE_ITEMS`` (50 by default, often
+  lower), so a short page does not mean the last one: the next page is read while the
+  answer has a ``Link: rel="next"`` or fewer items were seen than its
+  ``X-Total-Count`` (without either header, until an empty page). At most
+  :data:`MAX_PAGES` pages are read.
 - Create: ``POST /repos/{o}/{r}/pulls`` with ``labels`` as numeric ids, looked up by
-  name with ``GET /repos/{o}/{r}/labels`` (unknown names are skipped: Gitea does not
-  create labels on the fly). A duplicate answers 409 "pull request already exists for
+  name with ``GET /repos/{o}/{r}/labels`` and, for a repository an organisation owns,
+  ``GET /orgs/{o}/labels`` (organisation labels are valid on its repositories; a
+  repository label wins a name clash). Unknown names are skipped: Gitea does not create
+  labels on the fly. A duplicate answers 409 "pull request already exists for
   these targets", which we turn into find-and-update. A missing head branch answers
   404, reported like a missing repository.
 - Update/close: ``PATCH /repos/{o}/{r}/pulls/{index}``; labels are added with
   ``POST /repos/{o}/{r}/issues/{index}/labels``.
 - Auto-merge: ``POST /repos/{o}/{r}/pulls/{index}/merge`` with
-  ``{"Do": "merge", "merge_when_checks_succeed": true}``; Gitea merges once the
-  required checks pass (at once when there are none). 405/409/422 mean ``False``.
+  ``{"Do": "merge", "merge_when_checks_succeed": true}``. Gitea answers 201 when it
+  scheduled the merge, 200 when it merged at once (no required checks), 409 "already
+  scheduled" (yes, too), 405 "Please try again later" while it still checks a new pull
+  request (asked again with the backoff a few times), other 405/409/422 when it cannot
+  merge (``False``).
 """
 
 from __future__ import annotations
@@ -36,6 +45,8 @@ MAX_PAGES = 20
 """Pages of 50 read when listing pull requests or labels."""
 _LIMIT = 50
 _NOT_MERGEABLE = (405, 409, 422)
+_TRY_LATER = "try again later"
+_SCHEDULE = {"Do": "merge", "merge_when_checks_succeed": True}
 
 
 class GiteaHost(_RestHost):
@@ -66,6 +77,7 @@ class GiteaHost(_RestHost):
         labels: Sequence[str] = (),
     ) -> PullRequest:
         """Open a pull request (or update the one already open) with the known ``labels``."""
+        self._check_body(repo, body)
         payload: dict[str, Any] = {"head": head, "base": base, "title": title, "body": body}
         ids = self._label_ids(repo, labels)
         if ids:
@@ -86,6 +98,7 @@ class GiteaHost(_RestHost):
         self, repo: str, number: int, *, title: str, body: str, labels: Sequence[str] = ()
     ) -> PullRequest:
         """Set title and body of ``number``; add the known ``labels``."""
+        self._check_body(repo, body)
         response = self._request(
             "PATCH", f"{self._repo_path(repo)}/pulls/{number}", repo=repo, json={"title": title, "body": body}
         )
@@ -103,18 +116,19 @@ class GiteaHost(_RestHost):
 
     def enable_auto_merge(self, repo: str, number: int) -> bool:
         """Schedule "merge when checks succeed"; ``False`` if Gitea refuses."""
-        response = self._request(
-            "POST",
-            f"{self._repo_path(repo)}/pulls/{number}/merge",
-            repo=repo,
-            json={"Do": "merge", "merge_when_checks_succeed": True},
-            accept=_NOT_MERGEABLE,
+        path = f"{self._repo_path(repo)}/pulls/{number}/merge"
+        response = self._poll_status(
+            lambda: self._request("POST", path, repo=repo, json=_SCHEDULE, accept=_NOT_MERGEABLE),
+            lambda r: r.status_code == 405 and _TRY_LATER in self._host_message(r).lower(),
+            f"{repo}#{number} merge",
         )
-        if response.status_code in _NOT_MERGEABLE:
-            log.info(
-                "auto-merge not available",
-                extra={"host": self.kind, "repo": repo, "number": number, "status": response.status_code},
-            )
+        status = response.status_code
+        if status == 409 and "scheduled" in self._host_message(response).lower():
+            return True  # someone (or an earlier attempt of ours) scheduled it already
+        if status in _NOT_MERGEABLE:
+            log.info("auto-merge not available", extra={
+                "host": self.kind, "repo": repo, "number": number, "status": status,
+                "reason": self._host_message(response)})
             return False
         return True
 
@@ -124,15 +138,26 @@ class GiteaHost(_RestHost):
         owner, name = split_repo(self.kind, repo)
         return f"/repos/{urllib.parse.quote(owner, safe='')}/{urllib.parse.quote(name, safe='')}"
 
-    def _pages(self, repo: str, path: str, params: dict[str, Any]) -> Iterator[Any]:
-        """Every item of a ``page``/``limit`` list, up to :data:`MAX_PAGES` pages."""
+    def _pages(self, repo: str, path: str, params: dict[str, Any],
+               *, missing_ok: bool = False) -> Iterator[Any]:
+        """Every item of a ``page``/``limit`` list, up to :data:`MAX_PAGES` pages.
+
+        ``missing_ok``: a 404 or 403 is an empty list (an owner that is a user has no
+        organisation labels; a token without ``read:organization`` cannot read them).
+        """
+        seen = 0
         for page in range(1, MAX_PAGES + 1):
-            response = self._request("GET", path, repo=repo, params={**params, "page": page, "limit": _LIMIT})
-            data = self._json(response, repo)
-            if not isinstance(data, list):
+            response = self._request("GET", path, repo=repo, params={**params, "page": page, "limit": _LIMIT},
+                                     accept=(403, 404) if missing_ok else ())
+            if response.status_code == 403:
+                log.info("organisation labels not readable; the token needs read:organization",
+                         extra={"host": self.kind, "repo": repo, "path": path})
+            if response.status_code in (403, 404):
                 return
+            data = self._list(response, repo)
             yield from data
-            if len(data) < _LIMIT:
+            seen += len(data)
+            if not _has_next(response, seen, len(data)):
                 return
         log.warning("listing truncated", extra={"host": self.kind, "repo": repo, "path": path})
 
@@ -148,17 +173,36 @@ class GiteaHost(_RestHost):
         if not names:
             return []
         known: dict[str, int] = {}
-        for item in self._pages(repo, self._repo_path(repo) + "/labels", {}):
-            if not isinstance(item, dict):
-                continue
-            label_id, name = item.get("id"), item.get("name")
-            if isinstance(label_id, int) and isinstance(name, str):
-                known.setdefault(name, label_id)
+        owner, _ = split_repo(self.kind, repo)
+        org_path = f"/orgs/{urllib.parse.quote(owner, safe='')}/labels"
+        for items in (self._pages(repo, self._repo_path(repo) + "/labels", {}),
+                      self._pages(repo, org_path, {}, missing_ok=True)):
+            for item in items:
+                if not isinstance(item, dict):
+                    continue
+                label_id, name = item.get("id"), item.get("name")
+                if isinstance(label_id, int) and isinstance(name, str):
+                    known.setdefault(name, label_id)
+            if all(name in known for name in names):
+                break  # no need to ask the organisation
         missing = [name for name in names if name not in known]
         if missing:
             log.info("labels unknown to the repository skipped", extra={
                 "host": self.kind, "repo": repo, "labels": ",".join(missing)})
         return [known[name] for name in dict.fromkeys(names) if name in known]
+
+
+def _has_next(response: Any, seen: int, got: int) -> bool:
+    """Whether another page follows: ``Link: rel="next"``, else ``X-Total-Count``, else a non-empty page."""
+    link = response.headers.get("Link")
+    total = response.headers.get("X-Total-Count")
+    if link is not None and 'rel="next"' in link:
+        return True
+    if total is not None and total.strip().isdigit():
+        return seen < int(total) and got > 0
+    if link is not None:
+        return False  # a Link header without "next": this was the last page
+    return got > 0
 
 
 def _pull_request(data: Any) -> PullRequest:

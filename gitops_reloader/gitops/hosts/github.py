@@ -16,6 +16,18 @@ a fine-grained one "Pull requests: write" (and "Issues: write" for labels).
 
 The head filter names the branch in the base repository's owner, so pull requests from
 forks are never matched: the bot pushes its branch into the repository itself.
+
+As GitHub answers (docs.github.com, "Rate limits for the REST API", "Troubleshooting"):
+
+- A rate limit is a 403 or 429: with ``retry-after`` wait that long; with
+  ``x-ratelimit-remaining: 0`` wait until ``x-ratelimit-reset`` (epoch seconds); a
+  secondary limit with neither (the message says "secondary rate limit") waits at least
+  a minute (:attr:`GitHubHost.rate_limit_floor`), doubling per further attempt. None of
+  them is "token not allowed".
+- A renamed or transferred repository answers 301 (GET) or 307 (other methods) with the
+  new location on the API (``/repositories/{id}/...``): followed and logged once.
+- Bodies are at most 65,536 characters (:attr:`GitHubHost.max_body`); "No commits
+  between" (422) is a permanent error.
 """
 
 from __future__ import annotations
@@ -39,6 +51,8 @@ class GitHubHost(_RestHost):
         "the 'repo' scope (classic token) or 'Pull requests: write' and 'Issues: write' (fine-grained)"
     )
     default_api_url: ClassVar[str] = "https://api.github.com"
+    rate_limit_floor: ClassVar[float] = 60.0
+    max_body: ClassVar[int] = 65_536
 
     def _auth_headers(self) -> dict[str, str]:
         return {
@@ -66,6 +80,7 @@ class GitHubHost(_RestHost):
         labels: Sequence[str] = (),
     ) -> PullRequest:
         """Open a pull request (or update the one already open) and add ``labels``."""
+        self._check_body(repo, body)
         path = self._repo_path(repo) + "/pulls"
         response = self._request(
             "POST",
@@ -88,6 +103,7 @@ class GitHubHost(_RestHost):
         self, repo: str, number: int, *, title: str, body: str, labels: Sequence[str] = ()
     ) -> PullRequest:
         """Set title and body of ``number``; add ``labels``."""
+        self._check_body(repo, body)
         response = self._request(
             "PATCH", f"{self._repo_path(repo)}/pulls/{number}", repo=repo, json={"title": title, "body": body}
         )
@@ -124,10 +140,7 @@ class GitHubHost(_RestHost):
                 "per_page": _PAGE,
             },
         )
-        data = self._json(response, repo)
-        if not isinstance(data, list):
-            return None
-        pulls = [self._parse(_pull_request, item, repo) for item in data]
+        pulls = [self._parse(_pull_request, item, repo) for item in self._list(response, repo)]
         # The host filters already; check again so a lenient server can't hand us another branch.
         matching = [p for p in pulls if p.head == head and p.base == base]
         return max(matching, key=lambda p: p.number, default=None)

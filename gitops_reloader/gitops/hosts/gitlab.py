@@ -13,8 +13,15 @@ Developer role on the project).
   ``state_event=close``).
 - Auto-merge: ``PUT /projects/:id/merge_requests/:iid/merge`` with ``auto_merge`` (GitLab
   17.11+) and its deprecated spelling ``merge_when_pipeline_succeeds`` (older
-  servers); 405/406/409/422 ("not mergeable now") mean ``False``. Without a pipeline,
-  newer GitLab merges at once.
+  servers). Right after creation GitLab is still checking mergeability and the
+  pipeline may not exist yet: it answers 405 or 422, so those are asked again with the
+  backoff a few times before ``False``; 406 (conflicts) and 409 (head moved) mean
+  ``False`` at once. 401/403 there mean the token's user may not merge into the target
+  branch (a :class:`~gitops_reloader.errors.HostAuthError` that says so, not "token
+  refused"). Without a pipeline, newer GitLab merges at once.
+- Options: ``remove_source_branch`` and ``squash`` (``pullRequest.removeSourceBranch`` /
+  ``squash`` in ``--git-config``) are sent on create and on every update.
+- Descriptions are at most 1,048,576 characters.
 
 :attr:`PullRequest.number` is the merge request's ``iid``. GitLab's ``locked`` state
 (a merge in progress) reads as ``"open"``.
@@ -25,8 +32,10 @@ from __future__ import annotations
 import logging
 import urllib.parse
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from gitops_reloader.errors import HostAuthError
 from gitops_reloader.gitops.hosts.base import PullRequest, PullRequestState, _RestHost
 
 __all__ = ["GitLabHost"]
@@ -40,14 +49,24 @@ _STATES: dict[str, PullRequestState] = {
     "closed": "closed",
     "merged": "merged",
 }
-_NOT_MERGEABLE = (405, 406, 409, 422)
+_CHECKING = (405, 422)  # mergeability or the pipeline not settled yet: ask again
+_NOT_MERGEABLE = (406, 409, *_CHECKING)
+_NO_RIGHTS = (401, 403)
+_ANSWERS = (*_NOT_MERGEABLE, *_NO_RIGHTS)
 
 
+@dataclass(eq=False)
 class GitLabHost(_RestHost):
     """:class:`~gitops_reloader.gitops.hosts.base.GitHost` for GitLab (project paths)."""
 
     kind: ClassVar[str] = "gitlab"
     scope_hint: ClassVar[str] = "the 'api' scope and Developer role on the project"
+    max_body: ClassVar[int] = 1_048_576
+
+    remove_source_branch: bool = False
+    """Ask GitLab to delete the bot's branch when the merge request is merged."""
+    squash: bool = False
+    """Ask GitLab to squash the merge request's commits on merge."""
 
     def _auth_headers(self) -> dict[str, str]:
         return {"PRIVATE-TOKEN": self.token}
@@ -76,7 +95,9 @@ class GitLabHost(_RestHost):
             "target_branch": base,
             "title": title,
             "description": body,
+            **self._options(),
         }
+        self._check_body(repo, body)
         if labels:
             payload["labels"] = ",".join(labels)
         response = self._request(
@@ -90,7 +111,8 @@ class GitLabHost(_RestHost):
         self, repo: str, number: int, *, title: str, body: str, labels: Sequence[str] = ()
     ) -> PullRequest:
         """Set title and description of ``!number``; add ``labels`` (others stay)."""
-        payload: dict[str, Any] = {"title": title, "description": body}
+        self._check_body(repo, body)
+        payload: dict[str, Any] = {"title": title, "description": body, **self._options()}
         if labels:
             payload["add_labels"] = ",".join(labels)
         response = self._request("PUT", f"{self._mr_path(repo)}/{number}", repo=repo, json=payload)
@@ -101,23 +123,42 @@ class GitLabHost(_RestHost):
         self._request("PUT", f"{self._mr_path(repo)}/{number}", repo=repo, json={"state_event": "close"})
 
     def enable_auto_merge(self, repo: str, number: int) -> bool:
-        """Set "auto-merge" (merge when the pipeline succeeds); ``False`` if GitLab refuses."""
-        response = self._request(
-            "PUT",
-            f"{self._mr_path(repo)}/{number}/merge",
-            repo=repo,
-            json={"auto_merge": True, "merge_when_pipeline_succeeds": True},
-            accept=_NOT_MERGEABLE,
+        """Set "auto-merge" (merge when the pipeline succeeds); ``False`` if GitLab refuses.
+
+        Raises :class:`HostAuthError` when the token's user may not merge into the target.
+        """
+        path = f"{self._mr_path(repo)}/{number}/merge"
+        payload = {"auto_merge": True, "merge_when_pipeline_succeeds": True, **self._options(merge=True)}
+        response = self._poll_status(
+            lambda: self._request("PUT", path, repo=repo, json=payload, accept=_ANSWERS),
+            lambda r: r.status_code in _CHECKING,
+            f"{repo}!{number} merge",
         )
-        if response.status_code in _NOT_MERGEABLE:
+        status = response.status_code
+        if status in _NO_RIGHTS:
+            raise HostAuthError(
+                f"{self.kind}: not allowed to merge {repo}!{number} ({status} on PUT .../merge): the "
+                "token's user needs merge rights on the target branch (Developer or Maintainer, as "
+                f"the branch's protection allows){self._quote(response)}"
+            )
+        if status in _NOT_MERGEABLE:
             log.info(
                 "auto-merge not available",
-                extra={"host": self.kind, "repo": repo, "number": number, "status": response.status_code},
+                extra={"host": self.kind, "repo": repo, "number": number, "status": status},
             )
             return False
         return True
 
     # -- internals -------------------------------------------------------------------------
+
+    def _options(self, *, merge: bool = False) -> dict[str, bool]:
+        """The optional merge settings, only those that are set (GitLab keeps its defaults)."""
+        options: dict[str, bool] = {}
+        if self.remove_source_branch:
+            options["should_remove_source_branch" if merge else "remove_source_branch"] = True
+        if self.squash:
+            options["squash"] = True
+        return options
 
     def _mr_path(self, repo: str) -> str:
         project = repo.strip("/")
@@ -137,10 +178,7 @@ class GitLabHost(_RestHost):
                 "per_page": _PAGE,
             },
         )
-        data = self._json(response, repo)
-        if not isinstance(data, list):
-            return None
-        found = [self._parse(_merge_request, item, repo) for item in data]
+        found = [self._parse(_merge_request, item, repo) for item in self._list(response, repo)]
         matching = [p for p in found if p.head == head and p.base == base]
         return max(matching, key=lambda p: p.number, default=None)
 

@@ -92,6 +92,11 @@ def ok(data: Any, status: int = 200, **headers: str) -> httpx.Response:
     return httpx.Response(status, json=data, headers=headers)
 
 
+def gt_list(items: list[Any], total: int | None = None) -> httpx.Response:
+    """A Gitea list page: Gitea always reports the total in ``X-Total-Count``."""
+    return ok(items, **{"X-Total-Count": str(len(items) if total is None else total)})
+
+
 # -- documents as each host returns them --------------------------------------------------
 
 
@@ -334,28 +339,48 @@ def test_gitlab_states_map_onto_three(
 def test_gitea_looks_labels_up_as_ids_and_skips_unknown_names(
     api: Api, client: httpx.Client, sleeps: list[float]
 ) -> None:
-    api.on("GET", "/api/v1/repos/org/app/labels", ok([{"id": 11, "name": "gitops"}, {"id": 12, "name": "x"}]))
+    repo_labels = [{"id": 11, "name": "gitops"}, {"id": 12, "name": "x"}]
+    api.on("GET", "/api/v1/repos/org/app/labels", gt_list(repo_labels))
+    org_labels = [{"id": 40, "name": "org-wide"}, {"id": 41, "name": "x"}]
+    api.on("GET", "/api/v1/orgs/org/labels", gt_list(org_labels))
     api.on("POST", "/api/v1/repos/org/app/pulls", ok(gt_pull(), 201))
 
     pull = make("gitea", client, sleeps).create(
-        "org/app", head="bot/web", base="main", title="T", body="B", labels=["gitops", "nope"]
+        "org/app", head="bot/web", base="main", title="T", body="B",
+        labels=["gitops", "org-wide", "nope", "x"],
     )
 
     assert pull.number == 5
     assert api.seen[0].headers["Authorization"] == f"token {TOKEN}"
-    assert api.body(1) == {"head": "bot/web", "base": "main", "title": "T", "body": "B", "labels": [11]}
+    # Organisation labels are valid ids on the organisation's repositories; the repository's win a clash.
+    assert api.body(2) == {"head": "bot/web", "base": "main", "title": "T", "body": "B",
+                           "labels": [11, 40, 12]}
+
+
+def test_gitea_labels_of_a_user_owned_repository_skip_the_missing_organisation(
+    api: Api, client: httpx.Client, sleeps: list[float]
+) -> None:
+    api.on("GET", "/api/v1/repos/org/app/labels", gt_list([{"id": 11, "name": "gitops"}]))
+    api.on("GET", "/api/v1/orgs/org/labels", ok({"message": "GetOrgByName"}, 404))
+    api.on("POST", "/api/v1/repos/org/app/pulls", ok(gt_pull(), 201))
+
+    make("gitea", client, sleeps).create("org/app", head="bot/web", base="main", title="T", body="B",
+                                         labels=["gitops", "nope"])
+
+    assert api.body(2)["labels"] == [11]
 
 
 def test_gitea_find_open_reads_pages_and_matches_branches_itself(
     api: Api, client: httpx.Client, sleeps: list[float]
 ) -> None:
     first = [gt_pull(100 + i, head=f"other-{i}") for i in range(50)]
-    api.on("GET", "/api/v1/repos/org/app/pulls", ok(first), ok([gt_pull(5), gt_pull(6, base="dev")]))
+    second = [gt_pull(5), gt_pull(6, base="dev")]
+    api.on("GET", "/api/v1/repos/org/app/pulls", gt_list(first, 52), gt_list(second, 52))
 
     pull = make("gitea", client, sleeps).find_open("org/app", head="bot/web", base="main")
 
     assert pull is not None and pull.number == 5
-    assert [api.params(i)["page"] for i in (0, 1)] == [["1"], ["2"]]
+    assert [api.params(i)["page"] for i in range(len(api.seen))] == [["1"], ["2"]]
     assert api.params(0)["state"] == ["open"] and api.params(0)["limit"] == ["50"]
 
 
@@ -378,8 +403,8 @@ def test_gitea_duplicate_409_finds_patches_and_adds_labels(
 
 
 def test_gitea_merged_state_and_auto_merge(api: Api, client: httpx.Client, sleeps: list[float]) -> None:
-    api.on("GET", "/api/v1/repos/org/app/pulls", ok([gt_pull(5, state="closed", merged=True)]))
-    api.on("POST", "/api/v1/repos/org/app/pulls/5/merge", httpx.Response(200))
+    api.on("GET", "/api/v1/repos/org/app/pulls", gt_list([gt_pull(5, state="closed", merged=True)]))
+    api.on("POST", "/api/v1/repos/org/app/pulls/5/merge", httpx.Response(201))
     host = make("gitea", client, sleeps)
 
     latest = host.find_latest("org/app", head="bot/web", base="main")

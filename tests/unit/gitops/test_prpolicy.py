@@ -161,6 +161,43 @@ def test_long_bodies_are_bounded() -> None:
     assert len(body) < 60_000
 
 
+def _long_names(count: int, sources: int) -> list[WorkloadEntry]:
+    """Workloads with 253-character names and many long-named sources: the worst a body gets."""
+    name = "n" * 240
+    return [entry(f"{name}-{i:06d}"[:253], *(f"ConfigMap/{name}-{j:06d}"[:263] for j in range(sources)),
+                  namespace="x" * 63) for i in range(count)]
+
+
+@pytest.mark.parametrize(("count", "sources", "limit"), [
+    (300, 1, prpolicy.BODY_LIMIT),
+    (300, 3, prpolicy.BODY_LIMIT),
+    (300, 50, prpolicy.BODY_LIMIT),
+    (40, 1, 20_000),
+    (5, 50, 8_000),
+    (1, 1, 3_000),
+])
+def test_bodies_stay_within_the_limit_and_the_marker_stays_parseable(count: int, sources: int,
+                                                                     limit: int) -> None:
+    entries = _long_names(count, sources)
+    body = prpolicy.render_body(entries, branch="gitops-reloader/main/all", base="main", limit=limit)
+    assert len(body) <= limit
+    parsed = prpolicy.parse_entries(body)
+    assert parsed == tuple(entries[:len(parsed)])  # a prefix, read back whole
+    assert prpolicy.marker_branch(body) == "gitops-reloader/main/all"
+    shown = body.count("| `xxx")
+    if shown < count:
+        assert f"| and {count - shown} more | | | |" in body
+    assert "**To stop gitops-reloader touching this pull request**" in body
+
+
+def test_a_body_within_the_limit_keeps_every_row_it_can() -> None:
+    entries = _long_names(300, 1)
+    body = prpolicy.render_body(entries, branch="b", base="main")
+    # Rows are cut before marker entries, but never below ten while the marker can give way.
+    assert body.count("| `xxx") == 10 and len(prpolicy.parse_entries(body)) > 50
+    assert len(body) > prpolicy.BODY_LIMIT - 1_000  # the space is used, not thrown away
+
+
 def _body_with(items: Any) -> str:
     data = json.dumps({"v": 1, "entries": items}).replace("--", "-\\u002d")
     return f"text\n<!-- gitops-reloader:entries={data} -->\n"
@@ -277,6 +314,21 @@ def test_defaults_are_derived_from_the_clone_url(url: str, host: str, api_url: s
     assert (settings.labels, settings.auto_merge, settings.grouping) == ((), False, "")
 
 
+@pytest.mark.parametrize(("block", "url", "expected"), [
+    ("pullRequest: {host: bitbucket, username: me@example.com}\n", "https://bitbucket.org/ws/app.git",
+     {"username": "me@example.com"}),
+    ("pullRequest: {host: bitbucket}\n", "https://bitbucket.org/ws/app.git", {"username": ""}),
+    ("pullRequest: {host: gitlab, removeSourceBranch: true, squash: true}\n",
+     "https://gitlab.example.com/g/app.git", {"remove_source_branch": True, "squash": True}),
+    ("pullRequest: {host: gitlab, squash: false}\n", "https://gitlab.example.com/g/app.git",
+     {"remove_source_branch": False, "squash": False}),
+])
+def test_host_options(block: str, url: str, expected: dict[str, Any]) -> None:
+    settings = repo_config(block, url=url)
+    assert settings is not None
+    assert {key: getattr(settings, key) for key in expected} == expected
+
+
 def test_repository_from_url() -> None:
     assert repository_from_url("https://h/a/b/c.git", "gitlab") == "a/b/c"
     assert repository_from_url("https://h/a/b/c.git", "gitea") == "b/c"
@@ -311,6 +363,15 @@ def test_no_block_or_disabled_means_no_pull_requests(block: str) -> None:
     ("pullRequest: {host: github}\n", "https://github.com/solo", None, "pullRequest.repository: is required"),
     ("pullRequest: {host: github, tokn: x}\n", None, None, "unknown field repositories[0].pullRequest.tokn"),
     ("pullRequest: [github]\n", None, None, "repositories[0].pullRequest: must be a map"),
+    ("pullRequest: {host: github, username: bot}\n", None, None,
+     "pullRequest.username: is only used with host bitbucket"),
+    ("pullRequest: {host: bitbucket, username: 'a:b'}\n", "https://bitbucket.org/ws/app.git", None,
+     "pullRequest.username: no whitespace or ':'"),
+    ("pullRequest: {host: gitea, squash: true}\n", None, None, "pullRequest.squash: is a GitLab setting"),
+    ("pullRequest: {host: github, removeSourceBranch: false}\n", None, None,
+     "pullRequest.removeSourceBranch: is a GitLab setting"),
+    ("pullRequest: {host: gitlab, squash: yes-please}\n", "https://gitlab.example.com/g/app.git", None,
+     "pullRequest.squash: must be true"),
     ("pullRequest: {host: gitlab, apiUrl: 'https://gitlab.example.com/api/v4'}\n",
      "git@gitlab.example.com:g/app.git", "sshKeyFile: /k\n    knownHostsFile: /kh",
      "pullRequest.tokenFile: is required when the repository has no tokenFile"),
