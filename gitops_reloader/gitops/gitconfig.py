@@ -17,6 +17,7 @@ Format (YAML)::
         paths: [apps/, clusters/prod]     # optional: only these directories are scanned and edited
         commitMessage: "..."              # optional, per repository
         signCommits: false                # optional: git commit -S with git's configured signing key
+        annotationKeys: [podAnnotations, annotations]  # optional: maps a git-target may write into
         pullRequest:                      # optional: what the pull-request sink needs
           host: github                    # github | gitlab | gitea | forgejo | bitbucket
           apiUrl: https://api.github.com  # default: derived from the clone URL (see below)
@@ -31,6 +32,11 @@ Format (YAML)::
 (names of the reloaded workloads), ``{sources}`` (``configmap/app-config`` ...),
 ``{repository}`` and ``{count}`` (number of workloads). Nothing else can be
 referenced, so a template can never put data or hashes into a commit.
+
+``annotationKeys`` lists the map keys a ``gitops-reloader.io/git-target`` may end in:
+the digest is only ever written into a map whose own key is one of these (default
+``podAnnotations`` and ``annotations``). Each entry is a non-empty key without
+whitespace or control characters, at most 253 characters; the list must not be empty.
 
 ``pullRequest`` defaults, so that the block can be as short as ``{host: gitlab}``:
 
@@ -69,6 +75,7 @@ import yaml
 from gitops_reloader.errors import ConfigError
 
 __all__ = [
+    "DEFAULT_ANNOTATION_KEYS",
     "DEFAULT_COMMIT_MESSAGE",
     "PR_GROUPINGS",
     "PR_HOSTS",
@@ -83,6 +90,7 @@ __all__ = [
 ]
 
 DEFAULT_COMMIT_MESSAGE = "reload: {workloads} ({sources} changed)"
+DEFAULT_ANNOTATION_KEYS: tuple[str, ...] = ("podAnnotations", "annotations")
 """Default subject of a git-sink commit, e.g. ``reload: web, worker (configmap/app-config changed)``."""
 
 _TEMPLATE_FIELDS = frozenset({"workloads", "sources", "repository", "count"})
@@ -91,7 +99,7 @@ _EMAIL = re.compile(r"^[^@\s<>]+@[^@\s<>]+$")
 _TOP_KEYS = frozenset({"repositories", "defaultRepository", "commitMessage", "argocdNamespace"})
 _REPO_KEYS = frozenset({
     "name", "url", "branch", "tokenFile", "username", "sshKeyFile", "knownHostsFile",
-    "author", "paths", "commitMessage", "pullRequest", "signCommits",
+    "author", "paths", "commitMessage", "pullRequest", "signCommits", "annotationKeys",
 })
 _AUTHOR_KEYS = frozenset({"name", "email"})
 _PR_KEYS = frozenset({
@@ -160,6 +168,8 @@ class RepositoryConfig:
     """Settings of the pull-request sink; ``None``: no pull requests for this repository."""
     sign_commits: bool = False
     """``git commit -S``: sign with the key git is configured with (``user.signingkey``)."""
+    annotation_keys: tuple[str, ...] = DEFAULT_ANNOTATION_KEYS
+    """The map keys a ``git-target`` path may end in (the maps the digest may be written into)."""
 
     def allows(self, path: str) -> bool:
         """Whether ``path`` (repository-relative) lies inside :attr:`paths`."""
@@ -354,6 +364,7 @@ def _repository(raw: Any, where: str, at: str, default_message: str | None) -> R
         commit_message=message or default_message or DEFAULT_COMMIT_MESSAGE,
         pull_request=pull_request,
         sign_commits=_bool(entry.get("signCommits"), where, f"{at}.signCommits", default=False),
+        annotation_keys=_annotation_keys(entry.get("annotationKeys"), where, f"{at}.annotationKeys"),
     )
 
 
@@ -438,6 +449,20 @@ def _check_repository(repository: str, where: str, at: str, *, host: str) -> Non
         raise ConfigError(f"{where}: {at}: use the project path, e.g. group/project")
     if host != "gitlab" and len(segments) != 2:
         raise ConfigError(f"{where}: {at}: use owner/name")
+
+
+def _annotation_keys(value: Any, where: str, at: str) -> tuple[str, ...]:
+    if value is None:
+        return DEFAULT_ANNOTATION_KEYS
+    if not isinstance(value, list) or not value:
+        raise ConfigError(f"{where}: {at}: must be a non-empty list of map keys")
+    out: list[str] = []
+    for i, item in enumerate(value):
+        text = _string(item, where, f"{at}[{i}]", required=True)
+        if len(text) > 253 or any(ch.isspace() or not ch.isprintable() for ch in text):
+            raise ConfigError(f"{where}: {at}[{i}]: a map key without whitespace, at most 253 characters")
+        out.append(text)
+    return tuple(dict.fromkeys(out))
 
 
 def _labels(value: Any, where: str, at: str) -> tuple[str, ...]:
