@@ -13,6 +13,7 @@
     ├── GitError                  a git operation failed (retryable)
     │   ├── PushRejected          the remote moved on: re-apply on the new tip (retryable)
     │   ├── ManifestNotFound      no manifest for the workload (permanent)
+    │   │   └── UnsafePath        the path escapes the clone, is in .git or goes through a symlink
     │   └── YamlEditError         the file can't be edited safely (permanent)
     └── HostError                 a git host's REST API failed (retryable)
         ├── HostAuthError         401/403/404 on the API: fix the token (permanent)
@@ -88,6 +89,14 @@ class ManifestNotFound(GitError):
     """No manifest for the workload could be found in the repository."""
 
     retryable = False
+
+
+class UnsafePath(ManifestNotFound):
+    """A repository path escapes the work tree, lies in ``.git`` or goes through a symlink.
+
+    Permanent and per workload: the path comes from an annotation or from the
+    repository's content, and trying again reads the same path.
+    """
 
 
 class YamlEditError(GitError):
