@@ -65,6 +65,7 @@ YAML_SUFFIXES = (".yaml", ".yml")
 MAX_FILE_BYTES = 4 * 1024 * 1024
 _NULL_TAG = "tag:yaml.org,2002:null"
 _STR_TAG = "tag:yaml.org,2002:str"
+_NULLS = frozenset({"", "~", "null", "Null", "NULL"})
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 _CParser: Any = getattr(yaml, "CSafeLoader", None)
 
@@ -345,19 +346,79 @@ def scan_documents(text: str, *, path: str = "") -> list[tuple[int, DocKey]]:
 
 
 def _scan_libyaml(text: str) -> list[tuple[int, DocKey]]:
+    """The identities, read from libyaml's events without building the documents.
+
+    Only the root map's ``apiVersion``/``kind``/``metadata`` and the metadata's
+    ``name``/``namespace`` are looked at (first occurrence wins); everything else is
+    skipped by depth. Aliases of scalars are resolved; nothing is ever expanded.
+    """
     out: list[tuple[int, DocKey]] = []
-    for index, root in enumerate(_event_documents(text)):
-        if not isinstance(root, _Map):
-            continue  # empty, scalar or sequence document
-        kind = _str_field(root, "kind")
-        if not kind:
+    index = -1
+    depth = 0
+    fields: dict[str, _Scalar | None] = {}
+    anchors: dict[str, _Scalar] = {}
+    key: str | None = None  # the pending key at depth 1 (root) or 2 (metadata); None: expecting a key
+    in_meta = False
+    has_meta = False
+    is_map_doc = False
+    for event in yaml.parse(text, Loader=_CParser):
+        kind = type(event)
+        if kind is yaml.ScalarEvent:
+            reading = (depth == 1 and not in_meta) or (depth == 2 and in_meta)
+            if not reading and event.anchor is None:
+                continue
+            scalar = _scalar_of(event)
+            if event.anchor is not None:
+                anchors[event.anchor] = scalar
+        elif kind is yaml.AliasEvent:
+            scalar = anchors.get(event.anchor)  # type: ignore[assignment]
+        elif kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise _DepthExceeded(f"nested deeper than {MAX_DEPTH} levels")
+            if depth == 1:
+                is_map_doc = kind is yaml.MappingStartEvent
+            elif depth == 2 and not in_meta:  # a collection in the root map: skipped, unless metadata
+                if key == "metadata" and not has_meta and kind is yaml.MappingStartEvent:
+                    in_meta = has_meta = True
+                    key = None
+                else:
+                    key = None if key is not None else ""  # a value ends the pair; a key awaits one
+            elif depth == 3 and in_meta:
+                key = None if key is not None else ""
             continue
-        meta = root.first("metadata")
-        name = _str_field(meta, "name") if isinstance(meta, _Map) else None
-        namespace = _str_field(meta, "namespace") if isinstance(meta, _Map) else None
-        out.append((index, DocKey(api_group(_str_field(root, "apiVersion") or ""), kind,
-                                  namespace or None, name or "")))
+        elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
+            depth -= 1
+            if depth == 1 and in_meta:
+                in_meta, key = False, None
+            continue
+        elif kind is yaml.DocumentStartEvent:
+            index += 1
+            fields, anchors, key, in_meta, has_meta, is_map_doc = {}, {}, None, False, False, False
+            continue
+        elif kind is yaml.DocumentEndEvent:
+            kind_field = fields.get("kind")
+            if is_map_doc and kind_field is not None and not kind_field.null and kind_field.value:
+                group = api_group(_text_of(fields.get("apiVersion")) or "")
+                out.append((index, DocKey(group, kind_field.value, _text_of(fields.get("namespace")) or None,
+                                          _text_of(fields.get("name")) or "")))
+            continue
+        else:
+            continue
+        # A scalar (or an alias of one) at the level we read: a key or a value.
+        if (depth == 1 and not in_meta) or (depth == 2 and in_meta):
+            if key is None:
+                key = scalar.value if scalar is not None else ""
+            else:
+                wanted = ("name", "namespace") if in_meta else ("apiVersion", "kind")
+                if key in wanted and key not in fields:
+                    fields[key] = scalar
+                key = None
     return out
+
+
+def _text_of(scalar: _Scalar | None) -> str | None:
+    return None if scalar is None or scalar.null else scalar.value
 
 
 # ------------------------------------------------------------------ event-stream documents
@@ -369,11 +430,27 @@ def _scan_libyaml(text: str) -> list[tuple[int, DocKey]]:
 
 
 class _Scalar(NamedTuple):
-    """A scalar: its text, whether it reads as null, and whether it reads as a string."""
+    """A scalar: its text, whether it was plain (unquoted) and its explicit tag, if any."""
 
     value: str
-    null: bool
-    string: bool
+    plain: bool
+    tag: str | None
+
+    @property
+    def null(self) -> bool:
+        """Whether the scalar reads as null (``~``, ``null``, empty, ``!!null``)."""
+        if self.tag is not None:
+            return self.tag == _NULL_TAG
+        return self.plain and self.value in _NULLS
+
+    @property
+    def string(self) -> bool:
+        """Whether the scalar reads as a string (resolved as a YAML 1.1 loader does)."""
+        if self.tag is not None:
+            return self.tag == _STR_TAG
+        if not self.plain:
+            return True
+        return _RESOLVER.resolve(yaml.ScalarNode, self.value, (True, False)) == _STR_TAG
 
 
 class _Map:
@@ -406,9 +483,10 @@ _RESOLVER = yaml.resolver.Resolver()
 
 def _scalar_of(event: Any) -> _Scalar:
     plain = bool(event.implicit[0]) and not event.style  # libyaml: "" for plain
-    tag = event.tag if event.tag not in (None, "!") else (
-        _RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit) if plain else _STR_TAG)
-    return _Scalar(str(event.value), tag == _NULL_TAG, tag == _STR_TAG)
+    tag = None if event.tag in (None, "!") else str(event.tag)
+    if event.tag == "!":
+        plain = False  # the non-specific tag makes any scalar a string
+    return _Scalar(str(event.value), plain, tag)
 
 
 def _event_documents(text: str) -> list[Any]:

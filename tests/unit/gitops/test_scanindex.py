@@ -332,3 +332,15 @@ def test_index_skips_deep_files_and_indexes_alias_bombs() -> None:
     index.refresh(repo.head)
     assert "nested deeper than" in index.unparsable["deep.yaml"]
     assert index.documents("bomb.yaml") == (DocKey("", "ConfigMap", None, "lol"),)
+
+
+@pytest.mark.parametrize("text", [
+    "? [a, b]\n: x\nkind: Deployment\nmetadata:\n  ? {k: v}\n  : y\n  name: web\n  namespace: ns\n",
+    "kind: &k Deployment\nmetadata: {name: *k, labels: {name: other}, namespace: ns}\napiVersion: apps/v1\n",
+    "metadata: {name: web}\nmetadata: {name: second}\nkind: Deployment\nkind: Service\n",
+    "kind: !!str Deployment\nmetadata:\n  name: !!null ''\n  namespace: !custom ns\n",
+])
+def test_collections_as_keys_aliases_and_duplicates_read_like_the_reference(text: str) -> None:
+    expected = [(d.index, DocKey(api_group(d.api_version), d.kind, d.namespace, d.name))
+                for d in list_documents(text)]
+    assert scan_documents(text) == expected
