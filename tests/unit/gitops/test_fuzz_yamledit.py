@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from gitops_reloader.errors import YamlEditError
+from gitops_reloader.gitops.scanindex import DocKey, api_group, edit_confined, scan_documents
 from gitops_reloader.gitops.yamledit import (
     CONFIG_HASH_KEY,
     list_documents,
@@ -255,3 +256,33 @@ def test_values_edits_never_damage_a_mutated_values_file(text: str, expr: str,
         return set_at_path(source, path_expr=path, value=value, max_create=max_create)
 
     check_edit(text, edit, 0, path)
+
+
+@FUZZ
+@given(mutated(MANIFESTS))
+def test_the_scan_agrees_with_the_editor_and_the_confinement_check_never_fails(text: str) -> None:
+    """The libyaml scan (hints) and the editor's parser list the same objects when both parse."""
+    try:
+        reference = [(d.index, DocKey(api_group(d.api_version), d.kind, d.namespace, d.name))
+                     for d in timed(lambda: list_documents(text))]
+    except YamlEditError:
+        event("file refused")
+        return
+    try:
+        scanned = timed(lambda: scan_documents(text))
+    except YamlEditError:
+        event("scan refused, editor parsed")
+        return
+    assert scanned == reference or pyyaml_documents(text) is None, (scanned, reference)
+    for index, key in reference:
+        try:
+            after = set_template_annotation(text, doc_index=index, value=V1).text
+        except YamlEditError:
+            continue
+        confined = timed(lambda a=after, i=index, k=key: edit_confined(
+            text, a, doc_index=i, expected=k, path_expr=("spec", "template", "metadata", "annotations"),
+            key=CONFIG_HASH_KEY, value=V1))
+        event(f"confinement checked: {confined}")
+        # A false negative only costs a confirmation with the reference parser; where libyaml
+        # reads the file too and the object has a name, the check must see the edit as confined.
+        assert confined or not key.name or pyyaml_documents(text) is None
