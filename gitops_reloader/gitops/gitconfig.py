@@ -91,6 +91,7 @@ __all__ = [
 
 DEFAULT_COMMIT_MESSAGE = "reload: {workloads} ({sources} changed)"
 DEFAULT_ANNOTATION_KEYS: tuple[str, ...] = ("podAnnotations", "annotations")
+_MAX_CONFIG_CHARS = 1024 * 1024  # far above any real config; bounds the YAML parse
 """Default subject of a git-sink commit, e.g. ``reload: web, worker (configmap/app-config changed)``."""
 
 _TEMPLATE_FIELDS = frozenset({"workloads", "sources", "repository", "count"})
@@ -272,6 +273,8 @@ def load_git_config(path: str) -> GitConfig:
 def parse_git_config(text: str, *, source: str = "<git-config>") -> GitConfig:
     """Validate the text of a git config file (see the module docstring for the format)."""
     where = f"--git-config {source}"
+    if len(text) > _MAX_CONFIG_CHARS:
+        raise ConfigError(f"{where}: larger than {_MAX_CONFIG_CHARS} characters")
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

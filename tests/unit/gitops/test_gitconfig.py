@@ -193,3 +193,8 @@ def test_invalid_annotation_keys_name_the_field(value: str) -> None:
             f"    annotationKeys: {value}\n")
     with pytest.raises(ConfigError, match=r"repositories\[0\]\.annotationKeys"):
         parse_git_config(text)
+
+
+def test_a_config_over_one_mebibyte_is_refused_before_parsing() -> None:
+    with pytest.raises(ConfigError, match=r"--git-config <git-config>: larger than 1048576 characters"):
+        parse_git_config("# " + "x" * 1024 * 1024)
