@@ -361,6 +361,7 @@ def _scan_libyaml(text: str) -> list[tuple[int, DocKey]]:
     in_meta = False
     has_meta = False
     is_map_doc = False
+    scalar: _Scalar | None = None
     for event in yaml.parse(text, Loader=_CParser):
         kind = type(event)
         if kind is yaml.ScalarEvent:
@@ -371,7 +372,7 @@ def _scan_libyaml(text: str) -> list[tuple[int, DocKey]]:
             if event.anchor is not None:
                 anchors[event.anchor] = scalar
         elif kind is yaml.AliasEvent:
-            scalar = anchors.get(event.anchor)  # type: ignore[assignment]
+            scalar = anchors.get(event.anchor)
         elif kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
             depth += 1
             if depth > MAX_DEPTH:
