@@ -9,7 +9,7 @@ Each row times one call on a tenant-written file (the best of ``--repeat`` runs)
 - deep flow nesting (100,000 ``[``), which crashed libyaml's recursive composer and
   costs ruamel.yaml seconds: the scan and the editor's refusal;
 - a large, ordinary file (4,000 Deployments, about 1 MiB): scan and edit, for scale
-  (the round-trip parser that gives the editor its byte positions is pure Python).
+  (the ruamel.yaml parser that gives the editor its byte positions is pure Python).
 
     python bench/yaml_hostile.py
 """

@@ -15,7 +15,7 @@ Guarantees and limits:
   never stops the index. Helm/Go templates that don't parse are remembered separately
   (:attr:`ScanIndex.templated`) — they are expected in a repository and not an error.
 - Entries are *hints*: the document numbers come from libyaml (PyYAML's C parser,
-  ~30x faster than the pure-Python round-trip parser), not from the parser that edits.
+  ~30x faster than the editor's pure-Python parser), not from the parser that edits.
   An edit made at a hinted index is checked with :func:`edit_confined`, and when the
   check fails the document is confirmed with
   :func:`~gitops_reloader.gitops.yamledit.find_document` and the edit redone. Without

@@ -192,13 +192,18 @@ class _Walk:
 
 
 def _parse(text: str, path: str) -> list[_Doc]:
-    """Parse ``text`` into documents; the only call into ruamel.yaml."""
+    """Parse ``text`` into documents; the only call into ruamel.yaml.
+
+    The pure-Python *safe* parser gives the same events and marks as the round-trip one
+    without collecting comments (comments are kept by splicing, not by the parser), and
+    is about 1.4x faster (``bench/yaml_hostile.py``).
+    """
     where = path or "<text>"
     if len(text) > MAX_TEXT_CHARS:
         raise YamlEditError(f"{where}: longer than {MAX_TEXT_CHARS} characters; not parsed")
     _precheck_depth(text, where)
     try:
-        return _build(YAML(typ="rt").parse(_TAB_SEPARATION.sub(_spaces, text)), where)
+        return _build(YAML(typ="safe", pure=True).parse(_TAB_SEPARATION.sub(_spaces, text)), where)
     except YAMLError as exc:
         if "{{" in text:
             raise YamlEditError(
