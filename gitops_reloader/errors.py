@@ -13,7 +13,8 @@
     ├── GitError                  a git operation failed (retryable)
     │   ├── PushRejected          the remote moved on: re-apply on the new tip (retryable)
     │   ├── ManifestNotFound      no manifest for the workload (permanent)
-    │   │   └── PolicyDenied      the tenancy policy refuses the write (permanent)
+    │   │   ├── PolicyDenied      the tenancy policy refuses the write (permanent)
+    │   │   └── UnsafePath        the path escapes the clone, is in .git or goes through a symlink
     │   └── YamlEditError         the file can't be edited safely (permanent)
     └── HostError                 a git host's REST API failed (retryable)
         ├── HostAuthError         401/403/404 on the API: fix the token (permanent)
@@ -97,6 +98,14 @@ class PolicyDenied(ManifestNotFound):
     Raised for a repository the namespace may not use, a file outside the paths its
     namespace may write, or a document that is not the workload's own (see
     :mod:`gitops_reloader.gitops.tenancy`). Permanent and per workload.
+    """
+
+
+class UnsafePath(ManifestNotFound):
+    """A repository path escapes the work tree, lies in ``.git`` or goes through a symlink.
+
+    Permanent and per workload: the path comes from an annotation or from the
+    repository's content, and trying again reads the same path.
     """
 
 

@@ -20,6 +20,7 @@ Format (YAML)::
         paths: [apps/, clusters/prod]     # optional: only these directories are scanned and edited
         commitMessage: "..."              # optional, per repository
         signCommits: false                # optional: git commit -S with git's configured signing key
+        annotationKeys: [podAnnotations, annotations]  # optional: maps a git-target may write into
         pullRequest:                      # optional: what the pull-request sink needs
           host: github                    # github | gitlab | gitea | forgejo | bitbucket
           apiUrl: https://api.github.com  # default: derived from the clone URL (see below)
@@ -42,6 +43,11 @@ Format (YAML)::
 (names of the reloaded workloads), ``{sources}`` (``configmap/app-config`` ...),
 ``{repository}`` and ``{count}`` (number of workloads). Nothing else can be
 referenced, so a template can never put data or hashes into a commit.
+
+``annotationKeys`` lists the map keys a ``gitops-reloader.io/git-target`` may end in:
+the digest is only ever written into a map whose own key is one of these (default
+``podAnnotations`` and ``annotations``). Each entry is a non-empty key without
+whitespace or control characters, at most 253 characters; the list must not be empty.
 
 ``pullRequest`` defaults, so that the block can be as short as ``{host: gitlab}``:
 
@@ -91,6 +97,7 @@ from gitops_reloader.errors import ConfigError
 from gitops_reloader.gitops.pathglob import Glob, GlobError, compile_glob
 
 __all__ = [
+    "DEFAULT_ANNOTATION_KEYS",
     "DEFAULT_COMMIT_MESSAGE",
     "PR_GROUPINGS",
     "PR_HOSTS",
@@ -106,6 +113,8 @@ __all__ = [
 ]
 
 DEFAULT_COMMIT_MESSAGE = "reload: {workloads} ({sources} changed)"
+DEFAULT_ANNOTATION_KEYS: tuple[str, ...] = ("podAnnotations", "annotations")
+_MAX_CONFIG_CHARS = 1024 * 1024  # far above any real config; bounds the YAML parse
 """Default subject of a git-sink commit, e.g. ``reload: web, worker (configmap/app-config changed)``."""
 
 _TEMPLATE_FIELDS = frozenset({"workloads", "sources", "repository", "count"})
@@ -119,7 +128,7 @@ _LABEL_KEY = re.compile(
 _REPO_KEYS = frozenset({
     "name", "url", "branch", "tokenFile", "username", "sshKeyFile", "knownHostsFile",
     "author", "paths", "commitMessage", "pullRequest", "signCommits",
-    "tenants",
+    "tenants", "annotationKeys",
 })
 _TENANT_KEYS = frozenset({"namespaces", "paths", "documentNamespace"})
 _NAMESPACE_GLOB = re.compile(r"^[a-z0-9*?-]{1,63}$")
@@ -221,6 +230,8 @@ class RepositoryConfig:
     """``git commit -S``: sign with the key git is configured with (``user.signingkey``)."""
     tenants: tuple[TenantRule, ...] = ()
     """The tenancy policy; empty: every namespace may use the repository (exact identity)."""
+    annotation_keys: tuple[str, ...] = DEFAULT_ANNOTATION_KEYS
+    """The map keys a ``git-target`` path may end in (the maps the digest may be written into)."""
 
     def allows(self, path: str) -> bool:
         """Whether ``path`` (repository-relative) lies inside :attr:`paths`."""
@@ -327,6 +338,8 @@ def load_git_config(path: str) -> GitConfig:
 def parse_git_config(text: str, *, source: str = "<git-config>") -> GitConfig:
     """Validate the text of a git config file (see the module docstring for the format)."""
     where = f"--git-config {source}"
+    if len(text) > _MAX_CONFIG_CHARS:
+        raise ConfigError(f"{where}: larger than {_MAX_CONFIG_CHARS} characters")
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -436,6 +449,7 @@ def _repository(raw: Any, where: str, at: str, default_message: str | None) -> R
         pull_request=pull_request,
         sign_commits=_bool(entry.get("signCommits"), where, f"{at}.signCommits", default=False),
         tenants=_tenants(entry.get("tenants"), where, f"{at}.tenants"),
+        annotation_keys=_annotation_keys(entry.get("annotationKeys"), where, f"{at}.annotationKeys"),
     )
 
 
@@ -587,6 +601,20 @@ def _check_repository(repository: str, where: str, at: str, *, host: str) -> Non
         raise ConfigError(f"{where}: {at}: use the project path, e.g. group/project")
     if host != "gitlab" and len(segments) != 2:
         raise ConfigError(f"{where}: {at}: use owner/name")
+
+
+def _annotation_keys(value: Any, where: str, at: str) -> tuple[str, ...]:
+    if value is None:
+        return DEFAULT_ANNOTATION_KEYS
+    if not isinstance(value, list) or not value:
+        raise ConfigError(f"{where}: {at}: must be a non-empty list of map keys")
+    out: list[str] = []
+    for i, item in enumerate(value):
+        text = _string(item, where, f"{at}[{i}]", required=True)
+        if len(text) > 253 or any(ch.isspace() or not ch.isprintable() for ch in text):
+            raise ConfigError(f"{where}: {at}[{i}]: a map key without whitespace, at most 253 characters")
+        out.append(text)
+    return tuple(dict.fromkeys(out))
 
 
 def _labels(value: Any, where: str, at: str) -> tuple[str, ...]:

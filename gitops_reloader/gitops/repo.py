@@ -36,7 +36,7 @@ from typing import Any
 import git  # GitPython: only in this module
 import git.exc
 
-from gitops_reloader.errors import ConfigError, GitError, PushRejected
+from gitops_reloader.errors import ConfigError, GitError, PushRejected, UnsafePath
 from gitops_reloader.gitops.auth import (
     GitAuth,
     display_url,
@@ -231,11 +231,26 @@ class Repository:
         target = self._resolve(path)
         if target.is_symlink():
             # A tracked symlink may point anywhere; follow it only inside the work tree.
-            self._inside(target.resolve(), path)
+            self._inside(self._real(target, path), path)
         try:
             return target.read_bytes() if target.is_file() else None
         except OSError as exc:
             raise GitError(f"{self._where}: cannot read {path}: {exc.strerror}") from None
+
+    def check_editable(self, path: str) -> None:
+        """Raise :class:`UnsafePath` unless ``path`` can be edited where it is.
+
+        It must be a clean relative path outside ``.git`` with no symlink on the way: not
+        the file itself, not a directory above it. git commits a symlink as a link, so an
+        edit through one would change another file than the one named (or fail to commit).
+        """
+        current = self.workdir
+        for part in PurePosixPath(self._relative(path)).parts:
+            current = current / part
+            if current.is_symlink():
+                shown = current.relative_to(self.workdir).as_posix()
+                raise UnsafePath(f"{self._where}: {path} goes through the symlink {shown}; "
+                                 "name the file it points to")
 
     # -- changing ----------------------------------------------------------------------
 
@@ -247,7 +262,7 @@ class Repository:
         """
         target = self._resolve(path)
         if target.is_symlink():
-            raise GitError(f"{self._where}: refusing to write through symlink {path}")
+            raise UnsafePath(f"{self._where}: refusing to write through symlink {path}")
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
@@ -477,12 +492,12 @@ class Repository:
     def _relative(self, path: str) -> str:
         """Validate ``path`` and return it as a clean repository-relative POSIX path."""
         if "\\" in path or "\0" in path:
-            raise GitError(f"{self._where}: invalid path {path!r}")
+            raise UnsafePath(f"{self._where}: invalid path {path!r}")
         pure = PurePosixPath(path)
         if pure.is_absolute() or not pure.parts or ".." in pure.parts:
-            raise GitError(f"{self._where}: path {path!r} escapes the repository")
+            raise UnsafePath(f"{self._where}: path {path!r} escapes the repository")
         if any(part.lower() == ".git" for part in pure.parts):
-            raise GitError(f"{self._where}: path {path!r} is inside .git")
+            raise UnsafePath(f"{self._where}: path {path!r} is inside .git")
         return pure.as_posix()
 
     def _resolve(self, path: str) -> Path:
@@ -491,9 +506,16 @@ class Repository:
         root = self.workdir.resolve()
         target = root / relative
         # Resolve symlinks in the parent directories: they must not lead outside.
-        real_parent = target.parent.resolve()
+        real_parent = self._real(target.parent, path)
         self._inside(real_parent, path)
         return real_parent / target.name
+
+    def _real(self, location: Path, path: str) -> Path:
+        """``location`` with every symlink resolved; a symlink loop is an :class:`UnsafePath`."""
+        try:
+            return location.resolve()
+        except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
+            raise UnsafePath(f"{self._where}: path {path!r} goes through a symlink loop") from None
 
     def _inside(self, real: Path, path: str) -> None:
         """Raise unless the resolved ``real`` is in the work tree and not in ``.git``."""
@@ -501,7 +523,7 @@ class Repository:
         if not real.is_relative_to(root) or any(
             part.lower() == ".git" for part in real.relative_to(root).parts
         ):
-            raise GitError(f"{self._where}: path {path!r} escapes the repository")
+            raise UnsafePath(f"{self._where}: path {path!r} escapes the repository")
 
 
 def _check_branch_name(name: str, error: type[Exception] = GitError) -> None:

@@ -15,13 +15,19 @@ Guarantees and limits:
   never stops the index. Helm/Go templates that don't parse are remembered separately
   (:attr:`ScanIndex.templated`) — they are expected in a repository and not an error.
 - Entries are *hints*: the document numbers come from libyaml (PyYAML's C parser,
-  ~30x faster than the pure-Python round-trip parser), not from the parser that edits.
+  ~30x faster than the editor's pure-Python parser), not from the parser that edits.
   An edit made at a hinted index is checked with :func:`edit_confined`, and when the
   check fails the document is confirmed with
   :func:`~gitops_reloader.gitops.yamledit.find_document` and the edit redone. Without
   libyaml, or when libyaml rejects a file, documents are listed with
   :func:`~gitops_reloader.gitops.yamledit.list_documents` before the file counts as
   unparsable.
+- Hostile files cost their size, not more: documents are read from libyaml's *event
+  stream* (an alias is a reference to its anchored node, never expanded, so an alias
+  bomb is as cheap as its text), nesting deeper than
+  :data:`~gitops_reloader.gitops.yamledit.MAX_DEPTH` is refused as unparsable (deep
+  flow nesting used to crash libyaml's recursive composer), and files over
+  ``max_file_bytes`` are not read. :func:`edit_confined` compares event streams too.
 - A document without ``metadata.namespace`` is indexed under namespace ``None``:
   the GitOps tool applies it into its destination namespace.
 
@@ -41,7 +47,7 @@ from typing import Any, NamedTuple, Protocol
 import yaml
 
 from gitops_reloader.errors import GitError, YamlEditError
-from gitops_reloader.gitops.yamledit import list_documents
+from gitops_reloader.gitops.yamledit import MAX_DEPTH, list_documents
 
 __all__ = [
     "Candidates",
@@ -58,6 +64,8 @@ __all__ = [
 YAML_SUFFIXES = (".yaml", ".yml")
 MAX_FILE_BYTES = 4 * 1024 * 1024
 _NULL_TAG = "tag:yaml.org,2002:null"
+_STR_TAG = "tag:yaml.org,2002:str"
+_NULLS = frozenset({"", "~", "null", "Null", "NULL"})
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 _CParser: Any = getattr(yaml, "CSafeLoader", None)
 
@@ -338,69 +346,268 @@ def scan_documents(text: str, *, path: str = "") -> list[tuple[int, DocKey]]:
 
 
 def _scan_libyaml(text: str) -> list[tuple[int, DocKey]]:
+    """The identities, read from libyaml's events without building the documents.
+
+    Only the root map's ``apiVersion``/``kind``/``metadata`` and the metadata's
+    ``name``/``namespace`` are looked at (first occurrence wins); everything else is
+    skipped by depth. Aliases of scalars are resolved; nothing is ever expanded.
+    """
     out: list[tuple[int, DocKey]] = []
-    for index, root in enumerate(yaml.compose_all(text, Loader=_CParser)):
-        if not isinstance(root, yaml.MappingNode):
-            continue  # empty, scalar or sequence document
-        fields = _fields(root, ("apiVersion", "kind", "metadata"))
-        kind = _scalar(fields.get("kind"))
-        if not kind:
+    index = -1
+    depth = 0
+    fields: dict[str, _Scalar | None] = {}
+    anchors: dict[str, _Scalar] = {}
+    key: str | None = None  # the pending key at depth 1 (root) or 2 (metadata); None: expecting a key
+    in_meta = False
+    has_meta = False
+    is_map_doc = False
+    scalar: _Scalar | None = None
+    for event in yaml.parse(text, Loader=_CParser):
+        kind = type(event)
+        if kind is yaml.ScalarEvent:
+            reading = (depth == 1 and not in_meta) or (depth == 2 and in_meta)
+            if not reading and event.anchor is None:
+                continue
+            scalar = _scalar_of(event)
+            if event.anchor is not None:
+                anchors[event.anchor] = scalar
+        elif kind is yaml.AliasEvent:
+            scalar = anchors.get(event.anchor)
+        elif kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise _DepthExceeded(f"nested deeper than {MAX_DEPTH} levels")
+            if depth == 1:
+                is_map_doc = kind is yaml.MappingStartEvent
+            elif depth == 2 and not in_meta:  # a collection in the root map: skipped, unless metadata
+                if key == "metadata" and not has_meta and kind is yaml.MappingStartEvent:
+                    in_meta = has_meta = True
+                    key = None
+                else:
+                    key = None if key is not None else ""  # a value ends the pair; a key awaits one
+            elif depth == 3 and in_meta:
+                key = None if key is not None else ""
             continue
-        meta = fields.get("metadata")
-        meta_fields = _fields(meta, ("name", "namespace")) if isinstance(meta, yaml.MappingNode) else {}
-        out.append((index, DocKey(api_group(_scalar(fields.get("apiVersion")) or ""), kind,
-                                  _scalar(meta_fields.get("namespace")) or None,
-                                  _scalar(meta_fields.get("name")) or "")))
+        elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
+            depth -= 1
+            if depth == 1 and in_meta:
+                in_meta, key = False, None
+            continue
+        elif kind is yaml.DocumentStartEvent:
+            index += 1
+            fields, anchors, key, in_meta, has_meta, is_map_doc = {}, {}, None, False, False, False
+            continue
+        elif kind is yaml.DocumentEndEvent:
+            kind_field = fields.get("kind")
+            if is_map_doc and kind_field is not None and not kind_field.null and kind_field.value:
+                group = api_group(_text_of(fields.get("apiVersion")) or "")
+                out.append((index, DocKey(group, kind_field.value, _text_of(fields.get("namespace")) or None,
+                                          _text_of(fields.get("name")) or "")))
+            continue
+        else:
+            continue
+        # A scalar (or an alias of one) at the level we read: a key or a value.
+        if (depth == 1 and not in_meta) or (depth == 2 and in_meta):
+            if key is None:
+                key = scalar.value if scalar is not None else ""
+            else:
+                wanted = ("name", "namespace") if in_meta else ("apiVersion", "kind")
+                if key in wanted and key not in fields:
+                    fields[key] = scalar
+                key = None
     return out
 
 
-def _fields(node: Any, wanted: tuple[str, ...]) -> dict[str, Any]:
-    """The value nodes of ``wanted`` scalar keys of a mapping node (first occurrence wins)."""
-    found: dict[str, Any] = {}
-    for key, value in node.value:
-        if isinstance(key, yaml.ScalarNode) and key.value in wanted and key.value not in found:
-            found[key.value] = value
-    return found
+def _text_of(scalar: _Scalar | None) -> str | None:
+    return None if scalar is None or scalar.null else scalar.value
 
 
-def _scalar(node: Any) -> str | None:
-    """A scalar node's text; ``None`` for anything else and for null (``~``, ``null``, empty)."""
-    if not isinstance(node, yaml.ScalarNode) or node.tag == _NULL_TAG:
+# ------------------------------------------------------------------ event-stream documents
+#
+# Documents are read from libyaml's *event stream* into a light tree in which an alias
+# is a reference to the anchored node, never a copy: a "billion laughs" alias structure
+# stays as small as its text. Nesting deeper than MAX_DEPTH is refused before libyaml's
+# cost per token (which grows with the depth) matters, and nothing recurses in Python.
+
+
+class _Scalar(NamedTuple):
+    """A scalar: its text, whether it was plain (unquoted) and its explicit tag, if any."""
+
+    value: str
+    plain: bool
+    tag: str | None
+
+    @property
+    def null(self) -> bool:
+        """Whether the scalar reads as null (``~``, ``null``, empty, ``!!null``)."""
+        if self.tag is not None:
+            return self.tag == _NULL_TAG
+        return self.plain and self.value in _NULLS
+
+    @property
+    def string(self) -> bool:
+        """Whether the scalar reads as a string (resolved as a YAML 1.1 loader does)."""
+        if self.tag is not None:
+            return self.tag == _STR_TAG
+        if not self.plain:
+            return True
+        return _RESOLVER.resolve(yaml.ScalarNode, self.value, (True, False)) == _STR_TAG
+
+
+class _Map:
+    """A mapping as its (key, value) pairs; keys that are not scalars are kept as ``None``."""
+
+    __slots__ = ("pairs",)
+
+    def __init__(self) -> None:
+        self.pairs: list[tuple[str | None, Any]] = []
+
+    def first(self, name: str) -> Any:
+        """The value of the first ``name`` key (what the scan uses), ``None`` if absent."""
+        return next((v for k, v in self.pairs if k == name), None)
+
+    def only(self, name: str) -> Any:
+        """The value of ``name`` when it is there exactly once, else ``None``."""
+        hits = [v for k, v in self.pairs if k == name]
+        return hits[0] if len(hits) == 1 else None
+
+
+_NO_KEY: Any = object()
+
+
+class _DepthExceeded(yaml.YAMLError):
+    """The document nests deeper than :data:`~gitops_reloader.gitops.yamledit.MAX_DEPTH`."""
+
+
+_RESOLVER = yaml.resolver.Resolver()
+
+
+def _scalar_of(event: Any) -> _Scalar:
+    plain = bool(event.implicit[0]) and not event.style  # libyaml: "" for plain
+    tag = None if event.tag in (None, "!") else str(event.tag)
+    if event.tag == "!":
+        plain = False  # the non-specific tag makes any scalar a string
+    return _Scalar(str(event.value), plain, tag)
+
+
+def _event_documents(text: str) -> list[Any]:
+    """The root of every document of ``text`` (``None`` for an empty one), from libyaml events.
+
+    Raises:
+        yaml.YAMLError: the text does not parse, or nests deeper than ``MAX_DEPTH``.
+    """
+    docs: list[Any] = []
+    stack: list[Any] = []
+    pending: list[str | None] = []  # per open map: the key waiting for its value (or _NO_KEY)
+    anchors: dict[str, Any] = {}
+    root: Any = None
+
+    def attach(node: Any) -> None:
+        """Put ``node`` into the open collection (as the next key or value of a map)."""
+        nonlocal root
+        if not stack:
+            root = node
+        elif isinstance(stack[-1], list):
+            stack[-1].append(node)
+        elif pending[-1] is _NO_KEY:
+            pending[-1] = node.value if isinstance(node, _Scalar) else None
+        else:
+            stack[-1].pairs.append((pending[-1], node))
+            pending[-1] = _NO_KEY
+
+    for event in yaml.parse(text, Loader=_CParser):
+        if isinstance(event, yaml.DocumentStartEvent):
+            root, anchors = None, {}
+        elif isinstance(event, yaml.DocumentEndEvent):
+            docs.append(root)
+        elif isinstance(event, yaml.ScalarEvent):
+            node = _scalar_of(event)
+            attach(node)
+            if event.anchor is not None:
+                anchors[event.anchor] = node
+        elif isinstance(event, yaml.AliasEvent):
+            attach(anchors.get(event.anchor))
+        elif isinstance(event, yaml.CollectionStartEvent):
+            if len(stack) >= MAX_DEPTH:
+                raise _DepthExceeded(f"nested deeper than {MAX_DEPTH} levels")
+            node = _Map() if isinstance(event, yaml.MappingStartEvent) else []
+            attach(node)  # a collection as a key: its value is kept under the name None
+            if event.anchor is not None:
+                anchors[event.anchor] = node
+            stack.append(node)
+            pending.append(_NO_KEY)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            stack.pop()
+            pending.pop()
+    return docs
+
+
+def _str_field(node: Any, name: str) -> str | None:
+    """A scalar field's text (first occurrence); ``None`` when absent, null or not a scalar."""
+    value = node.first(name)
+    if not isinstance(value, _Scalar) or value.null:
         return None
-    return str(node.value)
+    return value.value
+
+
+def _document_events(text: str) -> list[list[tuple[Any, ...]]]:
+    """Every document's events as comparable tuples (no alias is expanded)."""
+    docs: list[list[tuple[Any, ...]]] = []
+    current: list[tuple[Any, ...]] = []
+    depth = 0
+    for event in yaml.parse(text, Loader=_CParser):
+        if isinstance(event, yaml.DocumentStartEvent):
+            current = []
+        elif isinstance(event, yaml.DocumentEndEvent):
+            docs.append(current)
+        else:
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise _DepthExceeded(f"nested deeper than {MAX_DEPTH} levels")
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+            current.append((type(event).__name__, getattr(event, "anchor", None),
+                            getattr(event, "tag", None), getattr(event, "implicit", None),
+                            getattr(event, "value", None)))
+    return docs
 
 
 def edit_confined(before: str, after: str, *, doc_index: int, expected: DocKey,
                   path_expr: Sequence[str | int], key: str, value: str) -> bool:
     """Whether an edit of document ``doc_index`` stayed in the object it was meant for.
 
-    Checked with libyaml, independently of the parser that made the edit: both texts
-    load into the same number of documents, every document but ``doc_index`` is equal,
-    document ``doc_index`` declares ``expected`` (a document without namespace matches
-    any) and holds ``value`` under ``key`` in the map at ``path_expr``. ``False`` when
-    libyaml is unavailable or can't load either text: the caller then confirms the
+    Checked with libyaml, independently of the parser that made the edit, on *event
+    streams* (never on documents with their aliases expanded, so the check is linear in
+    the text): both texts hold the same number of documents, every document but
+    ``doc_index`` has the same events, and document ``doc_index`` declares ``expected``
+    (a document without namespace matches any) and holds the string ``value`` under
+    ``key`` in the map at ``path_expr`` (each step there exactly once). ``False`` when
+    libyaml is unavailable or can't read either text: the caller then confirms the
     location with the reference parser.
     """
     if _CParser is None:
         return False
     try:
-        old = list(yaml.load_all(before, Loader=_CParser))
-        new = old if after == before else list(yaml.load_all(after, Loader=_CParser))
+        old = _document_events(before)
+        new = old if after == before else _document_events(after)
+        roots = _event_documents(after)
     except yaml.YAMLError:
         return False
     if len(old) != len(new) or not 0 <= doc_index < len(new):
         return False
     if any(a != b for i, (a, b) in enumerate(zip(old, new, strict=True)) if i != doc_index):
         return False
-    doc = new[doc_index]
-    if not isinstance(doc, dict):
+    doc = roots[doc_index]
+    if not isinstance(doc, _Map):
         return False
-    meta = doc.get("metadata")
-    if not isinstance(meta, dict):
+    meta = doc.first("metadata")
+    if not isinstance(meta, _Map):
         return False
-    namespace = meta.get("namespace") or None
-    if (api_group(str(doc.get("apiVersion") or "")), doc.get("kind"), meta.get("name")) != (
-            expected.group, expected.kind, expected.name):
+    namespace = _str_field(meta, "namespace")
+    identity = (api_group(_str_field(doc, "apiVersion") or ""), _str_field(doc, "kind"),
+                _str_field(meta, "name"))
+    if identity != (expected.group, expected.kind, expected.name):
         return False
     if namespace is not None and namespace != expected.namespace:
         return False
@@ -409,5 +616,6 @@ def edit_confined(before: str, after: str, *, doc_index: int, expected: DocKey,
         if isinstance(step, int):
             node = node[step] if isinstance(node, list) and 0 <= step < len(node) else None
         else:
-            node = node.get(step) if isinstance(node, dict) else None
-    return isinstance(node, dict) and node.get(key) == value
+            node = node.only(step) if isinstance(node, _Map) else None
+    found = node.only(key) if isinstance(node, _Map) else None
+    return isinstance(found, _Scalar) and found.string and found.value == value

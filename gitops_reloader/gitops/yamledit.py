@@ -1,6 +1,7 @@
 """Byte-preserving edits of one annotation in Kubernetes manifests, Helm values and patches.
 
-This module is the only place that imports ruamel.yaml, and it uses it only to *parse*:
+This module is the only place that imports ruamel.yaml, and it uses it only to *parse*
+(libyaml, through PyYAML, only pre-checks the nesting depth):
 the event stream gives the position (index, line, column) and style of every node.
 Edits are then spliced into the original text — one value replaced in place, or a few
 lines (or one flow entry) inserted — so every byte outside the edit is unchanged:
@@ -13,10 +14,21 @@ Guarantees:
 * **Idempotence.** Setting the value a key already holds returns ``changed=False`` and
   the identical text; a later edit with a new value changes only that key's line.
 * **Refusal over damage.** :class:`~gitops_reloader.errors.YamlEditError` is raised,
-  naming the file and document, when the file does not parse, the document contains
-  Helm/Go templating (``{{``), the target map is (or lies inside) an alias, an anchored
+  naming the file and document, when the file does not parse, the document is a
+  Helm/Go template (see below), the target map is (or lies inside) an alias, an anchored
   node or a map with a merge key (``<<``), a node on the path is not a map (or sequence
-  for an integer step), or the document index is out of range.
+  for an integer step), more maps are missing than the caller allows to create, or the
+  document index is out of range.
+* **Templates.** ``{{`` inside a scalar (a Vault agent template in an annotation, a Go
+  template in an embedded ConfigMap) is content: such a document is edited like any
+  other. A document is a template, and refused, when ``{{`` appears anywhere else in it
+  (in a comment, or as flow-collection syntax), or when the file does not parse and
+  contains ``{{``. Files in a Helm chart's ``templates/`` directory are refused by the
+  caller, which knows the repository (:mod:`gitops_reloader.sinks.git`).
+* **Bounded work on hostile text.** Input longer than :data:`MAX_TEXT_CHARS` or nested
+  deeper than :data:`MAX_DEPTH` is refused before or while parsing (libyaml's and
+  ruamel's cost per token grows with the nesting depth). Aliases are never expanded:
+  an alias is a reference to its anchored node, so an alias bomb costs its text's size.
 * Document indices count every document of the YAML stream, empty and comment-only ones
   included; take them from :func:`list_documents` or :func:`find_document` rather than
   from another parser.
@@ -28,10 +40,12 @@ path, document and YAML path, never file content: a manifest may be a Secret.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+import yaml as pyyaml
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import (
@@ -50,6 +64,8 @@ from gitops_reloader.errors import YamlEditError
 
 __all__ = [
     "CONFIG_HASH_KEY",
+    "MAX_DEPTH",
+    "MAX_TEXT_CHARS",
     "DocumentInfo",
     "EditResult",
     "find_document",
@@ -64,9 +80,15 @@ __all__ = [
 CONFIG_HASH_KEY: Final = "gitops-reloader.io/config-hash"
 """The pod-template annotation whose change makes Kubernetes roll the workload."""
 
+MAX_TEXT_CHARS: Final = 4 * 1024 * 1024
+"""Longest text parsed (the scan index reads files of at most as many bytes)."""
+MAX_DEPTH: Final = 100
+"""Deepest nesting of collections parsed; Kubernetes objects, CRD schemas included, stay far below."""
+
 YamlPath = tuple[str | int, ...]
 """A path into a document: strings are map keys, integers are sequence indices."""
 
+_LIBYAML: Final = getattr(pyyaml, "CSafeLoader", None)
 _TEMPLATE_PATH: Final[YamlPath] = ("spec", "template")
 _ANNOTATIONS_PATH: Final[YamlPath] = ("spec", "template", "metadata", "annotations")
 _NULLS: Final = frozenset({"", "~", "null", "Null", "NULL"})
@@ -170,11 +192,19 @@ class _Walk:
 
 
 def _parse(text: str, path: str) -> list[_Doc]:
-    """Parse ``text`` into documents; the only call into ruamel.yaml."""
+    """Parse ``text`` into documents; the only call into ruamel.yaml.
+
+    The pure-Python *safe* parser gives the same events and marks as the round-trip one
+    without collecting comments (comments are kept by splicing, not by the parser), and
+    is about 1.4x faster (``bench/yaml_hostile.py``).
+    """
+    where = path or "<text>"
+    if len(text) > MAX_TEXT_CHARS:
+        raise YamlEditError(f"{where}: longer than {MAX_TEXT_CHARS} characters; not parsed")
+    _precheck_depth(text, where)
     try:
-        events = list(YAML(typ="rt").parse(_TAB_SEPARATION.sub(_spaces, text)))
+        return _build(YAML(typ="safe", pure=True).parse(_TAB_SEPARATION.sub(_spaces, text)), where)
     except YAMLError as exc:
-        where = path or "<text>"
         if "{{" in text:
             raise YamlEditError(
                 f"{where}: contains Helm/Go templating ('{{{{'); templated files can't be edited safely"
@@ -186,15 +216,37 @@ def _parse(text: str, path: str) -> list[_Doc]:
                 mark = exc.problem_mark
                 detail += f" (line {mark.line + 1}, column {mark.column + 1})"
         raise YamlEditError(f"{where}: {detail}") from exc
-    return _build(events)
+
+
+def _precheck_depth(text: str, where: str) -> None:
+    """Refuse deep nesting with libyaml's event stream before ruamel.yaml sees the text.
+
+    ruamel.yaml's scanner keeps up to 1024 characters of possible keys per line and
+    re-checks all of them for every token, so deep flow nesting costs it seconds before
+    :func:`_build` can stop it; libyaml gets there in microseconds. A text libyaml can't
+    parse is left to ruamel.yaml (the two differ on a few corner cases).
+    """
+    if _LIBYAML is None:
+        return
+    depth = 0
+    try:
+        for event in pyyaml.parse(text, Loader=_LIBYAML):
+            if isinstance(event, pyyaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise YamlEditError(f"{where}: nested deeper than {MAX_DEPTH} levels; not parsed")
+            elif isinstance(event, pyyaml.CollectionEndEvent):
+                depth -= 1
+    except pyyaml.YAMLError:
+        return
 
 
 def _spaces(match: re.Match[str]) -> str:
     return " " * len(match.group())
 
 
-def _build(events: Iterable[Event]) -> list[_Doc]:
-    """Turn the event stream into :class:`_Doc` trees."""
+def _build(events: Iterable[Event], where: str) -> list[_Doc]:
+    """Turn the event stream into :class:`_Doc` trees, refusing nesting deeper than MAX_DEPTH."""
     docs: list[_Doc] = []
     stack: list[_Node] = []
     roots: list[_Node] = []
@@ -225,6 +277,8 @@ def _build(events: Iterable[Event]) -> list[_Doc]:
             )
             attach(node)
             stack.append(node)
+            if len(stack) > MAX_DEPTH:
+                raise YamlEditError(f"{where}: nested deeper than {MAX_DEPTH} levels; not parsed")
         elif isinstance(ev, MappingEndEvent | SequenceEndEvent):
             node = stack.pop()
             node.end, node.close = end.index, start.index
@@ -379,18 +433,23 @@ def set_at_path(
     key: str = CONFIG_HASH_KEY,
     doc_index: int = 0,
     path: str = "",
+    max_create: int | None = None,
 ) -> EditResult:
     """Set ``key: value`` in the map at ``path_expr``, creating missing maps.
 
     Used for Helm values files (``("podAnnotations",)``), HelmRelease values and
     kustomize patches. Missing maps are created as nested block maps (or inside a flow
-    map when their parent is one); integer steps must exist.
+    map when their parent is one); integer steps must exist. ``max_create`` caps how
+    many maps of the path may be created (a key whose value is null counts as one):
+    ``1`` lets only the last map of the path be created, and only where its parent
+    exists; ``0`` only writes into an existing map; ``None``: no cap.
 
     Raises:
         YamlEditError: see the module docstring.
     """
     docs = _parse(text, path)
-    return _set(text, _document(docs, doc_index, text, path), path_expr, key, value, path)
+    doc = _document(docs, doc_index, text, path)
+    return _set(text, doc, path_expr, key, value, path, max_create)
 
 
 def parse_yaml_path(expr: str) -> YamlPath:
@@ -478,12 +537,35 @@ def _document(docs: Sequence[_Doc], index: int, text: str, path: str) -> _Doc:
             f"{path or '<text>'}: document {index} is out of range (the file has {len(docs)} documents)"
         )
     doc = docs[index]
-    if "{{" in text[doc.start : doc.end]:
+    if _templated(doc, text):
         raise YamlEditError(
-            f"{_where(doc, path)}: contains Helm/Go templating ('{{{{'); templated "
-            "documents can't be edited safely"
+            f"{_where(doc, path)}: contains Helm/Go templating ('{{{{' outside a string value); "
+            "templated documents can't be edited safely"
         )
     return doc
+
+
+def _templated(doc: _Doc, text: str) -> bool:
+    """Whether ``{{`` appears in the document outside every scalar (comments included)."""
+    first = text.find("{{", doc.start, doc.end)
+    if first == -1:
+        return False
+    spans: list[tuple[int, int]] = []
+    todo = [doc.root] if doc.root is not None else []
+    while todo:
+        node = todo.pop()
+        if node.kind == "scalar":
+            spans.append((node.start, node.end))
+        todo.extend(node.children)
+    spans.sort()
+    starts = [start for start, _ in spans]
+    pos = first
+    while pos != -1:
+        i = bisect_right(starts, pos) - 1
+        if i < 0 or pos + 2 > spans[i][1]:
+            return True
+        pos = text.find("{{", pos + 1, doc.end)
+    return False
 
 
 def _require_template(doc: _Doc, path: str) -> None:
@@ -641,8 +723,16 @@ def _label(at: YamlPath) -> str:
 # --------------------------------------------------------------------------- edit
 
 
-def _set(text: str, doc: _Doc, path_expr: YamlPath, key: str, value: str, path: str) -> EditResult:
+def _set(text: str, doc: _Doc, path_expr: YamlPath, key: str, value: str, path: str,
+         max_create: int | None = None) -> EditResult:
     walk = _walk(doc, path_expr, path)
+    created = len(walk.missing) + (walk.null_key is not None)
+    if max_create is not None and created > max_create:
+        first = path_expr[: len(path_expr) - created + 1]
+        raise YamlEditError(
+            f"{_where(doc, path)}: {_label(first)} does not exist and only "
+            f"{max_create} missing map(s) at the end of {_label(path_expr)} may be created"
+        )
     if walk.target is not None:
         hit = _lookup(walk.target, key, doc, path, path_expr)
         if hit is not None:

@@ -41,9 +41,14 @@ would only widen it. After the last attempt :class:`~gitops_reloader.errors.Push
 :class:`~gitops_reloader.errors.GitError` (retryable, message scrubbed of tokens): the
 controller puts the sources back, records a Warning Event and retries with backoff, so
 nothing is lost. Per-workload problems — no manifest, an unparsable or uneditable file,
-a malformed annotation, an operator-owned workload — skip only that workload: a
-Warning Event on it, ``git_error`` metric, an ``Outcome`` of ``skipped``; the rest of
-the batch is still committed.
+a malformed annotation, an operator-owned workload, a path that escapes the clone or goes
+through a symlink (:class:`~gitops_reloader.errors.UnsafePath`), a file in a Helm chart's
+``templates/`` directory, a ``git-target`` outside the repository's ``annotationKeys``
+(:class:`GitTargetRefused`) or one that would create more than the annotations map
+itself — are permanent and skip only that workload: a Warning Event on it naming only
+its own object and path, ``git_error`` metric, an ``Outcome`` of ``skipped``; the rest
+of the batch is still committed in the same window and nothing is retried for it. Files
+larger than the scan index's ``max_file_bytes`` are not edited.
 
 After a successful push, with ``--request-refresh``, the Argo CD Application or Flux
 GitRepository/Kustomization that deploys the changed files is asked to reconcile now.
@@ -78,11 +83,19 @@ from gitops_reloader.errors import (
     PolicyDenied,
     PushRejected,
     ReloaderError,
+    UnsafePath,
     YamlEditError,
 )
 from gitops_reloader.gitops.digestkey import DigestKey
 from gitops_reloader.gitops.gitconfig import GitConfig, RepositoryConfig
-from gitops_reloader.gitops.locate import Location, Locator, OperatorOwned, Resolution, workload_identity
+from gitops_reloader.gitops.locate import (
+    GIT_TARGET_ANNOTATION,
+    Location,
+    Locator,
+    OperatorOwned,
+    Resolution,
+    workload_identity,
+)
 from gitops_reloader.gitops.refresh import RefreshRequester, RefreshTarget
 from gitops_reloader.gitops.repo import Repository
 from gitops_reloader.gitops.scanindex import DocKey, ScanIndex, edit_confined
@@ -100,6 +113,7 @@ from gitops_reloader.observability.metrics import Metrics
 __all__ = [
     "EditPlan",
     "GitSink",
+    "GitTargetRefused",
     "ManifestPlanner",
     "RepositoryHandle",
     "UnsupportedWorkload",
@@ -120,6 +134,10 @@ _PERMANENT = (ManifestNotFound, YamlEditError, AnnotationError, ConfigError)
 
 class UnsupportedWorkload(ReloaderError):
     """The workload kind can't be reloaded through its manifest (e.g. a Job)."""
+
+
+class GitTargetRefused(AnnotationError):
+    """A ``git-target`` names a map the repository does not let the digest be written into."""
 
 
 @dataclass(slots=True)
@@ -242,6 +260,7 @@ class ManifestPlanner:
             try:
                 location = self.locator.locate(request.workload, resolution, handle.index)
                 self._check_allowed(handle, request, location)
+                self._check_editable(handle, request, location)
                 value = key.digest(source_digest_inputs(request))
                 result: EditResult | None = None
                 try:
@@ -254,6 +273,7 @@ class ManifestPlanner:
                     # Unconfirmed index hit that the editor disagrees with: confirm the document, redo.
                     location = self.locator.locate(request.workload, resolution, handle.index, confirm=True)
                     self._check_allowed(handle, request, location)
+                    self._check_editable(handle, request, location)
                     text, result = self._apply(handle, plan, request, location, value)
             except _PERMANENT as exc:
                 plan.skipped.append((position, request, exc))
@@ -286,12 +306,37 @@ class ManifestPlanner:
                 f"{request.ref}: {location.path} is outside the paths configured for "
                 f"repository {handle.config.name}")
 
+    @staticmethod
+    def _check_editable(handle: RepositoryHandle, request: ReloadRequest, location: Location) -> None:
+        """Refuse, for this workload only, a path or target the sink must not edit.
+
+        The path must not go through a symlink (:class:`UnsafePath`) nor lie in a Helm
+        chart's ``templates/`` directory; a ``git-target`` must end in one of the
+        repository's ``annotationKeys``.
+        """
+        try:
+            handle.repo.check_editable(location.path)
+        except UnsafePath as exc:
+            raise UnsafePath(f"{request.ref}: {exc}") from None
+        chart = _chart_of_template(handle.repo, location.path)
+        if chart is not None:
+            raise YamlEditError(
+                f"{request.ref}: {location.path} is a template of the Helm chart in {chart or '.'}/; "
+                f"point {GIT_TARGET_ANNOTATION} at the chart's values file instead")
+        if location.yaml_path is not None:
+            keys = handle.config.annotation_keys
+            last = location.yaml_path[-1] if location.yaml_path else None
+            if not isinstance(last, str) or last not in keys:
+                raise GitTargetRefused(
+                    f"{request.ref}: {GIT_TARGET_ANNOTATION} must name a map whose key is one of "
+                    f"{', '.join(keys)} (the annotationKeys of repository {handle.config.name})")
+
     def _apply(self, handle: RepositoryHandle, plan: EditPlan, request: ReloadRequest, location: Location,
                value: str) -> tuple[str, EditResult]:
         """The file's text in this plan (edits of earlier workloads included) and the edit."""
         text = plan.texts.get(location.path)
         if text is None:
-            text = _read_text(handle.repo, location.path)
+            text = _read_text(handle.repo, location.path, handle.index.max_file_bytes)
         return text, self._edit(request, location, text, value)
 
     @staticmethod
@@ -304,8 +349,10 @@ class ManifestPlanner:
         if location.yaml_path is None and request.ref.kind != "CronJob":
             return set_template_annotation(text, doc_index=location.doc_index, value=value,
                                            path=location.path)
+        # A git-target may create the annotations map itself under an existing parent, nothing more.
         return set_at_path(text, path_expr=self._annotations_path(request, location), value=value,
-                           doc_index=location.doc_index, path=location.path)
+                           doc_index=location.doc_index, path=location.path,
+                           max_create=None if location.yaml_path is None else 1)
 
     def _confined(self, request: ReloadRequest, location: Location, before: str, result: EditResult,
                   value: str) -> bool:
@@ -533,6 +580,10 @@ def failure_reason(exc: ReloaderError) -> str:
         return "OperatorOwned"
     if isinstance(exc, PolicyDenied):
         return "PolicyDenied"
+    if isinstance(exc, UnsafePath):
+        return "UnsafeManifestPath"
+    if isinstance(exc, GitTargetRefused):
+        return "GitTargetRefused"
     if isinstance(exc, ManifestNotFound):
         return "ManifestNotFound"
     if isinstance(exc, YamlEditError):
@@ -544,10 +595,23 @@ def failure_reason(exc: ReloaderError) -> str:
     return type(exc).__name__
 
 
-def _read_text(repo: Repository, path: str) -> str:
+def _chart_of_template(repo: Repository, path: str) -> str | None:
+    """The chart directory when ``path`` lies under a ``templates/`` beside a ``Chart.yaml``."""
+    parts = path.split("/")
+    for i in range(len(parts) - 1):
+        if parts[i] == "templates":
+            chart = "/".join(parts[:i])
+            if repo.read(f"{chart}/Chart.yaml" if chart else "Chart.yaml") is not None:
+                return chart
+    return None
+
+
+def _read_text(repo: Repository, path: str, max_bytes: int) -> str:
     data = repo.read(path)
     if data is None:
         raise ManifestNotFound(f"{path} disappeared from the work tree")
+    if len(data) > max_bytes:
+        raise YamlEditError(f"{path}: larger than {max_bytes} bytes; not edited")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:

@@ -44,12 +44,13 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from types import TracebackType
 from typing import IO, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
-__all__ = ["GitHostServer", "WsgiApp"]
+__all__ = ["GitHostServer", "Symlink", "WsgiApp"]
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 """A WSGI application (PEP 3333)."""
@@ -75,6 +76,13 @@ _SOMEONE_ELSE = {
     "GIT_COMMITTER_NAME": "Someone Else",
     "GIT_COMMITTER_EMAIL": "someone.else@example.com",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class Symlink:
+    """A file given to :meth:`GitHostServer.create_repo` that is committed as a symlink to ``target``."""
+
+    target: str
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -224,7 +232,7 @@ class GitHostServer:
     def create_repo(
         self,
         name: str,
-        files: Mapping[str, str | bytes] | None = None,
+        files: Mapping[str, str | bytes | Symlink] | None = None,
         *,
         branch: str = "main",
         message: str = "initial",
@@ -245,7 +253,7 @@ class GitHostServer:
     def commit_directly(
         self,
         name: str,
-        files: Mapping[str, str | bytes | None],
+        files: Mapping[str, str | bytes | Symlink | None],
         *,
         branch: str = "main",
         message: str = "commit by someone else",
@@ -305,7 +313,7 @@ class GitHostServer:
     def _commit(
         self,
         repo: Path,
-        files: Mapping[str, str | bytes | None],
+        files: Mapping[str, str | bytes | Symlink | None],
         *,
         branch: str,
         message: str,
@@ -324,9 +332,12 @@ class GitHostServer:
                 if content is None:
                     entries.append(b"0 " + b"0" * 40 + b"\t" + clean)  # mode 0 removes
                     continue
+                mode = b"100644 "
+                if isinstance(content, Symlink):
+                    mode, content = b"120000 ", content.target
                 data = content.encode() if isinstance(content, str) else content
                 blob = _git(repo, "hash-object", "-w", "--stdin", input=data).strip()
-                entries.append(b"100644 " + blob + b"\t" + clean)
+                entries.append(mode + blob + b"\t" + clean)
             with tempfile.TemporaryDirectory(prefix="githost-index-") as tmp:
                 index_env = {**env, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
                 if parent:

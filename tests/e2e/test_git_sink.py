@@ -41,7 +41,7 @@ from gitops_reloader.hashing import configmap_hash, keyed_digest, secret_hash
 from gitops_reloader.sinks.git import GitSink
 from gitops_reloader.testing.apiserver import ApiServer
 from gitops_reloader.testing.apiserver.faults import Fault
-from gitops_reloader.testing.githost import GitHostServer
+from gitops_reloader.testing.githost import GitHostServer, Symlink
 from gitops_reloader.testing.harness import deployment, settle, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -745,3 +745,98 @@ def test_wrong_token_gives_a_clear_error_without_the_token(api_client: ApiClient
         for form in (wrong, base64.b64encode(f"bot:{wrong}".encode()).decode()):
             assert all(form not in text for text in texts)
         assert len(commits(host)) == 1
+
+
+# --------------------------------------------------------------------------- failure isolation
+
+VALUES = textwrap.dedent("""\
+    # Values shared by two teams.
+    replicaCount: 2
+    securityContext:
+      runAsNonRoot: true
+    podAnnotations: {}
+    """)
+
+
+def test_one_workloads_unsafe_path_or_refused_target_never_blocks_the_batch(
+        api_client: ApiClient, git: GitSetup, host: GitHostServer) -> None:
+    """Issue 10 item 5: symlinked paths and refused targets are permanent and per workload."""
+    files = {"apps/web.yaml": manifest("web"), "apps/real.yaml": manifest("linked"),
+             "apps/viadir.yaml": manifest("viadir"),
+             "apps/link.yaml": Symlink("real.yaml"), "teams/b": Symlink("../apps"), "values.yaml": VALUES}
+    git.create(files)
+    git.configure()
+    create(api_client, configmap("app-config", {"url": "a"}))
+    create(api_client, git_workload("web"))
+    bad = {"linked": {GIT_PATH_ANNOTATION: "apps/link.yaml"},
+           "viadir": {GIT_PATH_ANNOTATION: "teams/b/viadir.yaml"},
+           "escalate": {GIT_TARGET_ANNOTATION: "values.yaml#securityContext"},
+           "invent": {GIT_TARGET_ANNOTATION: "values.yaml#controller.podAnnotations"}}
+    for name, own in bad.items():
+        create(api_client, git_workload(name, annotations=own))
+    with git_controller(api_client, git, "--max-retries=100") as (app, _):
+        put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
+        log = wait_commits(host, 2)
+        assert log[0][1] == "reload: web (configmap/app-config changed)"
+        reasons = {"linked": "UnsafeManifestPath", "viadir": "UnsafeManifestPath",
+                   "escalate": "GitTargetRefused", "invent": "ManifestUnparsable"}
+        own_text = {"linked": "apps/link.yaml", "viadir": "teams/b",
+                    "escalate": "podAnnotations, annotations", "invent": "controller does not exist"}
+        for name, reason in reasons.items():
+            event = wait_event(api_client, name, reason)
+            assert event["type"] == "Warning"
+            assert own_text[name] in event["message"]
+            others = [f"ns/Deployment/{other}" for other in [*bad, "web"] if other != name]
+            others += [text for other, text in own_text.items() if other != name]
+            assert not any(text in event["message"] for text in others), event["message"]
+        assert_no_new_commit(app, host, 2)
+        # Permanent: reported once, not retried with backoff until --max-retries.
+        assert metric(app, "git_errors_total", repo=REPO, reason="UnsafeManifestPath") == 2.0
+        assert metric(app, "git_errors_total", repo=REPO, reason="GitTargetRefused") == 1.0
+        assert file_at(host, "values.yaml") == VALUES
+        assert file_at(host, "apps/real.yaml") == manifest("linked")
+        assert file_at(host, "apps/link.yaml") == "real.yaml"  # still the symlink
+
+
+VAULT_YAML = textwrap.dedent("""\
+    apiVersion: apps/v1
+    kind: Deployment
+    metadata:
+      name: vaulted
+      namespace: ns
+    spec:
+      template:
+        metadata:
+          annotations:
+            vault.hashicorp.com/agent-inject: "true"
+            vault.hashicorp.com/agent-inject-template-db: |
+              {{- with secret "database/creds/app" -}}
+              postgres://{{ .Data.username }}:{{ .Data.password }}@db/app
+              {{- end }}
+        spec:
+          containers:
+            - name: app
+              image: app:1
+    """)
+
+
+def test_vault_templates_are_content_but_helm_chart_templates_are_refused(
+        api_client: ApiClient, git: GitSetup, host: GitHostServer) -> None:
+    """Issue 11: {{ in a scalar is content; a chart's templates/ directory is never edited."""
+    chart_template = manifest("charted")  # parses, but Helm renders it: not the deployed text
+    git.create({"apps/vault.yaml": VAULT_YAML, "charts/web/Chart.yaml": "apiVersion: v2\nname: web\n",
+                "charts/web/templates/deploy.yaml": chart_template})
+    git.configure()
+    create(api_client, configmap("app-config", {"url": "a"}))
+    create(api_client, git_workload("vaulted"))
+    create(api_client, git_workload("charted", annotations={
+        GIT_PATH_ANNOTATION: "charts/web/templates/deploy.yaml"}))
+    with git_controller(api_client, git) as (app, _):
+        put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
+        wait_commits(host, 2)
+        removed, added = line_diff(VAULT_YAML, file_at(host, "apps/vault.yaml"))
+        assert removed == [] and len(added) == 1 and HASH_LINE.match(added[0])
+        event = wait_event(api_client, "charted", "ManifestUnparsable")
+        assert "template of the Helm chart in charts/web/" in event["message"]
+        assert file_at(host, "charts/web/templates/deploy.yaml") == chart_template
+        assert_no_new_commit(app, host, 2)

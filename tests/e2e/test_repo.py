@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gitops_reloader.errors import ConfigError, GitError, PushRejected
+from gitops_reloader.errors import ConfigError, GitError, PushRejected, UnsafePath
 from gitops_reloader.gitops.auth import GitAuth
 from gitops_reloader.gitops.repo import Author, Repository
 from gitops_reloader.testing.githost import GitHostServer
@@ -464,6 +464,27 @@ def test_symlinks_leading_outside_are_refused(repo: Repository, tmp_path: Path) 
         repo.write("link.yaml", b"x")
     assert not (outside / "x.yaml").exists()
     assert (outside / "secret.yaml").read_text() == "secret"
+
+
+def test_unsafe_paths_are_permanent_and_symlinks_are_never_editable(repo: Repository, tmp_path: Path) -> None:
+    repo.sync()
+    (repo.workdir / "apps").mkdir(exist_ok=True)
+    (repo.workdir / "apps" / "web.yaml").write_text("kind: Deployment\n")
+    (repo.workdir / "inside.yaml").symlink_to("apps/web.yaml")
+    (repo.workdir / "linked").symlink_to("apps")
+    (repo.workdir / "loop-a.yaml").symlink_to("loop-b.yaml")
+    (repo.workdir / "loop-b.yaml").symlink_to("loop-a.yaml")
+
+    repo.check_editable("apps/web.yaml")
+    assert repo.read("inside.yaml") == b"kind: Deployment\n"  # reading may follow a link inside
+    for path, message in [("inside.yaml", "symlink inside.yaml"), ("linked/web.yaml", "symlink linked"),
+                          ("../x.yaml", "escapes"), (".git/config", "inside .git")]:
+        with pytest.raises(UnsafePath, match=message) as refused:
+            repo.check_editable(path)
+        assert not refused.value.retryable
+    with pytest.raises(UnsafePath, match="symlink loop") as loop:
+        repo.read("loop-a.yaml")
+    assert not loop.value.retryable
 
 
 # -- the pull-request sink's own branch -------------------------------------------------------

@@ -174,3 +174,27 @@ def test_sign_commits_is_off_unless_asked_and_must_be_a_boolean() -> None:
     assert parse_git_config(text + "    signCommits: true\n").repositories[0].sign_commits is True
     with pytest.raises(ConfigError, match=r"repositories\[0\]\.signCommits"):
         parse_git_config(text + "    signCommits: sometimes\n")
+
+
+@pytest.mark.parametrize(("extra", "expected"), [
+    ("", ("podAnnotations", "annotations")),
+    ("    annotationKeys: [podAnnotations]\n", ("podAnnotations",)),
+    ("    annotationKeys: [extraPodAnnotations, 'a.b/c', extraPodAnnotations]\n",
+     ("extraPodAnnotations", "a.b/c")),
+])
+def test_annotation_keys_default_and_override(extra: str, expected: tuple[str, ...]) -> None:
+    text = "repositories:\n  - name: a\n    url: https://git.example.com/o/a.git\n" + extra
+    assert parse_git_config(text).repositories[0].annotation_keys == expected
+
+
+@pytest.mark.parametrize("value", ["[]", "podAnnotations", "['']", "['pod annotations']", "[1]", "[{a: b}]"])
+def test_invalid_annotation_keys_name_the_field(value: str) -> None:
+    text = ("repositories:\n  - name: a\n    url: https://git.example.com/o/a.git\n"
+            f"    annotationKeys: {value}\n")
+    with pytest.raises(ConfigError, match=r"repositories\[0\]\.annotationKeys"):
+        parse_git_config(text)
+
+
+def test_a_config_over_one_mebibyte_is_refused_before_parsing() -> None:
+    with pytest.raises(ConfigError, match=r"--git-config <git-config>: larger than 1048576 characters"):
+        parse_git_config("# " + "x" * 1024 * 1024)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -282,3 +283,64 @@ def test_an_edit_of_the_right_document_is_confined() -> None:
 ])
 def test_an_edit_outside_the_expected_object_is_detected(after: str, doc: int, expected: DocKey) -> None:
     assert not confined(TWO_DOCS, after, doc, expected)
+
+
+# --------------------------------------------------------------------------- hostile files
+
+BOMB = "kind: ConfigMap\nmetadata: {name: lol}\ndata:\n  a0: &a0 [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"  a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 10))
+
+
+def test_an_alias_bomb_next_to_the_workload_is_checked_in_linear_time() -> None:
+    """Issue 10 item 3: the tenant's Deployment plus a 9^10-leaf alias structure (under 1 KB)."""
+    before = TWO_DOCS + "---\n" + BOMB
+    assert len(before.encode()) < 1024
+    started = time.perf_counter()
+    assert confined(before, annotate(before, 1), 1)
+    assert not confined(before, annotate(before, 0), 1)
+    assert time.perf_counter() - started < 1.0  # was hours: the documents were compared expanded
+
+
+def test_aliases_in_the_target_document_are_followed_not_expanded() -> None:
+    before = TWO_DOCS.replace("spec: {}\n", "spec: {}\nbomb:\n" + BOMB.split("data:\n")[1])
+    started = time.perf_counter()
+    assert confined(before, annotate(before, 1), 1)
+    assert time.perf_counter() - started < 1.0
+
+
+def test_a_changed_alias_structure_elsewhere_is_not_confined() -> None:
+    before = TWO_DOCS + "---\n" + BOMB
+    after = annotate(before, 1).replace("[x, x, x,", "[x, y, x,")
+    assert not confined(before, after, 1)
+
+
+@pytest.mark.parametrize("text", [
+    "a: " + "[" * 100_000 + "]" * 100_000 + "\n",   # crashed the process in libyaml's composer
+    "a: " + "{a: " * 50_000 + "}" * 50_000 + "\n",
+], ids=["flow-sequences", "flow-maps"])
+def test_deep_nesting_is_refused_quickly_and_never_crashes(text: str) -> None:
+    started = time.perf_counter()
+    with pytest.raises(YamlEditError, match=r"nested deeper than"):
+        scan_documents(text, path="deep.yaml")
+    assert not confined(text, text, 0)
+    assert time.perf_counter() - started < 1.0
+
+
+def test_index_skips_deep_files_and_indexes_alias_bombs() -> None:
+    repo = FakeRepo({"deep.yaml": "a: " + "[" * 1000 + "]" * 1000 + "\n", "bomb.yaml": BOMB})
+    index = ScanIndex(repo)
+    index.refresh(repo.head)
+    assert "nested deeper than" in index.unparsable["deep.yaml"]
+    assert index.documents("bomb.yaml") == (DocKey("", "ConfigMap", None, "lol"),)
+
+
+@pytest.mark.parametrize("text", [
+    "? [a, b]\n: x\nkind: Deployment\nmetadata:\n  ? {k: v}\n  : y\n  name: web\n  namespace: ns\n",
+    "kind: &k Deployment\nmetadata: {name: *k, labels: {name: other}, namespace: ns}\napiVersion: apps/v1\n",
+    "metadata: {name: web}\nmetadata: {name: second}\nkind: Deployment\nkind: Service\n",
+    "kind: !!str Deployment\nmetadata:\n  name: !!null ''\n  namespace: !custom ns\n",
+])
+def test_collections_as_keys_aliases_and_duplicates_read_like_the_reference(text: str) -> None:
+    expected = [(d.index, DocKey(api_group(d.api_version), d.kind, d.namespace, d.name))
+                for d in list_documents(text)]
+    assert scan_documents(text) == expected

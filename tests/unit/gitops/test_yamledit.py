@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import difflib
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,10 @@ CASES = [
     Case("annotations-explicit-null"),
     Case("metadata-implicit-null"),
     Case("refuse-helm-template", refuse=r"templating"),
-    Case("refuse-templated-value", refuse=r"document 0 \(Deployment/web\).*templating"),
+    Case("template-in-a-string-value"),
+    Case("vault-agent-template"),
+    Case("refuse-template-in-a-comment", refuse=r"document 0 \(Deployment/web\).*templating"),
+    Case("refuse-template-as-flow-syntax", refuse=r"templating"),
     Case("refuse-anchored-template", refuse=r"spec\.template is anchored \(&pod\)"),
     Case("refuse-alias-annotations", refuse=r"annotations is an alias \(\*common\)"),
     Case("refuse-merge-key", refuse=r"spec\.template\.metadata uses a merge key"),
@@ -301,11 +305,20 @@ def test_doc_index_out_of_range_is_refused() -> None:
         read_at_path("a: 1\n", path_expr=(), doc_index=-1)
 
 
-def test_only_the_templated_document_is_refused() -> None:
+def test_template_text_in_a_string_value_is_content() -> None:
     text = read("multi-document.in.yaml")  # the ConfigMap holds "{{ $labels.instance }}"
-    with pytest.raises(YamlEditError, match=r"document 3 \(ConfigMap/web-config\).*templat"):
-        set_at_path(text, path_expr=("metadata", "annotations"), value=V1, doc_index=3)
+    after = set_at_path(text, path_expr=("metadata", "annotations"), value=V1, doc_index=3).text
+    removed, added = removed_and_added(text, after)
+    assert removed == [] and len(added) == 1 and CONFIG_HASH_KEY in added[0]
     assert set_template_annotation(text, doc_index=2, value=V1).changed
+
+
+def test_only_the_templated_document_is_refused() -> None:
+    extra = "---\n# {{ .Values.extra }}\nkind: ConfigMap\nmetadata: {name: x}\n"
+    text = read("multi-document.in.yaml") + extra
+    with pytest.raises(YamlEditError, match=r"document 4 \(ConfigMap/x\).*templat"):
+        set_at_path(text, path_expr=("metadata", "annotations"), value=V1, doc_index=4)
+    assert set_at_path(text, path_expr=("metadata", "annotations"), value=V1, doc_index=3).changed
 
 
 def test_unparsable_templated_file_says_templating() -> None:
@@ -519,3 +532,59 @@ def test_ruamel_is_imported_only_by_yamledit() -> None:
             if any(n.split(".")[0] == "ruamel" for n in names):
                 offenders.append(source.relative_to(package).as_posix())
     assert set(offenders) <= {"gitops/yamledit.py"}
+
+
+# --------------------------------------------------------------------------- hostile input
+
+VALUES = "controller:\n  image: {tag: v1}\n  podAnnotations:\n    a: b\nempty:\nnested:\n  x: {}\n"
+
+
+@pytest.mark.parametrize(("path_expr", "max_create", "added"), [
+    ("controller.podAnnotations", 0, 1),    # the map exists: only the key is added
+    ("controller.annotations", 1, 2),       # the last map is created under an existing parent
+    ("empty", 1, 1),                        # a null value becomes the map
+    ("nested.x", 0, 0),                     # an empty flow map takes the key on its line
+])
+def test_max_create_allows_only_the_last_maps(path_expr: str, max_create: int, added: int) -> None:
+    after = set_at_path(VALUES, path_expr=parse_yaml_path(path_expr), value=V1, max_create=max_create).text
+    removed, new = removed_and_added(VALUES, after)
+    assert len(new) - len(removed) == added
+    assert read_at_path(after, path_expr=parse_yaml_path(path_expr)) == V1
+
+
+@pytest.mark.parametrize(("path_expr", "max_create", "message"), [
+    ("securityContext.podAnnotations", 1, r"securityContext does not exist"),
+    ("controller.extra.podAnnotations", 1, r"controller\.extra does not exist"),
+    ("controller.annotations", 0, r"controller\.annotations does not exist"),
+    ("empty.podAnnotations", 1, r"empty does not exist"),
+])
+def test_max_create_refuses_to_invent_parents(path_expr: str, max_create: int, message: str) -> None:
+    with pytest.raises(YamlEditError, match=message):
+        set_at_path(VALUES, path_expr=parse_yaml_path(path_expr), value=V1, max_create=max_create)
+
+
+def test_alias_bomb_in_another_document_is_not_expanded() -> None:
+    """An alias structure of 9^9 leaves next to the workload: the edit stays linear."""
+    bomb = "lol: &a0 [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"l{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 9))
+    text = read("multi-document.in.yaml") + "---\n" + bomb
+    started = time.perf_counter()
+    result = set_template_annotation(text, doc_index=2, value=V1)
+    assert result.changed and result.text.endswith(bomb)
+    assert time.perf_counter() - started < 1.0
+
+
+@pytest.mark.parametrize("text", [
+    "a: " + "[" * 5000 + "]" * 5000 + "\n",
+    "a:\n" + "".join(" " * i + "b:\n" for i in range(1, 500)),
+], ids=["flow", "block"])
+def test_nesting_deeper_than_the_cap_is_refused_quickly(text: str) -> None:
+    started = time.perf_counter()
+    with pytest.raises(YamlEditError, match=r"nested deeper than \d+ levels"):
+        list_documents(text, path="deep.yaml")
+    assert time.perf_counter() - started < 1.0
+
+
+def test_text_longer_than_the_cap_is_refused_before_parsing() -> None:
+    with pytest.raises(YamlEditError, match=r"big\.yaml: longer than \d+ characters"):
+        list_documents("# " + "x" * (4 * 1024 * 1024), path="big.yaml")
