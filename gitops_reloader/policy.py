@@ -218,14 +218,11 @@ def has_explicit_lists(view: WorkloadView, keys: AnnotationKeys) -> bool:
     """Whether the workload has a non-empty ConfigMap or Secret reload list.
 
     Such a workload may match sources it does not reference, so the controller flags it
-    ``explicit`` in the :class:`~gitops_reloader.index.ReferenceIndex`.
+    ``explicit`` in the :class:`~gitops_reloader.index.ReferenceIndex`. An oversized list
+    counts too: it matches nothing, but :func:`decide` must see it to report it.
     """
     annotations = effective_annotations(view, keys)
-    ignored: list[str] = []
-    return bool(
-        _read_list(annotations, keys.configmap_reload, ignored)
-        or _read_list(annotations, keys.secret_reload, ignored)
-    )
+    return any(_split(annotations.get(key)) != [] for key in (keys.configmap_reload, keys.secret_reload))
 
 
 @functools.lru_cache(maxsize=4096)
