@@ -485,7 +485,8 @@ class Controller:
             period = parse_duration(period_text)
         except ValueError:
             self._warn(record, "InvalidPausePeriod",
-                       f"cannot read {keys.pause_period}={period_text!r} / {keys.paused_at}; unpausing")
+                       f"cannot read {keys.pause_period}={_shown((period_text,))} / {keys.paused_at}; "
+                       "unpausing")
             return 0.0, 0.0
         return started, period
 
