@@ -5,11 +5,15 @@ An attacker namespace holds a workload whose reload list is the catastrophic ``(
 a ConfigMap named ``aaa…ab`` (253 characters, the longest legal name). While its change is
 evaluated, a heartbeat thread must never be held off for more than 100 ms (Python's ``re``
 held the GIL for 2^252 steps); the attacker's workloads get Warning Events naming the bad
-entry or annotation; another namespace's change is reloaded as usual.
+entry or annotation; another namespace's change is reloaded as usual. A third workload
+carries 16 KB of ``a-a-…`` (quadratic for the old log-redaction regexes) and goes through
+the production log pipeline: refused with a Warning, every log line stays short.
 """
 
 from __future__ import annotations
 
+import io
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -18,6 +22,7 @@ from contextlib import contextmanager
 import pytest
 from reload_helpers import configmap, create, env_of, set_cm_data, workload
 
+from gitops_reloader.observability.logging import MAX_FIELD_CHARS, configure_logging
 from gitops_reloader.policy import MAX_LIST_ENTRIES
 from gitops_reloader.testing.harness import deployment, running_controller, settle, wait_for
 
@@ -55,19 +60,38 @@ class Heartbeat:
             self._thread.join()
 
 
+@pytest.fixture
+def log_output() -> Iterator[io.StringIO]:
+    """The production log pipeline (redaction filter, JSON lines) into a buffer; restored after."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    out = io.StringIO()
+    configure_logging(fmt="json", stream=out)
+    yield out
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    for handler in handlers:
+        root.addHandler(handler)
+    root.setLevel(level)
+
+
 def warnings(core, namespace: str, name: str) -> dict[str, str]:
     """Warning Events on Deployment ``name``: reason → message."""
     return {e.reason: e.message for e in core.list_namespaced_event(namespace).items
             if e.type == "Warning" and e.involved_object.name == name}
 
 
-def test_a_catastrophic_pattern_does_not_stall_the_controller(server, api_client, core):
+def test_a_catastrophic_pattern_does_not_stall_the_controller(server, api_client, core, log_output):
     oversized = ",".join(f"cfg-{i}" for i in range(MAX_LIST_ENTRIES + 1))
+    hostile = "a-" * 8000 + "(,["  # 16 KB: quadratic for the old redaction regexes
     create(api_client, configmap(ATTACK_NAME, {"v": "1"}, namespace="attacker"))
     create(api_client, deployment("evil", namespace="attacker",
                                   annotations={RELOAD: r"(a+)+$,(a)\1,((a+)+)+c"}))
     create(api_client, deployment("evil-big", namespace="attacker",
                                   annotations={RELOAD: oversized + "," + ATTACK_NAME}))
+    create(api_client, deployment("evil-log", namespace="attacker",
+                                  annotations={RELOAD: hostile,
+                                               "configmap.reloader.stakater.com/auto": "a-" * 8000}))
     create(api_client, configmap("app-cfg", {"v": "1"}, namespace="victim"))
     create(api_client, deployment("web", namespace="victim", annotations={RELOAD: "app-cfg"}))
     with Heartbeat().running() as beat, \
@@ -87,6 +111,10 @@ def test_a_catastrophic_pattern_does_not_stall_the_controller(server, api_client
     big = wait_for(lambda: warnings(core, "attacker", "evil-big"), message="evil-big's Warning")
     assert set(big) == {"AnnotationTooLarge"}
     assert RELOAD in big["AnnotationTooLarge"]
+    assert set(wait_for(lambda: warnings(core, "attacker", "evil-log"))) == {"AnnotationTooLarge"}
+    lines = log_output.getvalue().splitlines()
+    assert any("AnnotationTooLarge" in line for line in lines)
+    assert max(len(line) for line in lines) < 3 * MAX_FIELD_CHARS
     # neither matched: the pattern does not match "aaa…ab", the oversized list is ignored
     assert not env_of(workload(server, "Deployment", "evil", "attacker"))
     assert not env_of(workload(server, "Deployment", "evil-big", "attacker"))
