@@ -565,8 +565,7 @@ class Controller:
         chosen = record.annotations.get(key) or record.template_annotations.get(key)
         if not chosen:
             return self.config.behaviour.default_sink or self.config.behaviour.reload_strategy
-        chosen = chosen.strip()
-        return chosen if chosen in set(SinkName) else None
+        return SinkName.from_annotation(chosen)
 
     def _sync(self, key: str) -> None:
         pending = self._take_pending(key)

@@ -18,7 +18,15 @@ from hypothesis import strategies as st
 from gitops_reloader.config import MAX_DURATION_CHARS, AnnotationKeys, parse_duration
 from gitops_reloader.errors import AnnotationError
 from gitops_reloader.gitops.locate import MAX_ORIGIN_CHARS, parse_git_target, parse_origin_path
-from gitops_reloader.model import ContainerRefs, ObjectRef, PodRefs, SourceKind, SourceMeta, SourceRef
+from gitops_reloader.model import (
+    ContainerRefs,
+    ObjectRef,
+    PodRefs,
+    SinkName,
+    SourceKind,
+    SourceMeta,
+    SourceRef,
+)
 from gitops_reloader.policy import (
     MAX_LIST_BYTES,
     MAX_LIST_ENTRIES,
@@ -177,6 +185,14 @@ def test_any_pattern_on_a_253_char_name_is_fast(pattern: str) -> None:
 @given(booleans)
 def test_is_truthy_is_exactly_go_parsebool_true(value: str) -> None:
     assert is_truthy(value) is (value in {"1", "t", "T", "true", "TRUE", "True"})
+
+
+@FUZZ
+@given(st.one_of(st.sampled_from([f"{pad}{s}{pad}" for s in SinkName for pad in ("", " ", "\t")]),
+                 st.text(alphabet="-abcdegiklnoprstuvw \t\n", max_size=14), st.text(max_size=14)))
+def test_sink_names_are_exact_after_trimming(value: str) -> None:
+    sink = SinkName.from_annotation(value)
+    assert sink is (SinkName(value.strip()) if value.strip() in {s.value for s in SinkName} else None)
 
 
 @FUZZ
