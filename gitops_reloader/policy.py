@@ -225,7 +225,9 @@ def has_explicit_lists(view: WorkloadView, keys: AnnotationKeys) -> bool:
     return any(_split(annotations.get(key)) != [] for key in (keys.configmap_reload, keys.secret_reload))
 
 
-@functools.lru_cache(maxsize=4096)
+# At most ~60 KB per compiled program (RE2's 256 KiB budget includes the DFA cache), so
+# a tenant who writes thousands of distinct patterns holds tens of MB at the very most.
+@functools.lru_cache(maxsize=1024)
 def _compile(pattern: str) -> LinearPattern | None:
     """The compiled RE2 pattern, or None if it is invalid or too long (cached both ways)."""
     if len(pattern) > MAX_PATTERN_CHARS:

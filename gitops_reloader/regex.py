@@ -22,8 +22,12 @@ import re2
 
 __all__ = ["MAX_PROGRAM_BYTES", "LinearPattern", "RegexError", "compile_linear"]
 
-MAX_PROGRAM_BYTES = 1 << 20
-"""RE2's ``max_mem`` for one pattern: larger programs are refused ("pattern too large")."""
+MAX_PROGRAM_BYTES = 256 << 10
+"""RE2's ``max_mem`` for one pattern: larger programs are refused ("pattern too large").
+
+Ample for name patterns (a 253-character literal, ``\\w{253}``, ``(?i)`` classes), and it
+keeps both the memory of a cached pattern and the compile time of a hostile 512-character
+one (``\\pL`` repeated) to a few tens of KB and ms."""
 
 LinearPattern = re2._Regexp
 """A compiled RE2 pattern: ``fullmatch``, ``search``, ``sub`` as in :mod:`re` (no lookaround)."""

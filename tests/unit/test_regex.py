@@ -60,3 +60,16 @@ def test_sub_supports_group_references_and_callables() -> None:
     pattern = compile_linear(r"(\w+)=(\w+)")
     assert pattern.sub(r"\1=***", "a=b c=d") == "a=*** c=***"
     assert pattern.sub(lambda m: m.group(2), "a=b") == "b"
+
+
+@pytest.mark.parametrize("pattern", [r"\pL" * 170, "(?i)" + r"\pL" * 169, r"[^\pL\pN\pS\pP]" * 34,
+                                     ".{999}" * 85, r"\w{999}" * 73],
+                         ids=["letters", "folded-letters", "negated-classes", "dots", "words"])
+def test_a_hostile_512_char_pattern_compiles_or_fails_quickly(pattern: str) -> None:
+    # RE2 compiles with the GIL held: the program budget bounds that pause (~40 ms here,
+    # 420 ms with RE2's default 8 MiB budget and no length cap).
+    assert len(pattern) <= 512
+    start = time.perf_counter()
+    with pytest.raises(RegexError, match="too large"):
+        compile_linear(pattern, capture=False)
+    assert time.perf_counter() - start < 0.5
