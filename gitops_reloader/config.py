@@ -32,11 +32,21 @@ def parse_bool(text: str) -> bool:
     raise ValueError(f"not a boolean: {text!r}")
 
 
+MAX_DURATION_CHARS = 64
+"""Longer duration text is refused before parsing (durationpy's regex is quadratic)."""
+
+
 def parse_duration(text: str) -> float:
-    """Parse a Go-style duration (``10s``, ``1m30s``, ``500ms``, ``0``) into seconds."""
+    """Parse a Go-style duration (``10s``, ``1m30s``, ``500ms``, ``0``) into seconds.
+
+    Raises :class:`ValueError` for anything else, including text over
+    :data:`MAX_DURATION_CHARS` characters (annotations are tenant text).
+    """
     stripped = text.strip()
     if stripped in ("0", ""):
         return 0.0
+    if len(stripped) > MAX_DURATION_CHARS:
+        raise ValueError(f"not a duration: longer than {MAX_DURATION_CHARS} characters")
     try:
         seconds = durationpy.from_str(stripped).total_seconds()
     except Exception as exc:  # durationpy raises a bare Exception subclass

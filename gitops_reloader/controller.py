@@ -58,6 +58,8 @@ log = logging.getLogger(__name__)
 UNPAUSE_PREFIX = "unpause|"
 BATCH_PREFIX = "batch|"
 _TOMBSTONES = 10_000
+_SHOWN_PATTERNS = 3
+_SHOWN_PATTERN_CHARS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -483,7 +485,8 @@ class Controller:
             period = parse_duration(period_text)
         except ValueError:
             self._warn(record, "InvalidPausePeriod",
-                       f"cannot read {keys.pause_period}={period_text!r} / {keys.paused_at}; unpausing")
+                       f"cannot read {keys.pause_period}={_shown((period_text,))} / {keys.paused_at}; "
+                       "unpausing")
             return 0.0, 0.0
         return started, period
 
@@ -562,8 +565,7 @@ class Controller:
         chosen = record.annotations.get(key) or record.template_annotations.get(key)
         if not chosen:
             return self.config.behaviour.default_sink or self.config.behaviour.reload_strategy
-        chosen = chosen.strip()
-        return chosen if chosen in set(SinkName) else None
+        return SinkName.from_annotation(chosen)
 
     def _sync(self, key: str) -> None:
         pending = self._take_pending(key)
@@ -662,7 +664,13 @@ class Controller:
                 self.metrics.invalid_annotation(record.ref.kind)
                 self._warn(record, "InvalidAnnotation",
                            "invalid regex in reload list, entry skipped: "
-                           + ", ".join(repr(p) for p in decision.invalid_patterns))
+                           + _shown(decision.invalid_patterns))
+            if decision.oversized:
+                self.metrics.invalid_annotation(record.ref.kind)
+                self._warn(record, "AnnotationTooLarge",
+                           f"annotation {', '.join(decision.oversized)} is over "
+                           f"{policy.MAX_LIST_BYTES} bytes or {policy.MAX_LIST_ENTRIES} entries; "
+                           "ignored")
             if decision.reload:
                 items.append(ReloadItem(Source(ref, meta.hash), decision.container, item.deleted))
         return items
@@ -711,6 +719,15 @@ class _MetricsObserver:
 
     def api_error(self, verb: str, resource: str, code: int) -> None:
         self.metrics.api_error(verb, resource, code)
+
+
+def _shown(patterns: tuple[str, ...]) -> str:
+    """Tenant patterns for a log line or Event: the first few, each shortened."""
+    shown = [repr(p if len(p) <= _SHOWN_PATTERN_CHARS else p[:_SHOWN_PATTERN_CHARS] + "…")
+             for p in patterns[:_SHOWN_PATTERNS]]
+    if len(patterns) > _SHOWN_PATTERNS:
+        shown.append(f"and {len(patterns) - _SHOWN_PATTERNS} more")
+    return ", ".join(shown)
 
 
 def _ref_from_key(key: str) -> ObjectRef:

@@ -41,6 +41,12 @@ class SinkName(enum.StrEnum):
     PULL_REQUEST = "pull-request"
     WEBHOOK = "webhook"
 
+    @classmethod
+    def from_annotation(cls, value: str) -> SinkName | None:
+        """The sink an annotation value names (trimmed, exact spelling); None for anything else."""
+        text = value.strip()
+        return cls(text) if text in cls._value2member_map_ else None
+
 
 @dataclass(frozen=True, slots=True)
 class ObjectRef:

@@ -14,9 +14,11 @@ auto-reload-all):
    names, comma-separated, trimmed) names the source → never (``EXCLUDED``).
 3. The reload list for the source's type (``configmap.reloader.stakater.com/reload`` /
    ``secret...``) has an entry that matches the whole name → reload (``EXPLICIT``). Each
-   comma-separated, trimmed entry is a regex anchored at both ends (``re.fullmatch``); an
-   invalid entry is skipped and reported in ``invalid_patterns``; the others still work.
-   This rule needs no reference in the pod spec.
+   comma-separated, trimmed entry is an RE2 regex (Go ``regexp`` syntax, as Stakater's)
+   anchored at both ends and matched in linear time (:mod:`gitops_reloader.regex`); an
+   invalid entry (bad syntax, backreferences, lookaround, longer than
+   :data:`MAX_PATTERN_CHARS`) is skipped and reported in ``invalid_patterns``; the others
+   still work. This rule needs no reference in the pod spec.
 4. ``reloader.stakater.com/search`` truthy on the workload and
    ``reloader.stakater.com/match`` truthy on the source → reload (``SEARCH``).
 5. ``reloader.stakater.com/auto`` truthy (``AUTO``), or the typed auto for the source's type
@@ -28,6 +30,11 @@ Rules 4 to 6 apply only when the pod template references the source (env ``value
 ``envFrom``, volumes, projected volumes; containers or init containers); otherwise the
 decision is ``NOT_REFERENCED``.
 
+Size caps (tenant text is hostile): a reload or exclude list longer than
+:data:`MAX_LIST_BYTES` UTF-8 bytes or with more than :data:`MAX_LIST_ENTRIES` entries is
+ignored as if absent and its key is reported in ``Decision.oversized``. With the per-entry
+cap, the work per decision is bounded whatever the annotations hold.
+
 Workload annotations (rules 2 to 6) come from :func:`effective_annotations`: the workload's
 metadata if any relevant key is there, else the pod template's (a fallback, never a merge).
 "Truthy" is :func:`is_truthy` (Go's ``strconv.ParseBool``), used for every boolean
@@ -38,14 +45,17 @@ from __future__ import annotations
 
 import enum
 import functools
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gitops_reloader.config import AnnotationKeys
 from gitops_reloader.model import ObjectRef, PodRefs, SourceKind, SourceMeta
+from gitops_reloader.regex import LinearPattern, RegexError, compile_linear
 
 __all__ = [
+    "MAX_LIST_BYTES",
+    "MAX_LIST_ENTRIES",
+    "MAX_PATTERN_CHARS",
     "TRUTHY_VALUES",
     "Decision",
     "PolicyOptions",
@@ -61,6 +71,13 @@ __all__ = [
 
 TRUTHY_VALUES = frozenset({"1", "t", "T", "true", "TRUE", "True"})
 """The spellings Go's ``strconv.ParseBool`` reads as true; exact, case and whitespace matter."""
+
+MAX_LIST_BYTES = 4096
+"""A reload or exclude list value larger than this (UTF-8 bytes) is ignored and reported."""
+MAX_LIST_ENTRIES = 64
+"""A reload or exclude list with more non-empty entries than this is ignored and reported."""
+MAX_PATTERN_CHARS = 512
+"""A reload-list entry longer than this is an invalid pattern (bounds RE2 compile time)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +139,8 @@ class Decision:
 
     ``container`` is where the ``env-vars`` sink puts the env var: set only when
     ``reload`` is true and the pod has a regular container. ``invalid_patterns`` lists the
-    reload-list entries that are not valid regexes (seen while deciding; the caller logs
+    reload-list entries that are not valid patterns, and ``oversized`` the annotation keys
+    whose lists exceed the size caps and were ignored (seen while deciding; the caller logs
     them and records a Warning Event), whatever the decision.
     """
 
@@ -130,6 +148,7 @@ class Decision:
     reason: Reason
     container: str | None = None
     invalid_patterns: tuple[str, ...] = ()
+    oversized: tuple[str, ...] = ()
 
 
 def is_truthy(value: str | None) -> bool:
@@ -164,11 +183,23 @@ def effective_annotations(view: WorkloadView, keys: AnnotationKeys) -> Mapping[s
     return view.template_annotations or {}
 
 
-def _split(value: str | None) -> list[str]:
-    """A comma list: entries trimmed, empty entries dropped."""
+def _split(value: str | None) -> list[str] | None:
+    """A comma list: entries trimmed, empty entries dropped; None when over the size caps."""
     if not value:
         return []
-    return [part.strip() for part in value.split(",") if part.strip()]
+    if len(value) > MAX_LIST_BYTES or len(value.encode("utf-8", "surrogatepass")) > MAX_LIST_BYTES:
+        return None
+    entries = [part.strip() for part in value.split(",") if part.strip()]
+    return entries if len(entries) <= MAX_LIST_ENTRIES else None
+
+
+def _read_list(annotations: Mapping[str, str], key: str, oversized: list[str]) -> list[str]:
+    """The list under ``key``; an over-cap list reads as empty and ``key`` joins ``oversized``."""
+    entries = _split(annotations.get(key))
+    if entries is None:
+        oversized.append(key)
+        return []
+    return entries
 
 
 def _list_key(kind: SourceKind, keys: AnnotationKeys) -> str:
@@ -187,21 +218,23 @@ def has_explicit_lists(view: WorkloadView, keys: AnnotationKeys) -> bool:
     """Whether the workload has a non-empty ConfigMap or Secret reload list.
 
     Such a workload may match sources it does not reference, so the controller flags it
-    ``explicit`` in the :class:`~gitops_reloader.index.ReferenceIndex`.
+    ``explicit`` in the :class:`~gitops_reloader.index.ReferenceIndex`. An oversized list
+    counts too: it matches nothing, but :func:`decide` must see it to report it.
     """
     annotations = effective_annotations(view, keys)
-    return bool(
-        _split(annotations.get(keys.configmap_reload))
-        or _split(annotations.get(keys.secret_reload))
-    )
+    return any(_split(annotations.get(key)) != [] for key in (keys.configmap_reload, keys.secret_reload))
 
 
-@functools.lru_cache(maxsize=4096)
-def _compile(pattern: str) -> re.Pattern[str] | None:
-    """The compiled pattern, or None if it is not a valid regex (cached both ways)."""
+# At most ~60 KB per compiled program (RE2's 256 KiB budget includes the DFA cache), so
+# a tenant who writes thousands of distinct patterns holds tens of MB at the very most.
+@functools.lru_cache(maxsize=1024)
+def _compile(pattern: str) -> LinearPattern | None:
+    """The compiled RE2 pattern, or None if it is invalid or too long (cached both ways)."""
+    if len(pattern) > MAX_PATTERN_CHARS:
+        return None
     try:
-        return re.compile(pattern)
-    except (re.error, RecursionError, OverflowError, ValueError):
+        return compile_linear(pattern, capture=False)
+    except RegexError:
         return None
 
 
@@ -253,16 +286,18 @@ def decide(view: WorkloadView, source: SourceMeta, options: PolicyOptions) -> De
         return Decision(False, Reason.IGNORED)
 
     annotations = effective_annotations(view, keys)
-    if name in _split(annotations.get(_exclude_key(kind, keys))):
+    oversized: list[str] = []
+    if name in _read_list(annotations, _exclude_key(kind, keys), oversized):
         return Decision(False, Reason.EXCLUDED)
 
-    matched, invalid = _match_list(name, _split(annotations.get(_list_key(kind, keys))))
+    matched, invalid = _match_list(name, _read_list(annotations, _list_key(kind, keys), oversized))
+    too_large = tuple(oversized)
 
     def reload(reason: Reason) -> Decision:
-        return Decision(True, reason, choose_container(view.refs, kind, name), invalid)
+        return Decision(True, reason, choose_container(view.refs, kind, name), invalid, too_large)
 
     def no_reload(reason: Reason) -> Decision:
-        return Decision(False, reason, None, invalid)
+        return Decision(False, reason, None, invalid, too_large)
 
     if matched:
         return reload(Reason.EXPLICIT)

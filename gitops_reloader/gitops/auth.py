@@ -32,6 +32,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from gitops_reloader.errors import ConfigError
+from gitops_reloader.regex import compile_linear
 
 __all__ = [
     "GitAuth",
@@ -46,8 +47,9 @@ __all__ = [
 
 _REDACTED = "***"
 
-# ``scheme://user:password@`` in a URL; the user part may be empty (``://:tok@``).
-_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)[^/@\s:]*:[^/@\s]*@")
+# ``scheme://user:password@`` in a URL; the user part may be empty (``://:tok@``). RE2:
+# :func:`scrub` runs it over git output, which quotes repository content (linear time).
+_URL_CREDENTIALS = compile_linear(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)[^/@\s:]*:[^/@\s]*@")
 # scp-like SSH address: ``user@host:path`` (no scheme, a colon before any slash).
 _SCP_LIKE = re.compile(r"^(?:[^@/\s]+@)?[^:/\s]+:(?!//)")
 

@@ -79,7 +79,6 @@ from __future__ import annotations
 
 import enum
 import posixpath
-import re
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -176,8 +175,8 @@ _KIND_GROUPS = {
     "Rollout": "argoproj.io",
     "DeploymentConfig": "apps.openshift.io",
 }
-_ORIGIN_PATH = re.compile(r"^path:[ \t]*(?P<value>.*?)[ \t]*$", re.MULTILINE)
-_ORIGIN_REPO = re.compile(r"^repo:", re.MULTILINE)
+MAX_ORIGIN_CHARS = 4096
+"""A longer ``config.kubernetes.io/origin`` value is read as absent (tenant text, bounded)."""
 _MAX_LISTED = 5
 _FLAT = "Argo CD deploys only the files directly in a Directory source's path (directory.recurse is false)"
 
@@ -330,15 +329,20 @@ def parse_app_instance(value: str) -> tuple[str | None, str]:
 def parse_origin_path(value: str) -> str | None:
     """The ``path:`` of a ``config.kubernetes.io/origin`` annotation.
 
-    ``None`` when absent or when the origin is a remote base (a ``repo:`` line): that
-    file is not in the Kustomization's repository.
+    ``None`` when absent, when the origin is a remote base (a ``repo:`` line): that file
+    is not in the Kustomization's repository, or when the value is longer than
+    :data:`MAX_ORIGIN_CHARS`. Line-based, linear in the value's length (no regex): the
+    first line starting with ``path:`` gives the path, trimmed and unquoted.
     """
-    if _ORIGIN_REPO.search(value):
+    if len(value) > MAX_ORIGIN_CHARS:
         return None
-    match = _ORIGIN_PATH.search(value)
-    if match is None:
+    lines = value.split("\n")
+    if any(line.startswith("repo:") for line in lines):
         return None
-    path = match.group("value").strip()
+    line = next((line for line in lines if line.startswith("path:")), None)
+    if line is None:
+        return None
+    path = line.removeprefix("path:").strip()
     if len(path) >= 2 and path[0] == path[-1] and path[0] in "'\"":
         path = path[1:-1]
     return path or None

@@ -17,6 +17,13 @@ registered secret values and well-known credential shapes (``Authorization:`` he
 ``***`` in the message and its arguments, in extras and in tracebacks. It is a backstop:
 code must still never log secrets. ``httpx``/``httpcore`` are held at WARNING because they
 log full request URLs (webhook URLs carry tokens) at INFO.
+
+Log text often quotes tenant input (annotation values, object names), so the filter's cost
+is linear in the record's size: every credential shape is an RE2 pattern
+(:mod:`gitops_reloader.regex`, no backtracking) and registered secrets are replaced by plain
+substring search. After redaction, the message and each string field are cut to
+:data:`MAX_FIELD_CHARS` and tracebacks to :data:`MAX_TRACEBACK_CHARS`, with a
+``…[N more chars]`` marker (cutting after redaction never exposes part of a secret).
 """
 
 from __future__ import annotations
@@ -24,7 +31,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import re
 import sys
 import threading
 import traceback
@@ -33,6 +39,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from gitops_reloader.errors import ConfigError
+from gitops_reloader.regex import LinearPattern, compile_linear
 
 REDACTED = "***"
 
@@ -52,31 +59,60 @@ _STANDARD_ATTRS = frozenset(
 MIN_SECRET_LENGTH = 4
 """Shorter values are not registered: replacing them everywhere would garble the log."""
 
-_SENSITIVE_NAME = r"[\w-]*(?:token|password|passwd|secret|api_?key)"
-_SENSITIVE_KEY = re.compile(rf"(?i)(?:{_SENSITIVE_NAME}|(?:proxy-)?authorization|sig|signature)")
-_TOKEN_CHARS = r"A-Za-z0-9._~+/=-"
+MAX_FIELD_CHARS = 4096
+"""The message and each string field are cut to this many characters (after redaction)."""
+MAX_TRACEBACK_CHARS = 16384
+"""A traceback or stack is cut to this many characters (after redaction)."""
 
-_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+_SENSITIVE_NAME = r"[\w-]*(?:token|password|passwd|secret|api_?key)"
+_SENSITIVE_KEY = compile_linear(
+    rf"(?i)(?:{_SENSITIVE_NAME}|(?:proxy-)?authorization|sig|signature)", capture=False)
+_TOKEN_CHARS = r"A-Za-z0-9._~+/=-"
+# A Basic/Bearer token must hold a digit or symbol, so "basic authentication" stays.
+_BASIC_OR_BEARER = compile_linear(rf"\b((?i:basic|bearer)\s+)([{_TOKEN_CHARS}]{{8,}})")
+# "token": "...", 'password': '...' in JSON or dict reprs (either quote on either side).
+_QUOTED_PAIR = compile_linear(
+    rf"""(?i)("{_SENSITIVE_NAME}"|'{_SENSITIVE_NAME}')(\s*:\s*)("[^"\n]*"|'[^'\n]*')""")
+
+
+def _basic_or_bearer(match: Any) -> str:
+    token = match.group(2)
+    if token.isalpha():
+        return str(match.group(0))
+    return f"{match.group(1)}{REDACTED}"
+
+
+def _quoted_pair(match: Any) -> str:
+    quote = match.group(3)[0]
+    return f"{match.group(1)}{match.group(2)}{quote}{REDACTED}{quote}"
+
+
+_PATTERNS: tuple[tuple[LinearPattern, Any], ...] = (
     # Authorization / Proxy-Authorization headers, as "Name: value" or "'Name': 'value'".
     (
-        re.compile(r"""(?i)\b((?:proxy-)?authorization["']?\s*[:=]\s*["']?)[^"'\r\n]+"""),
+        compile_linear(r"""(?i)\b((?:proxy-)?authorization["']?\s*[:=]\s*["']?)[^"'\r\n]+"""),
         rf"\1{REDACTED}",
     ),
-    # Basic/Bearer credentials: the token must hold a digit or symbol, so "basic auth" stays.
-    (
-        re.compile(rf"\b((?i:basic|bearer)\s+)(?=[A-Za-z]*[0-9._~+/=-])[{_TOKEN_CHARS}]{{8,}}"),
-        rf"\1{REDACTED}",
-    ),
+    (_BASIC_OR_BEARER, _basic_or_bearer),
     # Credentials in URLs: scheme://user:pass@host, scheme://token@host.
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@:?#]*(?::[^/\s@?#]*)?@"), rf"\1{REDACTED}@"),
-    # token=..., password=..., access_token=... in queries and key=value text.
-    (re.compile(rf"(?i)\b({_SENSITIVE_NAME}|sig|signature)=[^&\s\"',;)}}]+"), rf"\1={REDACTED}"),
-    # "token": "...", 'password': '...' in JSON or dict reprs.
     (
-        re.compile(rf"""(?i)(["'])({_SENSITIVE_NAME})\1(\s*:\s*)(["'])(?:(?!\4).)*\4"""),
-        rf"\1\2\1\3\4{REDACTED}\4",
+        compile_linear(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@:?#]*(?::[^/\s@?#]*)?@"),
+        rf"\1{REDACTED}@",
     ),
+    # token=..., password=..., access_token=... in queries and key=value text.
+    (
+        compile_linear(rf"(?i)\b({_SENSITIVE_NAME}|sig|signature)=[^&\s\"',;)}}]+"),
+        rf"\1={REDACTED}",
+    ),
+    (_QUOTED_PAIR, _quoted_pair),
 )
+
+
+def truncate(text: str, limit: int = MAX_FIELD_CHARS) -> str:
+    """``text`` cut to ``limit`` characters plus a ``…[N more chars]`` marker, if longer."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}…[{len(text) - limit} more chars]"
 
 
 class RedactionFilter(logging.Filter):
@@ -91,7 +127,7 @@ class RedactionFilter(logging.Filter):
         super().__init__()
         self._lock = threading.Lock()
         self._secrets: set[str] = set()
-        self._secret_re: re.Pattern[str] | None = None
+        self._ordered: tuple[str, ...] = ()
 
     def register_secret(self, value: str, *, encoded: bool = True) -> None:
         """Redact ``value`` wherever it appears from now on.
@@ -107,14 +143,13 @@ class RedactionFilter(logging.Filter):
             for candidate in candidates:
                 if len(candidate.strip()) >= MIN_SECRET_LENGTH:
                     self._secrets.add(candidate)
-            ordered = sorted(self._secrets, key=len, reverse=True)
-            self._secret_re = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+            self._ordered = tuple(sorted(self._secrets, key=len, reverse=True))
 
     def redact(self, text: str) -> str:
-        """``text`` with registered secrets and credential patterns replaced."""
-        secret_re = self._secret_re
-        if secret_re is not None:
-            text = secret_re.sub(REDACTED, text)
+        """``text`` with registered secrets and credential patterns replaced (linear time)."""
+        for secret in self._ordered:  # longest first: a secret containing another goes whole
+            if secret in text:
+                text = text.replace(secret, REDACTED)
         for pattern, replacement in _PATTERNS:
             text = pattern.sub(replacement, text)
         return text
@@ -128,7 +163,7 @@ class RedactionFilter(logging.Filter):
         if value is None or isinstance(value, bool | int | float):
             return value
         if isinstance(value, str):
-            return self.redact(value)
+            return truncate(self.redact(value))
         if isinstance(value, Mapping):
             return {
                 str(k): REDACTED if _SENSITIVE_KEY.fullmatch(str(k)) else self.scrub(v)
@@ -136,7 +171,7 @@ class RedactionFilter(logging.Filter):
             }
         if isinstance(value, list | tuple | set | frozenset):
             return [self.scrub(v) for v in value]
-        return self.redact(str(value))
+        return truncate(self.redact(str(value)))
 
     def filter(self, record: logging.LogRecord) -> bool:
         """Redact ``record`` in place; never drops it."""
@@ -144,7 +179,7 @@ class RedactionFilter(logging.Filter):
             message = record.getMessage()
         except Exception:  # a bad %-format must not lose the record
             message = f"{record.msg} {record.args!r}"
-        record.msg = self.redact(message)
+        record.msg = truncate(self.redact(message))
         record.args = None
         for key in extra_keys(record):
             value = record.__dict__[key]
@@ -152,9 +187,9 @@ class RedactionFilter(logging.Filter):
         if record.exc_info and not record.exc_text:
             record.exc_text = "".join(traceback.format_exception(*record.exc_info)).rstrip("\n")
         if record.exc_text:
-            record.exc_text = self.redact(record.exc_text)
+            record.exc_text = truncate(self.redact(record.exc_text), MAX_TRACEBACK_CHARS)
         if record.stack_info:
-            record.stack_info = self.redact(record.stack_info)
+            record.stack_info = truncate(self.redact(record.stack_info), MAX_TRACEBACK_CHARS)
         return True
 
 

@@ -6,6 +6,7 @@ Precedence: ignore > exclude > explicit > search > auto > auto-reload-all.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,6 +23,9 @@ from gitops_reloader.model import (
     SourceRef,
 )
 from gitops_reloader.policy import (
+    MAX_LIST_BYTES,
+    MAX_LIST_ENTRIES,
+    MAX_PATTERN_CHARS,
     TRUTHY_VALUES,
     Decision,
     PolicyOptions,
@@ -187,6 +191,98 @@ def test_reload_list_entries_are_trimmed_anchored_regexes(
     assert d.reload is reload
     assert d.reason is (Reason.EXPLICIT if reload else Reason.NOT_MATCHED)
     assert d.invalid_patterns == invalid
+
+
+@pytest.mark.parametrize(
+    ("value", "name", "reload", "invalid"),
+    [
+        # RE2 (Go regexp) syntax, as Stakater: no backreferences, no lookaround, no \Z
+        (r"(a)\1", "aa", False, (r"(a)\1",)),
+        ("(?=app)app-cfg", "app-cfg", False, ("(?=app)app-cfg",)),
+        ("(?!x)app-cfg", "app-cfg", False, ("(?!x)app-cfg",)),
+        (r"app-cfg\Z", "app-cfg", False, (r"app-cfg\Z",)),
+        ("a{1001}", "a", False, ("a{1001}",)),  # RE2's repetition limit
+        (r"\pL" * 400, "a", False, (r"\pL" * 400,)),  # too large a program / too long
+        # syntax both engines share keeps its meaning
+        ("(?i)APP-CFG", "app-cfg", True, ()),
+        (r"app-\d+", "app-42", True, ()),
+        (r"[[:alpha:]]+-cfg", "app-cfg", True, ()),
+        ("(?P<n>app)-cfg", "app-cfg", True, ()),
+        ("(a+)+$", "a" * 252 + "b", False, ()),
+        ("(a+)+$", "a" * 253, True, ()),
+        ("x" * MAX_PATTERN_CHARS, "x" * MAX_PATTERN_CHARS, True, ()),
+        ("x" * (MAX_PATTERN_CHARS + 1), "x" * (MAX_PATTERN_CHARS + 1), False,
+         ("x" * (MAX_PATTERN_CHARS + 1),)),
+    ],
+    ids=["backreference", "lookahead", "negative-lookahead", "python-only-escape", "repeat-limit",
+         "program-too-large", "case-flag", "digit-class", "posix-class", "named-group",
+         "catastrophic-no-match", "catastrophic-match", "max-length", "too-long"],
+)
+def test_reload_list_entries_use_re2_syntax(
+    value: str, name: str, reload: bool, invalid: tuple[str, ...]
+) -> None:
+    d = decide(view({CM_RELOAD: value}), source(CM, name), OPTS)
+    assert (d.reload, d.invalid_patterns) == (reload, invalid)
+
+
+@pytest.mark.parametrize("pattern", ["(a+)+$", "(a|a)*$", "(a*)*c", "(.*a){20}", "((a+)+)+c"])
+def test_catastrophic_patterns_evaluate_in_linear_time(pattern: str) -> None:
+    # Python's re takes seconds (unbounded for longer names) on these; RE2 microseconds.
+    name = "a" * 252 + "b"
+    decide(view({CM_RELOAD: pattern}), source(CM, "warm-up"), OPTS)  # compile once
+    start = time.perf_counter()
+    d = decide(view({CM_RELOAD: pattern}), source(CM, name), OPTS)
+    assert time.perf_counter() - start < 0.01
+    assert d.reason is Reason.NOT_MATCHED
+
+
+def _entries(count: int) -> str:
+    return ",".join(f"cfg-{i}" for i in range(count))
+
+
+@pytest.mark.parametrize("kind", [CM, SECRET])
+@pytest.mark.parametrize(
+    ("value", "too_large"),
+    [
+        (_entries(MAX_LIST_ENTRIES), False),
+        (_entries(MAX_LIST_ENTRIES + 1), True),
+        ("cfg-0" + " " * (MAX_LIST_BYTES - 5), False),
+        ("cfg-0" + " " * (MAX_LIST_BYTES - 4), True),
+        ("cfg-0," + " " * (MAX_LIST_BYTES - 7) + "é", True),  # bytes, not characters
+        ("cfg-0," + " ," * 3000, True),  # empty entries are free, the bytes are not
+    ],
+    ids=["max-entries", "too-many-entries", "max-bytes", "too-many-bytes", "utf8-bytes",
+         "empty-entries"],
+)
+def test_an_oversized_reload_list_is_ignored_and_reported(
+    kind: SourceKind, value: str, too_large: bool
+) -> None:
+    d = decide(view({reload_key(kind): value}), source(kind, "cfg-0"), OPTS)
+    if too_large:
+        assert d == Decision(False, Reason.NOT_MATCHED, None, (), (reload_key(kind),))
+        assert has_explicit_lists(view({reload_key(kind): value}), K)  # evaluated, to report it
+    else:
+        assert d == Decision(True, Reason.EXPLICIT, "app")
+
+
+@pytest.mark.parametrize("kind", [CM, SECRET])
+def test_an_oversized_exclude_list_is_ignored_and_reported(kind: SourceKind) -> None:
+    annotations = {exclude_key(kind): _entries(MAX_LIST_ENTRIES + 1), AUTO: "true"}
+    d = decide(view(annotations, refs=uses(kind, "cfg-0")), source(kind, "cfg-0"), OPTS)
+    assert d == Decision(True, Reason.AUTO, "app", (), (exclude_key(kind),))
+
+
+def test_both_oversized_lists_are_reported_in_order() -> None:
+    big = _entries(MAX_LIST_ENTRIES + 1)
+    d = decide(view({CM_EXCLUDE: big, CM_RELOAD: big}), source(CM, "cfg-0"), OPTS)
+    assert d.oversized == (CM_EXCLUDE, CM_RELOAD)
+    assert not d.reload
+
+
+def test_an_oversized_list_of_the_other_type_is_not_read() -> None:
+    d = decide(view({SECRET_RELOAD: _entries(MAX_LIST_ENTRIES + 1), CM_RELOAD: "cfg-0"}),
+               source(CM, "cfg-0"), OPTS)
+    assert d == Decision(True, Reason.EXPLICIT, "app")
 
 
 def test_invalid_pattern_is_reported_when_another_rule_reloads() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ from gitops_reloader.gitops.locate import (
     GIT_PATH_ANNOTATION,
     GIT_REPO_ANNOTATION,
     GIT_TARGET_ANNOTATION,
+    MAX_ORIGIN_CHARS,
     Location,
     Locator,
     Method,
@@ -113,9 +115,30 @@ def test_app_instance_values() -> None:
     ("path: web.yaml\nrepo: https://github.com/org/remote-base\nref: v1\n", None),
     ("configuredIn: kustomization.yaml\n", None),
     ("path:\n", None),
-])
+    ("path:\t web.yaml \t\r\nref: main", "web.yaml"),
+    ("  path: nested.yaml\n", None),  # only a top-level key counts
+    ("path: first.yaml\npath: second.yaml\n", "first.yaml"),
+    ('path: "a b.yaml"', "a b.yaml"),
+    ("path: ''", None),
+    ("ref: main\n  repo: indented\npath: web.yaml", "web.yaml"),
+    ("path: web.yaml" + " " * (MAX_ORIGIN_CHARS - 14), "web.yaml"),
+    ("path: web.yaml" + " " * (MAX_ORIGIN_CHARS - 13), None),  # over the cap: absent
+], ids=lambda v: v if isinstance(v, str) and len(v) < 80 else None)
 def test_origin_annotation_path(value: str, expected: str | None) -> None:
     assert parse_origin_path(value) == expected
+
+
+@pytest.mark.parametrize("value", [
+    "path:a" + " " * 32000 + "b",  # took Python's re ~7 s (lazy group, then trailing blanks)
+    "path:" + " \t" * 16000 + "b",
+    "path:\n" * 16000,
+    "repo" * 16000,
+], ids=["blank-run", "blank-tab-run", "many-lines", "no-newline"])
+def test_origin_parsing_is_bounded_on_hostile_values(value: str) -> None:
+    start = time.perf_counter()
+    parse_origin_path(value)
+    parse_origin_path(value[:MAX_ORIGIN_CHARS])
+    assert time.perf_counter() - start < 0.1
 
 
 @pytest.mark.parametrize(("path", "expected"), [

@@ -6,12 +6,19 @@ import io
 import json
 import logging
 import re
+import time
 from collections.abc import Iterator
 
 import pytest
 
 from gitops_reloader.errors import ConfigError
-from gitops_reloader.observability.logging import RedactionFilter, configure_logging
+from gitops_reloader.observability.logging import (
+    MAX_FIELD_CHARS,
+    MAX_TRACEBACK_CHARS,
+    RedactionFilter,
+    configure_logging,
+    truncate,
+)
 
 log = logging.getLogger("gitops_reloader.test")
 
@@ -260,3 +267,61 @@ def test_objects_in_extras_are_stringified_and_redacted(
     log.info("obj", extra={"thing": Thing()})
     [line] = json_lines(out)
     assert line["thing"] == "thing with ***"
+
+
+# hostile input: bounded time and size
+
+
+HOSTILE = {
+    # each took Python's `re` 0.5 s to over 20 s at 16 KB (quadratic scans per start position)
+    "dotted-words": "a." * 8000,
+    "dashed-words": "a-" * 8000,
+    "scheme-like": "a" * 16000,
+    "header-spaces": "authorization" + " " * 16000,
+    "bearer-runs": ("bearer " + "a" * 10) * 1000,
+    "quoted-key": '"' + "-" * 16000,
+    "quoted-pairs": '"token": "' * 1600,
+}
+
+
+@pytest.mark.parametrize("text", HOSTILE.values(), ids=HOSTILE.keys())
+def test_redaction_is_linear_on_hostile_text(text: str) -> None:
+    redactor = RedactionFilter()
+    redactor.register_secret(SECRET)
+    start = time.perf_counter()
+    redactor.redact(text * 4)  # 64 KB
+    assert time.perf_counter() - start < 0.5  # seconds to minutes before RE2
+
+
+def test_a_huge_tenant_value_is_logged_truncated_after_redaction(
+    json_out: tuple[io.StringIO, RedactionFilter],
+) -> None:
+    out, redactor = json_out
+    redactor.register_secret(SECRET)
+    value = "x" * (MAX_FIELD_CHARS - 5) + SECRET + "y" * 20000
+    start = time.perf_counter()
+    log.warning("invalid annotation %s", value, extra={"value": value, "short": "kept"})
+    assert time.perf_counter() - start < 0.5
+    [line] = json_lines(out)
+    assert SECRET[:4] not in out.getvalue()
+    marker = f"…[{len(value) - len(SECRET) + 3 - MAX_FIELD_CHARS} more chars]"
+    assert line["value"] == "x" * (MAX_FIELD_CHARS - 5) + "***" + "y" * 2 + marker
+    assert str(line["msg"]).startswith("invalid annotation xxx")
+    assert str(line["msg"]).endswith("more chars]")
+    assert line["short"] == "kept"
+
+
+def test_truncate_keeps_short_text_and_marks_the_cut() -> None:
+    assert truncate("abc", 3) == "abc"
+    assert truncate("abcdef", 3) == "abc…[3 more chars]"
+
+
+def test_tracebacks_are_cut_at_their_own_cap(json_out: tuple[io.StringIO, RedactionFilter]) -> None:
+    out, _ = json_out
+    try:
+        raise RuntimeError("z" * (MAX_TRACEBACK_CHARS * 2))
+    except RuntimeError:
+        log.exception("failed")
+    [line] = json_lines(out)
+    assert len(str(line["exc"])) < MAX_TRACEBACK_CHARS + 40
+    assert str(line["exc"]).endswith("more chars]")
