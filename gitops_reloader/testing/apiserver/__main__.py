@@ -36,6 +36,14 @@ def _parser() -> argparse.ArgumentParser:
         metavar="GROUP",
         help="API group to leave out (repeatable)",
     )
+    parser.add_argument(
+        "--crds",
+        action="append",
+        default=None,
+        metavar="PATH",
+        help="CRD file or directory to validate custom resources against (repeatable; "
+        "default: $GITOPS_RELOADER_TEST_CRDS or .tools/crds)",
+    )
     parser.add_argument("--kubeconfig", help="also write a kubeconfig to this path")
     return parser
 
@@ -56,6 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         history_size=args.history_size,
         disabled_groups=frozenset(args.disable_group),
         bookmark_interval=args.bookmark_interval,
+        crds=args.crds,
     )
     with server:
         if args.kubeconfig:
