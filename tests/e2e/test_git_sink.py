@@ -455,8 +455,9 @@ def test_argocd_tracking_id_leads_to_the_application_path(api_client: ApiClient,
     call(api_client, "POST", "/apis/argoproj.io/v1alpha1/namespaces/team-a/applications", {
         "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
         "metadata": {"name": "web-app", "namespace": "team-a"},
-        "spec": {"source": {"repoURL": url, "path": "apps/argo", "targetRevision": "main"},
-                 "destination": {"namespace": "ns"}}})
+        "spec": {"project": "default",
+                 "source": {"repoURL": url, "path": "apps/argo", "targetRevision": "main"},
+                 "destination": {"server": "https://kubernetes.default.svc", "namespace": "ns"}}})
     create(api_client, configmap("app-config", {"url": "a"}))
     create(api_client, git_workload("web", annotations={
         ARGOCD_TRACKING_ANNOTATION: "team-a_web-app:apps/Deployment:ns/web"}))
@@ -484,7 +485,7 @@ def test_flux_labels_lead_to_kustomization_and_git_repository(api_client: ApiCli
     call(api_client, "POST", "/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/flux-system/kustomizations", {
         "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
         "metadata": {"name": "apps", "namespace": "flux-system"},
-        "spec": {"path": "./clusters/prod", "interval": "5m",
+        "spec": {"path": "./clusters/prod", "interval": "5m", "prune": True,
                  "sourceRef": {"kind": "GitRepository", "name": "fleet"}}})
     create(api_client, configmap("app-config", {"url": "a"}))
     create(api_client, git_workload(

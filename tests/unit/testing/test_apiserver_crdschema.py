@@ -99,6 +99,7 @@ def causes(obj: dict[str, Any]) -> list[tuple[str, str, str]]:
         ({"maxSurge": "25%"}, {"maxSurge": "25%"}),
         ({"policy": "Delete"}, {"policy": "Delete"}),
         ({"when": "2026-01-02T03:04:05Z"}, {"when": "2026-01-02T03:04:05Z"}),
+        ({"when": "2026-01-02T03:04:05.123+02:00"}, {"when": "2026-01-02T03:04:05.123+02:00"}),
         ({"note": None}, {"note": None}),  # nullable keeps null
         ({"replicas": None}, {}),  # null in a non-nullable field is pruned
         ({"values": {"any": {"deep": [1, "x"]}}}, {"values": {"any": {"deep": [1, "x"]}}}),
@@ -239,6 +240,16 @@ def test_explicit_default_value_is_not_overwritten() -> None:
                     "FieldValueInvalid",
                     "spec.when",
                     'Invalid value: "yesterday": spec.when in body must be of type date-time: "yesterday"',
+                )
+            ],
+        ),
+        (
+            {"when": "2026-01-02"},
+            [
+                (
+                    "FieldValueInvalid",
+                    "spec.when",
+                    'Invalid value: "2026-01-02": spec.when in body must be of type date-time: "2026-01-02"',
                 )
             ],
         ),
