@@ -324,6 +324,30 @@ def _crd_versions(doc: Mapping[str, Any], source: str) -> Iterable[CrdVersion]:
         )
 
 
+_Stamp = tuple[str, int, int]
+_FILE_CACHE: dict[_Stamp, tuple[CrdVersion, ...]] = {}
+_SAFE_LOADER: Final = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _file_versions(path: Path) -> tuple[CrdVersion, ...]:
+    """The CRD versions in one file, parsed once per (path, mtime, size) per process."""
+    stat = path.stat()
+    stamp = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    cached = _FILE_CACHE.get(stamp)
+    if cached is not None:
+        return cached
+    text = path.read_text(encoding="utf-8")
+    docs = [json.loads(text)] if path.suffix == ".json" else list(yaml.load_all(text, Loader=_SAFE_LOADER))
+    found = tuple(
+        v
+        for doc in docs
+        if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition"
+        for v in _crd_versions(doc, str(path))
+    )
+    _FILE_CACHE[stamp] = found
+    return found
+
+
 class CrdSchemas:
     """The CRD versions known to the server, by ``(group, version, kind)``; immutable."""
 
@@ -342,10 +366,7 @@ class CrdSchemas:
                 files.append(path)
         versions: list[CrdVersion] = []
         for path in files:
-            with path.open(encoding="utf-8") as fh:
-                for doc in yaml.safe_load_all(fh):
-                    if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
-                        versions.extend(_crd_versions(doc, str(path)))
+            versions.extend(_file_versions(path))
         return cls(versions)
 
     def __len__(self) -> int:
