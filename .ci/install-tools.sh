@@ -93,8 +93,11 @@ FLUX_MODELS_PACKAGE="cloudcoil-models-fluxcd"
 FLUX_MODELS_VERSION="2.5.1.0"
 
 install_crd_schemas() {
-  local out="${CRD_DIR}/fluxcd" stamp="${CRD_DIR}/fluxcd/.installed"
-  if [[ "$(cat "${stamp}" 2>/dev/null)" == "${FLUX_MODELS_PACKAGE}==${FLUX_MODELS_VERSION}" ]]; then
+  local out="${CRD_DIR}/fluxcd" stamp="${CRD_DIR}/fluxcd/.installed" want
+  # The stamp names the package and the converter's content: either changing rebuilds.
+  want="${FLUX_MODELS_PACKAGE}==${FLUX_MODELS_VERSION} $(sha256sum \
+    "${REPO_ROOT}/gitops_reloader/testing/apiserver/crdimport.py" | cut -d' ' -f1)"
+  if [[ "$(cat "${stamp}" 2>/dev/null)" == "${want}" ]]; then
     log "Flux CRD schemas already in ${out}"
     return
   fi
@@ -108,7 +111,7 @@ install_crd_schemas() {
   rm -rf "${out}"
   PYTHONPATH="${tmp}/site:${REPO_ROOT}" "${PYTHON}" -m gitops_reloader.testing.apiserver.crdimport \
     --out "${out}" --package-version "${FLUX_MODELS_VERSION}" >&2
-  printf '%s\n' "${FLUX_MODELS_PACKAGE}==${FLUX_MODELS_VERSION}" > "${stamp}"
+  printf '%s\n' "${want}" > "${stamp}"
   log "Flux CRD schemas written to ${out}"
 }
 # ------------------------------------------------------------------------------------------
