@@ -8,6 +8,7 @@ import pytest
 
 from gitops_reloader.testing.apiserver.crdimport import FLUX_KINDS, crd_document, structural
 from gitops_reloader.testing.apiserver.crdschema import CrdSchemas, default_crd_paths
+from gitops_reloader.testing.apiserver.resources import RESOURCES
 
 DEFS: dict[str, Any] = {
     "Ref": {"type": "object", "properties": {"branch": {"type": "string"}}, "required": ["branch"]},
@@ -112,3 +113,15 @@ def test_installed_flux_crds_require_what_upstream_requires() -> None:
         "Kustomization": ["interval", "prune", "sourceRef"],
         "HelmRelease": ["interval"],
     }
+
+
+def test_served_custom_kinds_match_their_installed_crds() -> None:
+    """Every installed CRD is served with the same status subresource; Argo kinds have none yet."""
+    schemas = CrdSchemas.load(default_crd_paths())
+    served = {(r.group, r.version, r.kind): r for r in RESOURCES if r.custom}
+    for crd in schemas:
+        rt = served.get((crd.group, crd.version, crd.kind))
+        assert rt is not None, f"{crd.kind} has a CRD but is not served"
+        assert (rt.plural, rt.status_subresource) == (crd.plural, crd.status_subresource)
+    unchecked = sorted(k for g, v, k in served if schemas.get(g, v, k) is None)
+    assert unchecked == ["Application", "ApplicationSet", "Rollout"]
