@@ -4,6 +4,8 @@
 ``READY <url>`` on stdout (flushed) once it accepts connections, and exits with
 status 0 on SIGTERM or SIGINT after closing every watch and connection. Faults and
 watch cuts can be driven over HTTP through ``/_testing/...`` (see ``server.py``).
+``--crds PATH`` (repeatable) names the CRD files or directories custom resources are
+validated against (default: ``$GITOPS_RELOADER_TEST_CRDS`` or ``.tools/crds``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 ``CrdSchemas.load(paths)`` reads ``apiextensions.k8s.io/v1`` CustomResourceDefinition
 documents (YAML or JSON, several per file, files or directories) and keeps each served
-version's ``openAPIV3Schema``. ``CrdSchemas.admit(kind, group, version, name, obj)``
+version's ``openAPIV3Schema``. ``CrdSchemas.admit(group, version, kind, name, obj)``
 then does to a custom resource what the real server does on create, update and patch,
 in the real server's order:
 
