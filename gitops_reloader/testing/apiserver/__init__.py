@@ -3,7 +3,8 @@
 It keeps objects in memory and behaves like kube-apiserver where controllers can tell
 the difference: one global resourceVersion counter, server-set metadata, optimistic
 concurrency, JSON/merge/strategic merge patches, label and field selectors, paginated
-lists, watches with history replay, bookmarks and 410 Expired, discovery, and scripted
+lists, watches with history replay, bookmarks and 410 Expired, discovery, custom
+resources pruned and validated against CRD schemas (``crdschema``), and scripted
 faults (errors, latency, cut watches, compaction).
 
 Usage::

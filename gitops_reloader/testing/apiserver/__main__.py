@@ -4,6 +4,8 @@
 ``READY <url>`` on stdout (flushed) once it accepts connections, and exits with
 status 0 on SIGTERM or SIGINT after closing every watch and connection. Faults and
 watch cuts can be driven over HTTP through ``/_testing/...`` (see ``server.py``).
+``--crds PATH`` (repeatable) names the CRD files or directories custom resources are
+validated against (default: ``$GITOPS_RELOADER_TEST_CRDS`` or ``.tools/crds``).
 """
 
 from __future__ import annotations
@@ -36,6 +38,14 @@ def _parser() -> argparse.ArgumentParser:
         metavar="GROUP",
         help="API group to leave out (repeatable)",
     )
+    parser.add_argument(
+        "--crds",
+        action="append",
+        default=None,
+        metavar="PATH",
+        help="CRD file or directory to validate custom resources against (repeatable; "
+        "default: $GITOPS_RELOADER_TEST_CRDS or .tools/crds)",
+    )
     parser.add_argument("--kubeconfig", help="also write a kubeconfig to this path")
     return parser
 
@@ -56,6 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         history_size=args.history_size,
         disabled_groups=frozenset(args.disable_group),
         bookmark_interval=args.bookmark_interval,
+        crds=args.crds,
     )
     with server:
         if args.kubeconfig:

@@ -1,9 +1,11 @@
 """The resources the test server serves, and the discovery documents describing them.
 
 ``RESOURCES`` is the fixed catalogue (core v1, apps, batch, coordination, events.k8s.io,
-Argo, OpenShift and Flux kinds). A ``Registry`` is the catalogue minus the disabled API
-groups: disabled groups vanish from discovery and their paths answer 404, which is how
-tests exercise auto-detection of optional APIs such as ``apps.openshift.io``.
+Argo, OpenShift and Flux kinds). Custom kinds are validated against their CRD where the
+server holds one (``crdschema``); the status subresource flags here match the CRDs.
+A ``Registry`` is the catalogue minus the disabled API groups: disabled groups vanish
+from discovery and their paths answer 404, which is how tests exercise auto-detection of
+optional APIs such as ``apps.openshift.io``.
 
 Every value here is immutable; a registry is safe to share between threads.
 """
@@ -169,6 +171,15 @@ RESOURCES: Final[tuple[ResourceType, ...]] = (
         custom=True,
     ),
     ResourceType(
+        "argoproj.io",
+        "v1alpha1",
+        "applicationsets",
+        "ApplicationSet",
+        short_names=("appset", "appsets"),
+        status_subresource=True,
+        custom=True,
+    ),
+    ResourceType(
         "apps.openshift.io",
         "v1",
         "deploymentconfigs",
@@ -191,6 +202,24 @@ RESOURCES: Final[tuple[ResourceType, ...]] = (
         "gitrepositories",
         "GitRepository",
         short_names=("gitrepo",),
+        status_subresource=True,
+        custom=True,
+    ),
+    ResourceType(
+        "source.toolkit.fluxcd.io",
+        "v1beta2",
+        "ocirepositories",
+        "OCIRepository",
+        short_names=("ocirepo",),
+        status_subresource=True,
+        custom=True,
+    ),
+    ResourceType(
+        "helm.toolkit.fluxcd.io",
+        "v2",
+        "helmreleases",
+        "HelmRelease",
+        short_names=("hr",),
         status_subresource=True,
         custom=True,
     ),

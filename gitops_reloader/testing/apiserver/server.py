@@ -32,6 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl, unquote
 
+from .crdschema import CrdSchemas, default_crd_paths
 from .faults import Fault, FaultBook
 from .patch import (
     PatchError,
@@ -753,6 +754,10 @@ class ApiServer:
     gives a configured ``kubernetes.client.ApiClient``. Objects created through the
     API are kept in memory until the server stops; ``restart`` keeps them.
 
+    Custom resources are validated against the CRDs found in ``crds`` (files or
+    directories; default: ``default_crd_paths()``, i.e. ``$GITOPS_RELOADER_TEST_CRDS``
+    or ``.tools/crds`` as installed by ``.ci/install-tools.sh``).
+
     Callers must not mutate ``requests`` (use ``reset_request_counts``) nor reach into
     ``store`` from other threads while relying on request ordering.
     """
@@ -766,13 +771,15 @@ class ApiServer:
         disabled_groups: Iterable[str] = frozenset(),
         bookmark_interval: float = 1.0,
         token: str = "test-token",
+        crds: Iterable[str | os.PathLike[str]] | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.token = token
         self.bookmark_interval = bookmark_interval
         self.registry = Registry(disabled_groups=frozenset(disabled_groups))
-        self.store = Store(self.registry, history_size=history_size)
+        self.schemas = CrdSchemas.load(default_crd_paths() if crds is None else crds)
+        self.store = Store(self.registry, history_size=history_size, schemas=self.schemas)
         self.faults = FaultBook()
         self.requests: Counter[tuple[str, str]] = Counter()
         self._requests_lock = threading.Lock()

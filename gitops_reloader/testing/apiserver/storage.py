@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from .crdschema import CrdSchemas
 from .resources import Registry, ResourceType
 from .selectors import (
     EVERYTHING_FIELDS,
@@ -282,11 +283,13 @@ class Store:
         history_size: int = 10_000,
         max_queue: int | None = None,
         builtin_namespaces: bool = True,
+        schemas: CrdSchemas | None = None,
     ) -> None:
         if history_size < 1:
             raise ValueError("history_size must be at least 1")
         self.lock = threading.Lock()
         self.registry = registry
+        self.schemas = schemas
         self.max_queue = max_queue if max_queue is not None else max(history_size, 1000)
         self.rv = 0
         self._compacted_rv = 0
@@ -442,7 +445,14 @@ class Store:
         table = self._table(rt)
         ns = namespace if rt.namespaced else ""
         with self.lock:
-            obj = prepare_create(rt, body, ns, manager=manager, taken=lambda n: (ns, n) in table.objects)
+            obj = prepare_create(
+                rt,
+                body,
+                ns,
+                manager=manager,
+                taken=lambda n: (ns, n) in table.objects,
+                schemas=self.schemas,
+            )
             name = obj["metadata"]["name"]
             if (ns, name) in table.objects:
                 raise already_exists(rt.plural, rt.group, name)
@@ -475,7 +485,13 @@ class Store:
                 raise not_found(rt.plural, rt.group, name)
             proposed = change(rec.load())
             new = prepare_update(
-                rt, rec.load(), proposed, name=name, manager=manager, subresource=subresource
+                rt,
+                rec.load(),
+                proposed,
+                name=name,
+                manager=manager,
+                subresource=subresource,
+                schemas=self.schemas,
             )
             if new is None:
                 return rec

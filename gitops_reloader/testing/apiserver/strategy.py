@@ -22,6 +22,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from .crdschema import CrdSchemas
 from .resources import ResourceType
 from .status import bad_request, conflict, invalid
 
@@ -232,11 +233,13 @@ def prepare_create(
     *,
     manager: str,
     taken: Any = None,
+    schemas: CrdSchemas | None = None,
 ) -> dict[str, Any]:
     """Validate a create body and return the object to store (without resourceVersion).
 
     ``taken`` is an optional ``Callable[[str], bool]`` telling whether a name exists, so
-    ``generateName`` picks a free one.
+    ``generateName`` picks a free one. ``schemas`` prunes, defaults and validates custom
+    resources whose CRD it holds (422 on a violation).
     """
     obj = _body_dict(body, rt)
     _check_type_meta(rt, obj)
@@ -296,6 +299,8 @@ def prepare_create(
         labels = dict(meta.get("labels") or {})
         labels.setdefault("kubernetes.io/metadata.name", name)
         meta["labels"] = labels
+    if schemas is not None and rt.custom:
+        obj = schemas.admit(rt.group, rt.version, rt.kind, name, obj)
     return order_object(rt, obj)
 
 
@@ -316,6 +321,7 @@ def prepare_update(
     name: str,
     manager: str,
     subresource: str | None = None,
+    schemas: CrdSchemas | None = None,
 ) -> dict[str, Any] | None:
     """Validate an update of ``old`` to ``new``; ``None`` means nothing changes.
 
@@ -392,6 +398,9 @@ def prepare_update(
                     "Forbidden: field is immutable when `immutable` is set",
                     "FieldValueForbidden",
                 )
+    if schemas is not None and rt.custom:
+        result = schemas.admit(rt.group, rt.version, rt.kind, name, result)
+        meta = result["metadata"]
     result = order_object(rt, result)
     if _content(result, rt.status_subresource) != _content(old, rt.status_subresource):
         meta["generation"] = int(old_meta.get("generation", 1)) + 1
