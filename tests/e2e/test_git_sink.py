@@ -765,7 +765,9 @@ def test_one_workloads_unsafe_path_or_refused_target_never_blocks_the_batch(
              "apps/viadir.yaml": manifest("viadir"),
              "apps/link.yaml": Symlink("real.yaml"), "teams/b": Symlink("../apps"), "values.yaml": VALUES}
     git.create(files)
-    git.configure()
+    # The tenancy policy lets ns write everything here, so the git-target checks of the
+    # editor itself (annotationKeys, no invented parents) are what refuse the bad targets.
+    git.configure(extra="    tenants: [{namespaces: [ns], paths: ['**']}]\n")
     create(api_client, configmap("app-config", {"url": "a"}))
     create(api_client, git_workload("web"))
     bad = {"linked": {GIT_PATH_ANNOTATION: "apps/link.yaml"},
