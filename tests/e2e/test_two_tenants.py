@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from kubernetes.client import ApiClient
-from reload_helpers import configmap, create
+from reload_helpers import call, configmap, create
 from test_git_sink import (
     HASH_LINE,
     GitSetup,
@@ -34,7 +34,13 @@ from test_git_sink import (
     wait_event,
 )
 
-from gitops_reloader.gitops.locate import GIT_PATH_ANNOTATION, GIT_REPO_ANNOTATION, GIT_TARGET_ANNOTATION
+from gitops_reloader.gitops.locate import (
+    FLUX_NAME_LABEL,
+    FLUX_NAMESPACE_LABEL,
+    GIT_PATH_ANNOTATION,
+    GIT_REPO_ANNOTATION,
+    GIT_TARGET_ANNOTATION,
+)
 from gitops_reloader.testing.githost import GitHostServer
 from gitops_reloader.testing.harness import wait_for
 
@@ -176,3 +182,46 @@ def test_two_tenants_share_a_repository_and_cannot_reach_each_other(
             for name in {n for ns, n in [*legit, *attacks] if ns == namespace}:
                 for event in events(api_client, name, namespace):
                     assert MARKER not in str(event.get("message"))
+
+
+def test_flux_labels_naming_another_tenants_kustomization_are_refused(
+        api_client: ApiClient, git: GitSetup, host: GitHostServer) -> None:
+    """A team-a workload labelled with team-b's Kustomization (``targetNamespace: team-b``).
+
+    The labels are the tenant's to write, the Kustomization is not theirs: it deploys
+    into team-b, so following it would edit team-b's file. Refused on the attempting
+    workload, without naming the Kustomization's source, and team-b's file is untouched;
+    team-b's own workload, deployed by that Kustomization, is committed.
+    """
+    git.create(FILES)
+    git.configure(extra=tenants_config(host, git.token_file))
+    call(api_client, "POST", "/apis/source.toolkit.fluxcd.io/v1/namespaces/flux-system/gitrepositories", {
+        "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
+        "metadata": {"name": "fleet", "namespace": "flux-system"},
+        "spec": {"url": host.repo_url(REPO), "ref": {"branch": "main"}, "interval": "1m"}})
+    call(api_client, "POST", "/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/flux-system/kustomizations", {
+        "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+        "metadata": {"name": "team-b", "namespace": "flux-system"},
+        "spec": {"path": "./apps/team-b", "interval": "5m", "prune": True, "targetNamespace": "team-b",
+                 "sourceRef": {"kind": "GitRepository", "name": "fleet"}}})
+    flux_labels = {FLUX_NAME_LABEL: "team-b", FLUX_NAMESPACE_LABEL: "flux-system"}
+    for namespace in ("team-a", "team-b"):
+        create(api_client, configmap("cfg", {"v": "1"}, namespace=namespace))
+        create(api_client, git_workload("web", sources="cfg", namespace=namespace, labels=flux_labels))
+
+    with git_controller(api_client, git) as (app, _):
+        put_data(api_client, "ConfigMap", "cfg", {"v": "2"}, namespace="team-a")
+        put_data(api_client, "ConfigMap", "cfg", {"v": "2"}, namespace="team-b")
+        event = wait_event(api_client, "web", "ManifestNotFound", namespace="team-a")
+        assert event["type"] == "Warning"
+        assert "team-a/Deployment/web" in event["message"]
+        assert "applies into another namespace" in event["message"]
+        for leak in (host.repo_url(REPO), "apps/team-b", MARKER):
+            assert leak not in event["message"], event["message"]
+        own = "apps/team-b/web.yaml"
+        wait_for(lambda: added_hash_only(FILES[own], file_at(host, own)), timeout=30,
+                 message="team-b's own workload is committed through its Kustomization")
+        assert_no_new_commit(app, host, len(host.log(REPO)))
+        for path, text in FILES.items():
+            if path != "apps/team-b/web.yaml":
+                assert host.read_file(REPO, path, "main") == text.encode(), path
