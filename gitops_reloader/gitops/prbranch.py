@@ -114,7 +114,7 @@ class PullRequestRepository(Repository):
         """Commit exactly ``paths`` on the checked-out branch with a seal trailer; the new sha.
 
         ``seal(tree, parents)`` returns the trailer line for the commit's tree and
-        parents, appended to ``message``. Returns ``None`` when none of ``paths`` differs
+        parents, added to ``message``'s trailer block. Returns ``None`` when none of ``paths`` differs
         from ``HEAD``. The work tree must hold no other staged change (the sink checks
         its branch out fresh with :meth:`checkout_new_branch_from`). Signs like
         :meth:`commit` when the repository signs commits.
@@ -131,7 +131,7 @@ class PullRequestRepository(Repository):
             return None
         parent = self.head()
         tree = self._git(repo, "write-tree")
-        text = message.rstrip("\n") + "\n" + seal(tree, (parent,)) + "\n"
+        text = prpolicy.append_trailer(message, seal(tree, (parent,)))
         sha = self._git(repo, "commit-tree", tree, "-p", parent, "-S" if self.sign else "--no-gpg-sign",
                         "-m", text)
         self._git(repo, "update-ref", "-m", "gitops-reloader: sealed commit", "HEAD", sha, parent)

@@ -56,6 +56,7 @@ __all__ = [
     "CommitInfo",
     "SourceEntry",
     "WorkloadEntry",
+    "append_trailer",
     "branch_key",
     "branch_name",
     "branch_ownership",
@@ -90,6 +91,7 @@ _KEY_HASH = 16  # hex digits: 64 bits, no feasible second preimage for a chosen 
 _SEAL_DOMAIN = b"gitops-reloader/pr-commit-seal/v1\0"  # the NUL keeps it apart from keyed_digest input
 _SEAL = re.compile(r"^[0-9a-f]{64}$")
 _SEALS_READ = 8
+_TRAILER_LINE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,62}: \S")
 _HASH_KEY = "gitops-reloader.io/config-hash"
 # A key with no value on its own line, as the editor inserts above a new annotation.
 _BARE_KEY = re.compile(r"^[ \t]*(?:annotations|metadata|podAnnotations|template|spec)[ \t]*:[ \t]*\r?$")
@@ -359,6 +361,18 @@ def commit_seal(key: bytes, tree: str, parents: Sequence[str]) -> str:
 def seal_trailer(key: bytes, tree: str, parents: Sequence[str]) -> str:
     """The trailer line ``Gitops-Reloader-Seal: <seal>`` for a commit message."""
     return f"{SEAL_TRAILER}: {commit_seal(key, tree, parents)}"
+
+
+def append_trailer(message: str, trailer: str) -> str:
+    """``message`` with ``trailer`` in its trailer block (git reads trailers only there).
+
+    Joins the last paragraph when that paragraph is already trailers (``Key: value``
+    lines, not the subject), else starts a new paragraph.
+    """
+    body = message.rstrip("\n")
+    head, _, last = body.rpartition("\n\n")
+    trailers = bool(head) and all(_TRAILER_LINE.match(line) for line in last.splitlines())
+    return f"{body}{chr(10) if trailers else chr(10) * 2}{trailer}\n"
 
 
 def is_sealed(commit: CommitInfo, key: bytes) -> bool:

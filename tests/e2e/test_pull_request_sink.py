@@ -14,6 +14,7 @@ import base64
 import logging
 import os
 import re
+import subprocess
 import textwrap
 import threading
 import time
@@ -756,6 +757,30 @@ def test_branch_repository_seals_its_commit_and_carries_only_hash_lines_over_a_m
     [theirs] = repo.commits_ahead(base, new_base)
     assert theirs.seals == () and not prpolicy.branch_ownership([theirs], key=key).ours
     assert repo.tree(tip) != repo.tree(new_base)
+
+
+def test_sealed_commits_are_signed_when_the_repository_signs(tmp_path: Path, githost: GitHostServer) -> None:
+    signing_key = tmp_path / "signing_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(signing_key)], check=True,
+                   timeout=30)
+    (Path(os.environ["HOME"]) / ".gitconfig").write_text(
+        f"[gpg]\n\tformat = ssh\n[user]\n\tsigningkey = {signing_key}.pub\n")
+    githost.create_repo(REPO, {"web.yaml": hashed("a")})
+    repo = PullRequestRepository(githost.repo_url(REPO), branch="main", workdir=tmp_path / "clone",
+                                 auth=GitAuth(username="bot", token=TOKEN),
+                                 author=Author("Reloader Bot", "reloader@example.com"), sign=True)
+    key = b"k" * 32
+    base = repo.sync()
+    repo.checkout_new_branch_from(base, ALL_BRANCH)
+    repo.write("web.yaml", hashed("b").encode())
+    sha = repo.commit_sealed("reload: web\n", ["web.yaml"],
+                             lambda tree, parents: prpolicy.seal_trailer(key, tree, parents))
+    assert sha is not None
+    raw = subprocess.run(["git", "cat-file", "commit", sha], cwd=repo.workdir, capture_output=True,
+                         text=True, check=True).stdout
+    assert "-----BEGIN SSH SIGNATURE-----" in raw and "\nGitops-Reloader-Seal: " in raw
+    [mine] = repo.commits_ahead(base, sha)
+    assert prpolicy.branch_ownership([mine], key=key).ours  # the signature does not change tree or parents
 
 
 # --------------------------------------------------------------------------- wiring

@@ -255,6 +255,17 @@ def test_seal_is_an_hmac_bound_to_key_tree_and_parents() -> None:
         prpolicy.commit_seal(b"", TREE, (PARENT,))
 
 
+@pytest.mark.parametrize(("message", "expected"), [
+    ("reload: web\n\n- ns/Deployment/web\n\nReloaded-by: gitops-reloader\n",
+     "reload: web\n\n- ns/Deployment/web\n\nReloaded-by: gitops-reloader\nSeal: x\n"),
+    ("reload: web\n", "reload: web\n\nSeal: x\n"),  # a subject is not a trailer block
+    ("Fix: the subject looks like a trailer", "Fix: the subject looks like a trailer\n\nSeal: x\n"),
+    ("reload\n\nbody text here\n\n", "reload\n\nbody text here\n\nSeal: x\n"),
+])
+def test_append_trailer_puts_the_seal_in_the_trailer_block(message: str, expected: str) -> None:
+    assert prpolicy.append_trailer(message, "Seal: x") == expected
+
+
 def test_seal_never_equals_a_config_hash_digest_under_the_same_key() -> None:
     # The digest key also keys the config-hash written to git: the two inputs must not meet.
     assert prpolicy.commit_seal(KEY, TREE, (PARENT,)) != keyed_digest(KEY, [(f"tree {TREE}", PARENT)])
