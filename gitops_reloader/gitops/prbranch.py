@@ -114,10 +114,10 @@ class PullRequestRepository(Repository):
         """Commit exactly ``paths`` on the checked-out branch with a seal trailer; the new sha.
 
         ``seal(tree, parents)`` returns the trailer line for the commit's tree and
-        parents, added to ``message``'s trailer block. Returns ``None`` when none of ``paths`` differs
-        from ``HEAD``. The work tree must hold no other staged change (the sink checks
-        its branch out fresh with :meth:`checkout_new_branch_from`). Signs like
-        :meth:`commit` when the repository signs commits.
+        parents, added to ``message``'s trailer block. Returns ``None`` when none of
+        ``paths`` differs from ``HEAD``. The work tree must hold no other staged change
+        (the sink checks its branch out fresh with :meth:`checkout_new_branch_from`).
+        Signs like :meth:`commit` when the repository signs commits.
         """
         repo = self._require()
         if not message.strip():

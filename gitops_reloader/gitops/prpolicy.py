@@ -31,9 +31,9 @@ only when it has at most one commit on top of the base and that commit's seal ve
 anything else (whatever its author) is someone else's.
 
 **Carry-over.** When a branch is rebuilt on a new base, only the changes of lines
-holding ``gitops-reloader.io/config-hash`` (and the bare ``annotations:``/``metadata:``
-keys the editor inserts above a new one) are carried over: :func:`hash_only_diff` checks
-a file's diff before it is re-applied, never whole files.
+holding ``gitops-reloader.io/config-hash`` (plus the bare ``annotations:``/``metadata:``
+keys and the flow entries the editor inserts for a new one) are carried over:
+:func:`hash_only_diff` checks a file's diff before it is re-applied, never whole files.
 """
 
 from __future__ import annotations
@@ -372,7 +372,8 @@ def append_trailer(message: str, trailer: str) -> str:
     body = message.rstrip("\n")
     head, _, last = body.rpartition("\n\n")
     trailers = bool(head) and all(_TRAILER_LINE.match(line) for line in last.splitlines())
-    return f"{body}{chr(10) if trailers else chr(10) * 2}{trailer}\n"
+    separator = "\n" if trailers else "\n\n"
+    return f"{body}{separator}{trailer}\n"
 
 
 def is_sealed(commit: CommitInfo, key: bytes) -> bool:
