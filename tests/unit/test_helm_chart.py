@@ -513,12 +513,15 @@ def test_git_sink_rbac(rendered: dict[str, list[Obj]], values: str) -> None:
     docs = rendered[values]
     role = main_role(docs)
     assert role["kind"] == "ClusterRole"
-    assert gitops_grants(docs) == {
-        ("argocd", "argoproj.io", "applications"): {"get", "patch"},
-        ("flux-system", "kustomize.toolkit.fluxcd.io", "kustomizations"): {"get", "patch"},
-        ("flux-system", "source.toolkit.fluxcd.io", "gitrepositories"): {"get", "patch"},
-    }
-    assert git_config(docs)["argocdNamespace"] == "argocd"  # the controller looks where RBAC allows
+    if values == "git-sink":  # sets argocdNamespace and fluxNamespaces
+        assert gitops_grants(docs) == {
+            ("argocd", "argoproj.io", "applications"): {"get", "patch"},
+            ("flux-system", "kustomize.toolkit.fluxcd.io", "kustomizations"): {"get", "patch"},
+            ("flux-system", "source.toolkit.fluxcd.io", "gitrepositories"): {"get", "patch"},
+        }
+        assert git_config(docs)["argocdNamespace"] == "argocd"  # the controller looks where RBAC allows
+    else:  # by default nothing: the namespaces must be named
+        assert gitops_grants(docs) == {} and "argocdNamespace" not in git_config(docs)
     assert unrestricted_verbs(docs, "", "secrets") == {*READ, "create"}
     digest_key = flag_values(docs)["--digest-key-secret"]
     self_role = one(docs, "Role", f"{FULLNAME}-self")
@@ -556,7 +559,7 @@ def test_argo_cd_and_flux_objects_are_never_granted_cluster_wide(rendered: dict[
     docs = rendered[values]
     grants = gitops_grants(docs)  # asserts: Roles only, each bound to our service account
     assert all(verbs <= {"get", "patch"} for verbs in grants.values()), values  # no list/watch/update
-    assert bool(grants) == bool(objects(docs, "ConfigMap")), values  # only with git repositories
+    assert not grants or objects(docs, "ConfigMap"), values  # only with git repositories
 
 
 def test_argo_cd_and_flux_roles_follow_the_configured_namespaces(helm: Path, helm_home: Path) -> None:
