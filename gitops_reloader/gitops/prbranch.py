@@ -1,17 +1,21 @@
 """A :class:`~gitops_reloader.gitops.repo.Repository` that can inspect and rebuild a pull-request branch.
 
 What the pull-request sink needs beyond the git sink: fetch its own branch, list the
-commits it has on top of the base (with their e-mails, to tell whether a person pushed
-to it), compare trees, and carry the previous commit's files over onto a new base with a
-three-way merge. Every command runs through the adapter's own runner, so the auth
-environment, timeouts and scrubbing of error messages stay :mod:`gitops.repo`'s; GitPython
-is not imported here.
+commits it has on top of the base (with their tree, parents and seal trailers, so
+:func:`~gitops_reloader.gitops.prpolicy.branch_ownership` can tell whether the
+controller made them), make *sealed* commits (:meth:`PullRequestRepository.commit_sealed`:
+the seal is computed over the exact tree and parent being committed, so the commit is
+built with plumbing, ``write-tree`` + ``commit-tree``), compare trees, and carry the
+previous commit's config-hash changes over onto a new base with a three-way merge. Every
+command runs through the adapter's own runner, so the auth environment, timeouts and
+scrubbing of error messages stay :mod:`gitops.repo`'s; GitPython is not imported here.
 """
 
 from __future__ import annotations
 
 import re
 import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +27,9 @@ __all__ = ["CarryOver", "PullRequestRepository"]
 
 _ORIGIN = "origin"  # the remote name Repository configures
 _FIELD = "\x1f"
+_RECORD = "\x1e"
+_COMMITS_READ = 20  # more than one commit on top of the base is foreign anyway
+_SHA_LINE = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
 # The receiving side refused to move the ref because another push moved it at the same moment.
 _REF_RACE = re.compile(r"cannot lock ref|reference already exists|but expected [0-9a-f]{7,}")
 
@@ -32,21 +39,24 @@ class CarryOver:
     """Files of the previous pull-request commit re-applied onto the new base.
 
     ``carried``: paths written to the work tree; ``conflicted``: paths the base changed
-    in a way that clashes with the commit (the base's version is kept).
+    in a way that clashes with the commit (the base's version is kept); ``refused``:
+    paths whose change is not config-hash lines only (never carried).
     """
 
     carried: tuple[str, ...] = ()
     conflicted: tuple[str, ...] = ()
+    refused: tuple[str, ...] = ()
 
 
 class PullRequestRepository(Repository):
     """A :class:`~gitops_reloader.gitops.repo.Repository` that can inspect and rebuild a PR branch.
 
-    Adds read-only inspection of the sink's own branch (fetch it, list the commits it
-    has on top of the base with their e-mails, compare trees) and the carry-over of its
-    previous commit. Every command runs through the adapter's own runner, so the auth
-    environment, timeouts and the scrubbing of error messages are the adapter's. Same
-    contract as the base class: not thread-safe, the caller serializes work.
+    Adds inspection of the sink's own branch (fetch it, list the commits it has on top
+    of the base with their seals, compare trees), sealed commits and the carry-over of
+    its previous commit's config-hash changes. Every command runs through the adapter's
+    own runner, so the auth environment, timeouts and the scrubbing of error messages
+    are the adapter's. Same contract as the base class: not thread-safe, the caller
+    serializes work.
     """
 
     def fetch_branch(self, branch: str) -> str | None:
@@ -82,33 +92,77 @@ class PullRequestRepository(Repository):
         raise error  # outside the handler: no chained context
 
     def commits_ahead(self, base_sha: str, tip_sha: str) -> list[prpolicy.CommitInfo]:
-        """Commits reachable from ``tip_sha`` but not from ``base_sha``, newest first."""
-        out = self._git(self._require(), "log", f"--format=%H{_FIELD}%ae{_FIELD}%ce",
-                        f"{base_sha}..{tip_sha}", "--")
+        """Commits reachable from ``tip_sha`` but not from ``base_sha``, newest first (at most 20).
+
+        Each with its tree, parents and the values of its ``Gitops-Reloader-Seal`` trailers.
+        """
+        trailers = f"%(trailers:key={prpolicy.SEAL_TRAILER},valueonly,separator=%x1f)"
+        out = self._git(self._require(), "log", f"--max-count={_COMMITS_READ}",
+                        f"--format=%H%x1f%T%x1f%P%x1f{trailers}%x1e", f"{base_sha}..{tip_sha}", "--")
         commits: list[prpolicy.CommitInfo] = []
-        for line in out.splitlines():
-            sha, author, committer = [*line.split(_FIELD), "", ""][:3]
-            commits.append(prpolicy.CommitInfo(sha.strip(), author.strip(), committer.strip()))
+        for record in out.split(_RECORD):
+            fields = record.strip().split(_FIELD)
+            if len(fields) < 3 or not _SHA_LINE.match(fields[0]):
+                continue
+            parents = tuple(fields[2].split())
+            seals = tuple(v.strip() for v in fields[3:] if v.strip())
+            commits.append(prpolicy.CommitInfo(fields[0], fields[1], parents, seals))
         return commits
+
+    def commit_sealed(self, message: str, paths: Sequence[str],
+                      seal: Callable[[str, tuple[str, ...]], str]) -> str | None:
+        """Commit exactly ``paths`` on the checked-out branch with a seal trailer; the new sha.
+
+        ``seal(tree, parents)`` returns the trailer line for the commit's tree and
+        parents, added to ``message``'s trailer block. Returns ``None`` when none of
+        ``paths`` differs from ``HEAD``. The work tree must hold no other staged change
+        (the sink checks its branch out fresh with :meth:`checkout_new_branch_from`).
+        Signs like :meth:`commit` when the repository signs commits.
+        """
+        repo = self._require()
+        if not message.strip():
+            raise GitError(f"{self._where}: empty commit message")
+        clean = [self._relative(p) for p in paths]
+        if not clean:
+            return None
+        self._git(repo, "add", "--all", "--", *clean)
+        staged = self._git(repo, "diff", "--cached", "--name-only", "-z", "HEAD", "--", *clean)
+        if not staged.strip("\0"):
+            return None
+        parent = self.head()
+        tree = self._git(repo, "write-tree")
+        text = prpolicy.append_trailer(message, seal(tree, (parent,)))
+        sha = self._git(repo, "commit-tree", tree, "-p", parent, "-S" if self.sign else "--no-gpg-sign",
+                        "-m", text)
+        self._git(repo, "update-ref", "-m", "gitops-reloader: sealed commit", "HEAD", sha, parent)
+        return sha
 
     def tree(self, sha: str) -> str:
         """The tree sha of commit ``sha`` (equal trees: equal content)."""
         return self._git(self._require(), "rev-parse", "--verify", f"{sha}^{{tree}}")
 
     def carry_over(self, commit: str) -> CarryOver:
-        """Re-apply the files ``commit`` changed (against its first parent) onto the work tree.
+        """Re-apply the config-hash changes ``commit`` made (against its first parent) onto the work tree.
 
-        Per file: work tree equal to the parent's version → the commit's version;
-        already equal to the commit's → nothing; else a three-way merge (``git
-        merge-file``), and on a conflict the work tree's version stays. Deleted files are
-        not carried (the sink never deletes).
+        Per file changed by ``commit``: a change that is not config-hash lines only
+        (:func:`~gitops_reloader.gitops.prpolicy.hash_only_diff`: a new or deleted file,
+        any other line) is refused and never written. Otherwise: work tree equal to the
+        parent's version → the commit's version; already equal to the commit's →
+        nothing; else a three-way merge (``git merge-file``), and on a conflict the work
+        tree's version stays.
         """
         repo = self._require()
         parent = self._git(repo, "rev-parse", "--verify", f"{commit}^1^{{commit}}")
         changed, _ = self.changed_paths(parent, commit)
         carried: list[str] = []
         conflicted: list[str] = []
+        refused: list[str] = []
         for path in changed:
+            diff = self._git(repo, "diff", "-U0", "--no-color", "--no-ext-diff", "--no-renames",
+                             "--no-textconv", parent, commit, "--", self._relative(path), raw=True)
+            if not prpolicy.hash_only_diff(diff):
+                refused.append(path)
+                continue
             before = self._blob(parent, path)  # what the commit started from
             after = self._blob(commit, path)  # what it made of it
             now = self.read(path)  # the new base
@@ -125,7 +179,7 @@ class PullRequestRepository(Repository):
             else:
                 self.write(path, merged)
                 carried.append(path)
-        return CarryOver(tuple(carried), tuple(conflicted))
+        return CarryOver(tuple(carried), tuple(conflicted), tuple(refused))
 
     def _blob(self, sha: str, path: str) -> bytes | None:
         repo = self._require()

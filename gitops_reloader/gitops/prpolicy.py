@@ -5,9 +5,11 @@ arguments, so the sink's behaviour can be tested table-driven.
 
 **Branches.** One deterministic branch per grouping key, so the open pull request is
 found from the branch alone (no local database): ``gitops-reloader/<base>/<key>`` where
-``<key>`` is the workload (``<namespace>-<kind>-<name>``, lower-case, sanitized) or
-:data:`REPOSITORY_KEY` (``all``) when one pull request collects every workload of the
-repository.
+``<key>`` is the workload (``<namespace>-<kind>-<name>``, lower-case, sanitized, then
+``-`` and 16 hex digits of the SHA-256 of the exact ``namespace/Kind/name``, so workloads
+whose sanitized names coincide, like ``x``/``deployment-y`` and ``x-deployment``/``y``,
+never share a branch) or :data:`REPOSITORY_KEY` (``all``) when one pull request
+collects every workload of the repository.
 
 **Title and body.** The title names the workloads and the changed sources
 (``Reload web (configmap/app-config changed)``). The body lists, per workload, the
@@ -23,14 +25,25 @@ holds data, a plain hash of data or anything that is not a Kubernetes name, a ti
 keyed digest; entries read back from a body are validated field by field and dropped
 when they don't fit.
 
-**Whose branch.** :func:`branch_ownership` decides whether the controller may still
-rebuild a branch: only when every commit the branch has on top of the base is one the
-controller made (author *and* committer e-mail are its own) and there is at most one.
+**Whose branch.** A name or an e-mail in a commit proves nothing: anyone who can push
+sets them. Every commit the sink makes carries a *seal*, the trailer
+``Gitops-Reloader-Seal: <hex>``, an HMAC-SHA256 over the commit's tree and parent shas
+keyed with the cluster-held digest key (:func:`commit_seal`). Only the controller can
+compute it, and it is bound to the content: copied onto another tree or another parent
+it no longer verifies. :func:`branch_ownership` lets the controller rebuild a branch
+only when it has at most one commit on top of the base and that commit's seal verifies;
+anything else (whatever its author) is someone else's.
+
+**Carry-over.** When a branch is rebuilt on a new base, only the changes of lines
+holding ``gitops-reloader.io/config-hash`` (plus the bare ``annotations:``/``metadata:``
+keys and the flow entries the editor inserts for a new one) are carried over:
+:func:`hash_only_diff` checks a file's diff before it is re-applied, never whole files.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -44,21 +57,27 @@ __all__ = [
     "BODY_LIMIT",
     "BRANCH_PREFIX",
     "REPOSITORY_KEY",
+    "SEAL_TRAILER",
     "BranchDecision",
     "CommitInfo",
     "SourceEntry",
     "WorkloadEntry",
+    "append_trailer",
     "branch_key",
     "branch_name",
     "branch_ownership",
+    "commit_seal",
     "entry_for",
     "format_when",
     "group_key",
+    "hash_only_diff",
+    "is_sealed",
     "marker_branch",
     "merge_entries",
     "parse_entries",
     "render_body",
     "render_title",
+    "seal_trailer",
     "short_digest",
     "workload_branch_key",
 ]
@@ -69,6 +88,8 @@ REPOSITORY_KEY = "all"
 """Branch key of the one pull request per repository (``grouping: repository``)."""
 BODY_LIMIT = 65_536
 """Longest body :func:`render_body` renders, in characters: GitHub's cap on a pull request body."""
+SEAL_TRAILER = "Gitops-Reloader-Seal"
+"""Commit-message trailer holding the seal of a commit the sink made."""
 
 _MARKER = "gitops-reloader"
 _BRANCH_MARKER = re.compile(r"<!-- " + _MARKER + r":branch=(?P<branch>[^\s<>]+) -->")
@@ -76,6 +97,20 @@ _BRANCH_MARKER = re.compile(r"<!-- " + _MARKER + r":branch=(?P<branch>[^\s<>]+) 
 # in repeated unterminated markers (1.3 s for 60 KB).
 _ENTRIES_MARKER = compile_linear(r"(?s)<!-- " + _MARKER + r":entries=(?P<json>\{.*?\}) -->")
 _KEY_MAX = 100
+_KEY_HASH = 16  # hex digits: 64 bits, no feasible second preimage for a chosen name
+_SEAL_DOMAIN = b"gitops-reloader/pr-commit-seal/v1\0"  # the NUL keeps it apart from keyed_digest input
+_SEAL = re.compile(r"^[0-9a-f]{64}$")
+_SEALS_READ = 8
+_TRAILER_LINE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,62}: \S")
+_HASH_KEY = "gitops-reloader.io/config-hash"
+# A key with no value on its own line, as the editor inserts above a new annotation.
+_BARE_KEY = re.compile(r"^[ \t]*(?:annotations|metadata|podAnnotations|template|spec)[ \t]*:[ \t]*\r?$")
+_DIFF_MAX_LINES = 2000
+_LINE_MAX = 4096
+_NULLS = frozenset({"", "~", "null", "Null", "NULL"})
+# What is left of an inserted flow entry once the key is taken out: punctuation, the
+# names of the maps the editor creates, and the 64-hex keyed digest.
+_FLOW_INSERT = re.compile(r"(?:[ ,:{}\"']|annotations|metadata|podAnnotations|template|[0-9a-f]{64})*")
 _SHORT_DIGEST = 12
 _TITLE_ITEMS = 5
 _TITLE_MAX = 200
@@ -93,22 +128,20 @@ _DIGEST = re.compile(r"^[0-9a-f]{8,64}$")
 
 
 def workload_branch_key(ref: ObjectRef) -> str:
-    """``<namespace>-<kind>-<name>``, lower-case, safe as one branch-name segment.
+    """``<namespace>-<kind>-<name>-<hash>``, lower-case, safe as one branch-name segment.
 
-    Characters git or hosts dislike become ``-``; a key longer than 100 characters is
-    cut and made unique again with 12 hex digits of its SHA-1 (a hash of the workload's
-    *name*, not of any data).
+    Characters git or hosts dislike become ``-`` and the readable part is cut to fit 100
+    characters; ``<hash>`` is 16 hex digits of the SHA-256 of the exact
+    ``namespace/Kind/name`` (a hash of the workload's *name*, not of any data), so two
+    workloads never share a key even when their readable parts coincide.
     """
-    raw = f"{ref.namespace}-{ref.kind}-{ref.name}".lower()
-    key = re.sub(r"[^a-z0-9._-]+", "-", raw)
+    exact = f"{ref.namespace}/{ref.kind}/{ref.name}"
+    suffix = hashlib.sha256(exact.encode("utf-8")).hexdigest()[:_KEY_HASH]
+    key = re.sub(r"[^a-z0-9._-]+", "-", f"{ref.namespace}-{ref.kind}-{ref.name}".lower())
     key = re.sub(r"\.{2,}", ".", key)
     key = re.sub(r"-{2,}", "-", key).strip("-.")
-    if key.endswith(".lock"):
-        key = key[: -len(".lock")] + "-lock"
-    if len(key) > _KEY_MAX:
-        suffix = hashlib.sha1(raw.encode("utf-8"), usedforsecurity=False).hexdigest()[:12]
-        key = key[: _KEY_MAX - 13].rstrip("-.") + "-" + suffix
-    return key or "workload"
+    key = key[: _KEY_MAX - _KEY_HASH - 1].rstrip("-.")
+    return f"{key}-{suffix}" if key else suffix
 
 
 def branch_key(ref: ObjectRef, grouping: str) -> str:
@@ -300,41 +333,147 @@ def parse_entries(body: str) -> tuple[WorkloadEntry, ...]:
 
 @dataclass(frozen=True, slots=True)
 class CommitInfo:
-    """A commit on the pull-request branch that is not on the base branch."""
+    """A commit on the pull-request branch that is not on the base branch.
+
+    ``seals``: the values of its ``Gitops-Reloader-Seal`` trailers, as git reports them.
+    No author or e-mail: they prove nothing.
+    """
 
     sha: str
-    author_email: str
-    committer_email: str
+    tree: str
+    parents: tuple[str, ...]
+    seals: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class BranchDecision:
-    """Whether the controller may rebuild the branch; ``reason`` is safe for Events (no e-mails)."""
+    """Whether the controller may rebuild the branch; ``reason`` is safe for Events."""
 
     ours: bool
     reason: str
 
 
-def branch_ownership(commits: Sequence[CommitInfo], *, email: str) -> BranchDecision:
+def commit_seal(key: bytes, tree: str, parents: Sequence[str]) -> str:
+    """The seal of a commit with ``tree`` and ``parents``: HMAC-SHA256 hex keyed with ``key``.
+
+    The message is a fixed domain string (with a NUL, which no :func:`keyed_digest` input
+    holds) followed by the tree and the parents in order, so a seal is bound to exactly
+    that content and history. Raises :class:`ValueError` for an empty key.
+    """
+    if not key:
+        raise ValueError("commit_seal needs a non-empty key")
+    message = _SEAL_DOMAIN + "\n".join(["tree " + tree, *("parent " + p for p in parents)]).encode()
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+def seal_trailer(key: bytes, tree: str, parents: Sequence[str]) -> str:
+    """The trailer line ``Gitops-Reloader-Seal: <seal>`` for a commit message."""
+    return f"{SEAL_TRAILER}: {commit_seal(key, tree, parents)}"
+
+
+def append_trailer(message: str, trailer: str) -> str:
+    """``message`` with ``trailer`` in its trailer block (git reads trailers only there).
+
+    Joins the last paragraph when that paragraph is already trailers (``Key: value``
+    lines, not the subject), else starts a new paragraph.
+    """
+    body = message.rstrip("\n")
+    head, _, last = body.rpartition("\n\n")
+    trailers = bool(head) and all(_TRAILER_LINE.match(line) for line in last.splitlines())
+    separator = "\n" if trailers else "\n\n"
+    return f"{body}{separator}{trailer}\n"
+
+
+def is_sealed(commit: CommitInfo, key: bytes) -> bool:
+    """Whether one of ``commit``'s seal trailers verifies for its own tree and parents."""
+    expected = commit_seal(key, commit.tree, commit.parents)
+    return any(_SEAL.match(seal) is not None and hmac.compare_digest(seal, expected)
+               for seal in commit.seals[:_SEALS_READ])
+
+
+def branch_ownership(commits: Sequence[CommitInfo], *, key: bytes) -> BranchDecision:
     """Decide from the commits a branch has on top of its base whether it is still ours.
 
-    Ours: no such commit (the branch is merged or empty), or exactly one whose author
-    and committer e-mail are ``email`` (compared case-insensitively). Anything else
-    means a person (or another tool) pushed to the branch, and it must not be touched.
+    Ours: no such commit (the branch is merged or empty), or exactly one, sealed by us
+    (:func:`is_sealed` with the digest key). Anything else means a person (or another
+    tool) pushed to the branch — whatever name and e-mail they gave — and it must not be
+    touched.
     """
-    mine = email.strip().lower()
     for commit in commits:
-        if commit.author_email.strip().lower() != mine or commit.committer_email.strip().lower() != mine:
-            return BranchDecision(False, f"commit {commit.sha[:12]} was made by someone else")
+        if not is_sealed(commit, key):
+            return BranchDecision(False, f"commit {commit.sha[:12]} was made by someone else "
+                                         "(it carries no valid gitops-reloader seal)")
     if len(commits) > 1:
         return BranchDecision(False, f"it has {len(commits)} commits on top of the base; "
                                      "gitops-reloader makes exactly one")
     if not commits:
         return BranchDecision(True, "no commits on top of the base")
-    return BranchDecision(True, "one commit by gitops-reloader on top of the base")
+    return BranchDecision(True, "one sealed gitops-reloader commit on top of the base")
+
+
+def hash_only_diff(diff: str) -> bool:
+    """Whether a ``git diff -U0`` of one file changes nothing but the config-hash annotation.
+
+    What the editor writes, and nothing else, passes: a changed line holding
+    ``gitops-reloader.io/config-hash``; a bare ``annotations:``/``metadata:``-style key
+    inserted above a new one; a line whose only change is one inserted flow entry holding
+    the key (``{a: b}`` → ``{a: b, gitops-reloader.io/config-hash: "…"}``) or an explicit
+    null turned into such a map. Within a hunk the n-th removed line is compared with the
+    n-th added line. A new, deleted, renamed or binary file, a line over 4 KB, or a diff
+    over 2,000 changed lines is not a hash-only change. Linear in the diff's length.
+    """
+    removed: list[str] = []
+    added: list[str] = []
+    changed = 0
+    for line in diff.splitlines():
+        if line.startswith(("diff --git ", "index ", "--- ", "+++ ", "\\ ")):
+            continue
+        if line.startswith("@@ "):
+            if not _hash_only_hunk(removed, added):
+                return False
+            removed, added = [], []
+            continue
+        if not line.startswith(("+", "-")) or len(line) > _LINE_MAX:
+            return False  # file mode, new/deleted/binary file, or an unbounded line
+        changed += 1
+        if changed > _DIFF_MAX_LINES:
+            return False
+        (added if line[0] == "+" else removed).append(line[1:])
+    return changed > 0 and _hash_only_hunk(removed, added)
 
 
 # --------------------------------------------------------------------------- internals
+
+
+def _hash_only_hunk(removed: Sequence[str], added: Sequence[str]) -> bool:
+    """Every removed line holds the key or became its paired added line by one insertion."""
+    paired: set[int] = set()
+    for index, line in enumerate(removed):
+        if _HASH_KEY in line:
+            continue
+        if index >= len(added) or not _one_insertion(line, added[index]):
+            return False
+        paired.add(index)
+    return all(index in paired or _HASH_KEY in line or _BARE_KEY.match(line) is not None
+               for index, line in enumerate(added))
+
+
+def _one_insertion(before: str, after: str) -> bool:
+    """``after`` is ``before`` with one flow entry holding the key spliced in (or a null replaced)."""
+    prefix = 0
+    limit = min(len(before), len(after))
+    while prefix < limit and before[prefix] == after[prefix]:
+        prefix += 1
+    suffix = 0
+    while suffix < limit - prefix and before[-1 - suffix] == after[-1 - suffix]:
+        suffix += 1
+    taken = before[prefix:len(before) - suffix].strip()
+    inserted = after[prefix:len(after) - suffix]
+    if taken not in _NULLS:
+        return False
+    if _HASH_KEY not in inserted:
+        return taken != "" and inserted.strip() == ""  # an explicit null dropped above new lines
+    return _FLOW_INSERT.fullmatch(inserted.replace(_HASH_KEY, "", 1)) is not None
 
 
 def _short(items: Sequence[str]) -> str:

@@ -18,13 +18,16 @@ For one branch (``gitops-reloader/<base>/<key>``), :meth:`emit_batch`:
    → ``already-current``: no branch, no pull request;
 3. with an open pull request, checks the branch is still ours
    (:func:`~gitops_reloader.gitops.prpolicy.branch_ownership`: at most one commit on top
-   of the base, authored and committed with our e-mail). If a person pushed to it, the
-   branch is left alone: a Warning Event on each workload, outcome ``skipped``, no push;
-4. **rebuilds the branch as one commit on the latest base**: the previous commit of the
-   open pull request is carried over file by file (unchanged by the base since → its
-   content; changed by the base → a three-way merge, ``git merge-file``; a conflict keeps
-   the base's version of that file and is logged), then this batch's edits are applied
-   on top. So an accumulating pull request keeps the edits of earlier batches, a base
+   of the base, carrying a valid seal — an HMAC over its tree and parent keyed with the
+   digest key, which only the controller holds; names and e-mails are never trusted).
+   If anyone else pushed to it, the branch is left alone: a ``ForeignCommits`` Warning
+   Event on each workload, outcome ``skipped``, no push, no commit, no auto-merge;
+4. **rebuilds the branch as one sealed commit on the latest base**: the config-hash
+   changes of the previous commit of the open pull request are carried over file by file
+   (a file whose change is anything else is refused and logged; unchanged by the base
+   since → its content; changed by the base → a three-way merge, ``git merge-file``; a
+   conflict keeps the base's version of that file and is logged), then this batch's
+   edits are applied on top. So an accumulating pull request keeps the edits of earlier batches, a base
    that moved on is never reverted, and the batch's own workloads always get their
    latest value. Without an open pull request the branch starts from the base alone (a
    merged or closed pull request is history; its branch is rebuilt);
@@ -274,7 +277,7 @@ class PullRequestSink:
             if pull is not None and remote_sha is not None:
                 tip = remote_sha
                 ahead = self._git_step(name, "inspect", lambda: repo.commits_ahead(base_sha, tip))
-                decision = prpolicy.branch_ownership(ahead, email=handle.config.author.email)
+                decision = prpolicy.branch_ownership(ahead, key=digest_key.value)
                 if not decision.ours:
                     self.metrics.pr_operation(host.kind, "skip")
                     for position, request, _ in located:
@@ -292,7 +295,7 @@ class PullRequestSink:
                 [prpolicy.entry_for(request, wanted.values[position])
                  for position, request, _ in wanted.applied if position not in outcomes],
                 drop=[request.ref.key for position, request, _ in located if position in wanted.outcomes])
-            head = self._commit(handle, rebuilt, carried, entries)
+            head = self._commit(handle, rebuilt, carried, entries, digest_key)
             tree = repo.tree(head)
             if tree == repo.tree(base_sha):
                 self._close_obsolete(name, target, pull, branch)
@@ -335,18 +338,25 @@ class PullRequestSink:
         if carry.conflicted:
             log.warning("edits of the open pull request clash with the base; the base's files are kept",
                         extra={"repo": name, "branch": branch, "paths": ",".join(carry.conflicted)})
+        if carry.refused:
+            self.metrics.git_error(name, "carry-over-refused")
+            log.warning("changes of the open pull request other than config-hash lines are not carried over",
+                        extra={"repo": name, "branch": branch, "paths": ",".join(carry.refused)})
         return carry.carried
 
     def _commit(self, handle: RepositoryHandle, plan: EditPlan, carried: Sequence[str],
-                entries: Sequence[prpolicy.WorkloadEntry]) -> str:
-        """Write the plan, commit it with the carried files; the new head (the base if nothing)."""
-        repo = handle.repo
+                entries: Sequence[prpolicy.WorkloadEntry], digest_key: DigestKey) -> str:
+        """Write the plan, commit it sealed with the carried files; the new head (the base if nothing)."""
+        repo = _branch_repository(handle)
         paths = sorted(set(plan.changed) | set(carried))
+
+        def seal(tree: str, parents: tuple[str, ...]) -> str:
+            return prpolicy.seal_trailer(digest_key.value, tree, parents)
 
         def write_and_commit() -> str | None:
             for path in sorted(plan.changed):
                 repo.write(path, plan.texts[path].encode("utf-8"))
-            return repo.commit(self._message(handle, entries), paths) if paths else None
+            return repo.commit_sealed(self._message(handle, entries), paths, seal) if paths else None
 
         sha = self._git_step(handle.config.name, "commit", write_and_commit)
         return sha if sha is not None else repo.head()

@@ -14,6 +14,7 @@ import base64
 import logging
 import os
 import re
+import subprocess
 import textwrap
 import threading
 import time
@@ -30,10 +31,12 @@ from reload_helpers import call, configmap, create, secret
 from gitops_reloader.app import App
 from gitops_reloader.config import load_config
 from gitops_reloader.errors import ConfigError
+from gitops_reloader.gitops import prpolicy
 from gitops_reloader.gitops.auth import GitAuth
 from gitops_reloader.gitops.prbranch import PullRequestRepository
 from gitops_reloader.gitops.repo import Author
 from gitops_reloader.hashing import secret_hash
+from gitops_reloader.model import ObjectRef
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.sinks.gitwiring import build_pull_request_sink
 from gitops_reloader.sinks.pullrequest import PullRequestSink
@@ -49,7 +52,15 @@ NAME = "fleet"  # in --git-config
 CONTROLLER_NS = "gitops-system"
 WINDOW = "--coalesce-window=1s"
 LABEL = "gitops-reloader"
-WEB_BRANCH = "gitops-reloader/main/ns-deployment-web"
+
+
+def workload_branch(name: str, namespace: str = "ns") -> str:
+    """The pull-request branch of Deployment ``<namespace>/<name>`` into ``main``."""
+    key = prpolicy.workload_branch_key(ObjectRef("Deployment", namespace, name))
+    return prpolicy.branch_name("main", key)
+
+
+WEB_BRANCH = workload_branch("web")
 ALL_BRANCH = "gitops-reloader/main/all"
 HASH = re.compile(r"gitops-reloader\.io/config-hash: \"?([0-9a-f]{64})")
 
@@ -131,9 +142,10 @@ class PrSetup:
             self.prhost.add_label(REPO, LABEL)
 
     def configure(self, *, api_token_file: Path | None = None, grouping: str = "",
-                  author: str = "Reloader Bot", path: Path | None = None) -> None:
+                  author: str = "Reloader Bot", path: Path | None = None, auto_merge: bool = False) -> None:
         labels = "" if self.kind == "bitbucket" else f"      labels: [{LABEL}]\n"
         grouping_line = f"      grouping: {grouping}\n" if grouping else ""
+        grouping_line += "      autoMerge: true\n" if auto_merge else ""
         api_token = f"      tokenFile: {api_token_file}\n" if api_token_file else ""
         (path or self.config_path).write_text(textwrap.dedent(f"""\
             repositories:
@@ -421,7 +433,7 @@ def test_two_controllers_racing_on_one_change_open_exactly_one_pull_request(
         api_client: ApiClient, setup: PrSetup, githost: GitHostServer, prhost: PrHost) -> None:
     setup.create({"apps/web.yaml": manifest("web")})
     setup.configure()
-    # Same e-mail (both are "us"), another name: the two commits differ, so one push must lose.
+    # Same digest key (both are "us", both seal), another name: the two commits differ, so one push loses.
     second_config = setup.tmp / "git-config-2.yaml"
     setup.configure(author="Reloader Bot (replica 2)", path=second_config)
     create(api_client, configmap("app-config", {"url": "a"}))
@@ -531,6 +543,140 @@ def test_a_person_pushing_to_our_branch_stops_us_touching_it(
         assert metric(app, "pr_operations_total", host=kind, operation="skip") >= 1
 
 
+def test_workloads_whose_readable_branch_keys_coincide_get_separate_pull_requests(
+        api_client: ApiClient, setup: PrSetup, githost: GitHostServer, prhost: PrHost) -> None:
+    """Issue 10 item 7: ``x``/``deployment-y`` and ``x-deployment``/``y`` shared one branch."""
+    pairs = (("x", "deployment-y"), ("x-deployment", "y"))
+    setup.create({f"apps/{ns}.yaml": manifest(name).replace("namespace: ns", f"namespace: {ns}")
+                  for ns, name in pairs})
+    setup.configure()
+    for ns, name in pairs:
+        create(api_client, configmap("app-config", {"url": "a"}, namespace=ns))
+        workload = pr_workload(name)
+        workload["metadata"]["namespace"] = ns
+        create(api_client, workload)
+    with pr_controller(api_client, setup) as (app, _):
+        for ns, _name in pairs:
+            path = f"/api/v1/namespaces/{ns}/configmaps/app-config"
+            current = call(api_client, "GET", path)
+            current["data"] = {"url": "b"}
+            call(api_client, "PUT", path, current)
+        wait_for(lambda: len(open_pulls(prhost)) == 2 or None, timeout=60, message="two pull requests")
+        quiet(app)
+        heads = {p["head"] for p in open_pulls(prhost)}
+        assert heads == {workload_branch(name, ns) for ns, name in pairs} and len(heads) == 2
+        for (ns, name), (other, _) in zip(pairs, reversed(pairs), strict=True):
+            branch = workload_branch(name, ns)
+            assert hash_value(file_at(githost, f"apps/{ns}.yaml", branch)) is not None
+            theirs = f"apps/{other}.yaml"
+            assert file_at(githost, theirs, branch) == file_at(githost, theirs)  # untouched on this branch
+            [pull] = [p for p in open_pulls(prhost) if p["head"] == branch]
+            assert f"`{ns}/Deployment/{name}`" in pull["body"] and f"`{other}/" not in pull["body"]
+
+
+SEAL = re.compile(r"Gitops-Reloader-Seal: ([0-9a-f]{64})")
+CLUSTER_ROLE_BINDING = textwrap.dedent("""\
+    apiVersion: rbac.authorization.k8s.io/v1
+    kind: ClusterRoleBinding
+    metadata:
+      name: backdoor
+    roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
+    subjects: [{kind: ServiceAccount, name: default, namespace: ns}]
+    """)
+
+
+def test_a_commit_with_our_e_mail_and_a_copied_seal_is_not_laundered(
+        api_client: ApiClient, setup: PrSetup, githost: GitHostServer, prhost: PrHost, kind: str) -> None:
+    """Issue 10 item 6: a repository writer force-pushes a commit that claims to be ours.
+
+    Same author and committer e-mail as the bot, the bot's commit message with the seal
+    trailer of the bot's own commit copied in, an image change and a ClusterRoleBinding:
+    the controller must refuse the branch (ForeignCommits), never re-commit that content
+    under its name, and never merge it.
+    """
+    setup.create({"apps/web.yaml": manifest("web")})
+    setup.configure(auto_merge=True)
+    create(api_client, configmap("app-config", {"url": "a"}))
+    create(api_client, pr_workload("web"))
+    with pr_controller(api_client, setup) as (app, _):
+        put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
+        pull = wait_open_pull(prhost)
+        quiet(app)
+        history = githost.all_history_text(REPO)
+        seal = SEAL.search(history)
+        assert seal is not None  # the bot's own commit is sealed
+
+        # The attacker: a repository writer with the bot's name and e-mail.
+        attacker = PullRequestRepository(githost.repo_url(REPO), branch="main", workdir=setup.tmp / "mallory",
+                                         auth=GitAuth(username="bot", token=TOKEN),
+                                         author=Author("Reloader Bot", "reloader@example.com"))
+        base = attacker.sync()
+        tip = attacker.fetch_branch(WEB_BRANCH)
+        attacker.checkout_new_branch_from(base, WEB_BRANCH)
+        ours = file_at(githost, "apps/web.yaml", WEB_BRANCH)
+        evil = ours.replace("image: nginx:1.25", "image: evil.example/miner:1")
+        attacker.write("apps/web.yaml", evil.encode())
+        attacker.write("cluster/backdoor.yaml", CLUSTER_ROLE_BINDING.encode())
+        message = ("reload: web (configmap/app-config changed)\n\n"
+                   "- ns/Deployment/web: ConfigMap ns/app-config\n\n"
+                   f"Reloaded-by: gitops-reloader\nGitops-Reloader-Seal: {seal.group(1)}\n")
+        forged = attacker.commit(message, ["apps/web.yaml", "cluster/backdoor.yaml"])
+        attacker.push_branch(WEB_BRANCH, WEB_BRANCH, expected_remote_sha=tip)
+        assert githost.branches(REPO)[WEB_BRANCH] == forged
+        before = githost.branches(REPO)
+
+        put_data(api_client, "ConfigMap", "app-config", {"url": "c"})
+        event = wait_event(api_client, "web", "ForeignCommits")
+        assert event["type"] == "Warning" and "seal" in event["message"]
+        assert "reloader@example.com" not in event["message"]
+        quiet(app)
+        assert githost.branches(REPO) == before  # nothing pushed: not re-committed under the bot's name
+        main_text = file_at(githost, "apps/web.yaml")
+        assert "evil.example" not in main_text and githost.read_file(REPO, "cluster/backdoor.yaml") is None
+        [still] = pulls(prhost)
+        assert still["number"] == pull["number"] and still["state"] == "open" and not still["merged"]
+        assert still["body"] == pull["body"]
+        assert metric(app, "pr_operations_total", host=kind, operation="skip") >= 1
+        # Auto-merge was asked for once, for the bot's own pull request, never again.
+        assert metric(app, "pr_operations_total", host=kind, operation="auto-merge") <= 1.0
+        # The ClusterRoleBinding is in exactly one commit of the whole repository: the attacker's.
+        assert [sha for sha, _ in githost.log(REPO, WEB_BRANCH)
+                if githost.read_file(REPO, "cluster/backdoor.yaml", sha) is not None] == [forged]
+
+
+def test_the_bot_commit_amended_under_its_own_seal_is_refused(
+        api_client: ApiClient, setup: PrSetup, githost: GitHostServer, prhost: PrHost) -> None:
+    """Amending the bot's commit (same message and seal, other tree) is as foreign as any other commit."""
+    setup.create({"apps/web.yaml": manifest("web"), "README.md": "# fleet\n"})
+    setup.configure()
+    create(api_client, configmap("app-config", {"url": "a"}))
+    create(api_client, pr_workload("web"))
+    with pr_controller(api_client, setup) as (app, _):
+        put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
+        wait_open_pull(prhost)
+        quiet(app)
+        attacker = PullRequestRepository(githost.repo_url(REPO), branch="main", workdir=setup.tmp / "mallory",
+                                         auth=GitAuth(username="bot", token=TOKEN),
+                                         author=Author("Reloader Bot", "reloader@example.com"))
+        base = attacker.sync()
+        tip = attacker.fetch_branch(WEB_BRANCH)
+        assert tip is not None
+        [mine] = attacker.commits_ahead(base, tip)
+        assert len(mine.seals) == 1  # sealed, over the bot's tree and parent
+        attacker.checkout_new_branch_from(base, WEB_BRANCH)
+        attacker.write("apps/web.yaml", file_at(githost, "apps/web.yaml", WEB_BRANCH).replace(
+            "replicas: 1", "replicas: 50").encode())
+        message = f"reload: web\n\nGitops-Reloader-Seal: {mine.seals[0]}\n"
+        forged = attacker.commit(message, ["apps/web.yaml"])
+        attacker.push_branch(WEB_BRANCH, WEB_BRANCH, expected_remote_sha=tip)
+
+        put_data(api_client, "ConfigMap", "app-config", {"url": "c"})
+        wait_event(api_client, "web", "ForeignCommits")
+        quiet(app)
+        assert githost.branches(REPO)[WEB_BRANCH] == forged
+        assert "replicas: 50" not in file_at(githost, "apps/web.yaml")
+
+
 # --------------------------------------------------------------------------- secrets
 
 
@@ -549,7 +695,7 @@ def test_secret_change_puts_only_a_keyed_digest_in_history_and_pull_request(
         quiet(app)
         encoded = base64.b64encode(value.encode()).decode()
         plain = secret_hash({"password": encoded})
-        written = hash_value(file_at(githost, "apps/db.yaml", "gitops-reloader/main/ns-deployment-db-client"))
+        written = hash_value(file_at(githost, "apps/db.yaml", workload_branch("db-client")))
         assert written not in (None, plain)
         assert "secret/db" in pull["title"] and "Secret `ns/db`" in pull["body"]
         history = githost.all_history_text(REPO)
@@ -562,42 +708,79 @@ def test_secret_change_puts_only_a_keyed_digest_in_history_and_pull_request(
 # --------------------------------------------------------------------------- the branch repository
 
 
-def test_branch_repository_carries_its_commit_over_a_moving_base(tmp_path: Path,
-                                                                 githost: GitHostServer) -> None:
-    spaced = "x: 1\n" + "".join(f"pad{i}: 0\n" for i in range(5)) + "y: 1\n"
-    githost.create_repo(REPO, {"merge.yaml": spaced, "clash.yaml": "v: 1\n", "plain.yaml": "p: 1\n",
-                               "gone.yaml": "g: 1\n"})
+def hashed(value: str, *, x: int = 1) -> str:
+    """A small manifest fragment with a config-hash line between two other lines."""
+    pads = "".join(f"  pad{i}: 0\n" for i in range(5))
+    return f"x: {x}\n{pads}annotations:\n  gitops-reloader.io/config-hash: \"{value}\"\n"
+
+
+def test_branch_repository_seals_its_commit_and_carries_only_hash_lines_over_a_moving_base(
+        tmp_path: Path, githost: GitHostServer) -> None:
+    key = b"k" * 32
+    names = ("merge", "clash", "plain", "gone")
+    githost.create_repo(REPO, {**{f"{name}.yaml": hashed("a") for name in names},
+                               "other.yaml": "image: nginx\n"})
     repo = PullRequestRepository(githost.repo_url(REPO), branch="main", workdir=tmp_path / "clone",
                                  auth=GitAuth(username="bot", token=TOKEN),
                                  author=Author("Reloader Bot", "reloader@example.com"))
     base = repo.sync()
     assert repo.fetch_branch(ALL_BRANCH) is None
     repo.checkout_new_branch_from(base, ALL_BRANCH)
-    ours = {"merge.yaml": spaced.replace("y: 1", "y: 2"), "clash.yaml": "v: 2\n", "plain.yaml": "p: 2\n",
-            "gone.yaml": "g: 2\n"}
+    ours = {"merge.yaml": hashed("b"), "clash.yaml": hashed("b"), "plain.yaml": hashed("b"),
+            "gone.yaml": hashed("b"), "other.yaml": "image: evil\n", "added.yaml": hashed("b")}
     for path, text in ours.items():
         repo.write(path, text.encode())
-    repo.commit("reload: all", sorted(ours))
+    tip_local = repo.commit_sealed("reload: all\n\nReloaded-by: gitops-reloader\n", sorted(ours),
+                                   lambda tree, parents: prpolicy.seal_trailer(key, tree, parents))
+    assert repo.commit_sealed("nothing", ["merge.yaml"], lambda tree, parents: "") is None  # no change
     repo.push_branch(ALL_BRANCH, ALL_BRANCH, expected_remote_sha=None)
     tip = repo.fetch_branch(ALL_BRANCH)
-    assert tip == githost.branches(REPO)[ALL_BRANCH]
+    assert tip == tip_local == githost.branches(REPO)[ALL_BRANCH]
     [mine] = repo.commits_ahead(base, tip)
-    assert (mine.author_email, mine.committer_email) == ("reloader@example.com", "reloader@example.com")
+    assert (mine.sha, mine.parents) == (tip, (base,)) and mine.tree == repo.tree(tip)
+    assert prpolicy.branch_ownership([mine], key=key).ours
+    assert not prpolicy.branch_ownership([mine], key=b"other-key" * 4).ours
 
     # The base moves on: another line of one file, the same line of another, a deletion.
-    githost.commit_directly(REPO, {"merge.yaml": spaced.replace("x: 1", "x: 5"), "clash.yaml": "v: 3\n",
+    githost.commit_directly(REPO, {"merge.yaml": hashed("a", x=5), "clash.yaml": hashed("c"),
                                    "gone.yaml": None})
     new_base = repo.sync()
     repo.checkout_new_branch_from(new_base, ALL_BRANCH)
     carry = repo.carry_over(tip)
     assert sorted(carry.carried) == ["merge.yaml", "plain.yaml"]
     assert sorted(carry.conflicted) == ["clash.yaml", "gone.yaml"]
-    assert repo.read("merge.yaml") == spaced.replace("x: 1", "x: 5").replace("y: 1", "y: 2").encode()
-    assert repo.read("plain.yaml") == b"p: 2\n"
-    assert repo.read("clash.yaml") == b"v: 3\n" and repo.read("gone.yaml") is None  # the base's state
+    assert sorted(carry.refused) == ["added.yaml", "other.yaml"]  # never whole files, only hash lines
+    assert repo.read("merge.yaml") == hashed("b", x=5).encode()
+    assert repo.read("plain.yaml") == hashed("b").encode()
+    assert repo.read("clash.yaml") == hashed("c").encode() and repo.read("gone.yaml") is None  # the base's
+    assert repo.read("other.yaml") == b"image: nginx\n" and repo.read("added.yaml") is None
     [theirs] = repo.commits_ahead(base, new_base)
-    assert theirs.author_email == "someone.else@example.com"
+    assert theirs.seals == () and not prpolicy.branch_ownership([theirs], key=key).ours
     assert repo.tree(tip) != repo.tree(new_base)
+
+
+def test_sealed_commits_are_signed_when_the_repository_signs(tmp_path: Path, githost: GitHostServer) -> None:
+    signing_key = tmp_path / "signing_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(signing_key)], check=True,
+                   timeout=30)
+    (Path(os.environ["HOME"]) / ".gitconfig").write_text(
+        f"[gpg]\n\tformat = ssh\n[user]\n\tsigningkey = {signing_key}.pub\n")
+    githost.create_repo(REPO, {"web.yaml": hashed("a")})
+    repo = PullRequestRepository(githost.repo_url(REPO), branch="main", workdir=tmp_path / "clone",
+                                 auth=GitAuth(username="bot", token=TOKEN),
+                                 author=Author("Reloader Bot", "reloader@example.com"), sign=True)
+    key = b"k" * 32
+    base = repo.sync()
+    repo.checkout_new_branch_from(base, ALL_BRANCH)
+    repo.write("web.yaml", hashed("b").encode())
+    sha = repo.commit_sealed("reload: web\n", ["web.yaml"],
+                             lambda tree, parents: prpolicy.seal_trailer(key, tree, parents))
+    assert sha is not None
+    raw = subprocess.run(["git", "cat-file", "commit", sha], cwd=repo.workdir, capture_output=True,
+                         text=True, check=True).stdout
+    assert "-----BEGIN SSH SIGNATURE-----" in raw and "\nGitops-Reloader-Seal: " in raw
+    [mine] = repo.commits_ahead(base, sha)
+    assert prpolicy.branch_ownership([mine], key=key).ours  # the signature does not change tree or parents
 
 
 # --------------------------------------------------------------------------- wiring

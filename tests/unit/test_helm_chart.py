@@ -155,8 +155,12 @@ def test_core_objects_always_rendered(rendered: dict[str, list[Obj]], values: st
     for kind in ("ServiceAccount", "Deployment", "Service"):
         assert objects(docs, kind), f"{kind} missing"
     for doc in docs:
-        if doc["kind"] not in ("ClusterRole", "ClusterRoleBinding", "PodMonitor"):
-            assert doc["metadata"]["namespace"] == NAMESPACE, doc["kind"]
+        if doc["kind"] in ("ClusterRole", "ClusterRoleBinding", "PodMonitor"):
+            continue
+        if doc["metadata"]["name"] == f"{FULLNAME}-gitops":  # Argo CD / Flux Roles live in their namespaces
+            assert doc["kind"] in ("Role", "RoleBinding")
+            continue
+        assert doc["metadata"]["namespace"] == NAMESPACE, doc["kind"]
 
 
 def test_validator_rejects_unknown_fields_and_unknown_groups() -> None:
@@ -509,15 +513,80 @@ def test_git_sink_rbac(rendered: dict[str, list[Obj]], values: str) -> None:
     docs = rendered[values]
     role = main_role(docs)
     assert role["kind"] == "ClusterRole"
-    assert verbs_for(docs, "argoproj.io", "applications") == {*READ, "patch"}
-    assert verbs_for(docs, "kustomize.toolkit.fluxcd.io", "kustomizations") == {*READ, "patch"}
-    assert verbs_for(docs, "source.toolkit.fluxcd.io", "gitrepositories") == {*READ, "patch"}
+    if values == "git-sink":  # sets argocdNamespace and fluxNamespaces
+        assert gitops_grants(docs) == {
+            ("argocd", "argoproj.io", "applications"): {"get", "patch"},
+            ("flux-system", "kustomize.toolkit.fluxcd.io", "kustomizations"): {"get", "patch"},
+            ("flux-system", "source.toolkit.fluxcd.io", "gitrepositories"): {"get", "patch"},
+        }
+        assert git_config(docs)["argocdNamespace"] == "argocd"  # the controller looks where RBAC allows
+    else:  # by default nothing: the namespaces must be named
+        assert gitops_grants(docs) == {} and "argocdNamespace" not in git_config(docs)
     assert unrestricted_verbs(docs, "", "secrets") == {*READ, "create"}
     digest_key = flag_values(docs)["--digest-key-secret"]
     self_role = one(docs, "Role", f"{FULLNAME}-self")
     assert {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [digest_key],
             "verbs": ["get", "update"]} in self_role["rules"]
     assert not any(rule.get("resourceNames") for rule in role["rules"])
+
+
+GITOPS = (("argoproj.io", "applications"), ("kustomize.toolkit.fluxcd.io", "kustomizations"),
+          ("source.toolkit.fluxcd.io", "gitrepositories"))
+
+
+def gitops_grants(docs: list[Obj]) -> dict[tuple[str, str, str], set[str]]:
+    """(namespace, group, resource) → verbs, for the Argo CD / Flux resources; asserts their bindings."""
+    grants: dict[tuple[str, str, str], set[str]] = {}
+    for role, rule in all_rules(docs):
+        for group, resource in GITOPS:
+            if group in rule["apiGroups"] and resource in rule["resources"]:
+                assert role["kind"] == "Role", f"{group}/{resource} granted cluster-wide"
+                namespace = role["metadata"]["namespace"]
+                grants.setdefault((namespace, group, resource), set()).update(rule["verbs"])
+                bindings = [d for d in objects(docs, "RoleBinding")
+                            if d["metadata"]["namespace"] == namespace]
+                binding = one(bindings, "RoleBinding", role["metadata"]["name"])
+                assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                              "name": role["metadata"]["name"]}
+                assert binding["subjects"] == [{"kind": "ServiceAccount", "name": FULLNAME,
+                                                "namespace": NAMESPACE}]
+    return grants
+
+
+@pytest.mark.parametrize("values", values_files())
+def test_argo_cd_and_flux_objects_are_never_granted_cluster_wide(rendered: dict[str, list[Obj]],
+                                                                 values: str) -> None:
+    docs = rendered[values]
+    grants = gitops_grants(docs)  # asserts: Roles only, each bound to our service account
+    assert all(verbs <= {"get", "patch"} for verbs in grants.values()), values  # no list/watch/update
+    assert not grants or objects(docs, "ConfigMap"), values  # only with git repositories
+
+
+def test_argo_cd_and_flux_roles_follow_the_configured_namespaces(helm: Path, helm_home: Path) -> None:
+    docs = render(helm, CHART_DIR, home=helm_home, values_files=[VALUES_DIR / "git-sink.yaml"],
+                  release=RELEASE, namespace=NAMESPACE,
+                  set_values={"reloader.git.argocdNamespace": "gitops",
+                              "reloader.git.fluxNamespaces": "{gitops,team-a}"})
+    assert gitops_grants(docs) == {
+        ("gitops", "argoproj.io", "applications"): {"get", "patch"},
+        **{(ns, group, resource): {"get", "patch"} for ns in ("gitops", "team-a")
+           for group, resource in GITOPS[1:]},
+    }
+    assert len([d for d in objects(docs, "Role") if d["metadata"]["name"] == f"{FULLNAME}-gitops"]) == 2
+    assert git_config(docs)["argocdNamespace"] == "gitops"
+    assert not [problem for doc in docs for problem in validate_object(doc)]
+
+
+@pytest.mark.parametrize("settings", [
+    {"reloader.git.argocdNamespace": "", "reloader.git.fluxNamespaces": "null"},
+    {"reloader.watchGlobally": "false"},
+])
+def test_no_argo_cd_or_flux_access_when_not_configured_or_namespaced(
+        helm: Path, helm_home: Path, settings: dict[str, str]) -> None:
+    docs = render(helm, CHART_DIR, home=helm_home, values_files=[VALUES_DIR / "git-sink.yaml"],
+                  release=RELEASE, namespace=NAMESPACE, set_values=settings)
+    assert gitops_grants(docs) == {}
+    assert all(doc["metadata"].get("namespace", NAMESPACE) == NAMESPACE for doc in docs)
 
 
 def test_git_sink_with_ignored_secrets_still_manages_its_key(helm: Path, helm_home: Path) -> None:

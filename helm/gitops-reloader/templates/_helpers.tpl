@@ -178,7 +178,9 @@ wins over reloadStrategy; "" or "default" means the flag is not passed.
 {{- end }}
 {{- $repos = append $repos $repo }}
 {{- end }}
-{{- toYaml (dict "repositories" $repos) }}
+{{- $config := dict "repositories" $repos }}
+{{- with .Values.reloader.git.argocdNamespace }}{{ $_ := set $config "argocdNamespace" . }}{{ end }}
+{{- toYaml $config }}
 {{- end }}
 
 {{/*
@@ -214,12 +216,7 @@ live in the namespaced "-self" Role (role-self.yaml), never here.
 {{- if and $r.namespaceSelector $r.watchGlobally }}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "namespaces") "verbs" (list "get" "list" "watch")) }}
 {{- end }}
-{{- if include "gitops-reloader.gitEnabled" . }}
-{{- /* Locate manifests through Argo CD / Flux and ask them to refresh after a push. */}}
-{{- $rules = append $rules (dict "apiGroups" (list "argoproj.io") "resources" (list "applications") "verbs" (list "get" "list" "watch" "patch")) }}
-{{- $rules = append $rules (dict "apiGroups" (list "kustomize.toolkit.fluxcd.io") "resources" (list "kustomizations") "verbs" (list "get" "list" "watch" "patch")) }}
-{{- $rules = append $rules (dict "apiGroups" (list "source.toolkit.fluxcd.io") "resources" (list "gitrepositories") "verbs" (list "get" "list" "watch" "patch")) }}
-{{- end }}
+{{- /* Argo CD / Flux objects: Roles in their namespaces only (rbac-gitops.yaml). */}}
 {{- toYaml $rules }}
 {{- end }}
 

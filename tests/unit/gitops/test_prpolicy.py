@@ -6,6 +6,7 @@ Also the ``pullRequest`` block of ``--git-config`` (parsed by
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import textwrap
@@ -17,10 +18,9 @@ from gitops_reloader.errors import ConfigError
 from gitops_reloader.gitops import prpolicy
 from gitops_reloader.gitops.gitconfig import PullRequestConfig, parse_git_config, repository_from_url
 from gitops_reloader.gitops.prpolicy import CommitInfo, SourceEntry, WorkloadEntry
-from gitops_reloader.hashing import configmap_hash
+from gitops_reloader.hashing import configmap_hash, keyed_digest
 from gitops_reloader.model import ObjectRef, ReloadItem, ReloadRequest, Source, SourceKind, SourceRef
 
-BOT = "reloader@example.com"
 DIGEST = "0123456789abcdef" * 4
 T0 = 1_714_557_600  # 2024-05-01T10:00:00Z
 
@@ -40,28 +40,49 @@ def request(name: str, *sources: tuple[SourceKind, str, bool], observed_at: int 
 # --------------------------------------------------------------------------- branch names
 
 
-@pytest.mark.parametrize(("ref", "key"), [
+def key_hash(ref: ObjectRef) -> str:
+    return hashlib.sha256(f"{ref.namespace}/{ref.kind}/{ref.name}".encode()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize(("ref", "readable"), [
     (ObjectRef("Deployment", "ns", "web"), "ns-deployment-web"),
     (ObjectRef("StatefulSet", "Team A", "db.primary"), "team-a-statefulset-db.primary"),
     (ObjectRef("Rollout", "ns", "a..b"), "ns-rollout-a.b"),
-    (ObjectRef("Deployment", "ns", "x.lock"), "ns-deployment-x-lock"),
+    (ObjectRef("Deployment", "ns", "x.lock"), "ns-deployment-x.lock"),  # never *ends* in .lock
     (ObjectRef("Deployment", "ns", "trailing-"), "ns-deployment-trailing"),
     (ObjectRef("Deployment", "ns", "we b~^:?*[\\"), "ns-deployment-we-b"),
+    (ObjectRef("Deployment", "", "...."), "deployment"),
+    (ObjectRef("", "~", "...."), ""),
 ])
-def test_workload_branch_key_is_lower_case_and_safe(ref: ObjectRef, key: str) -> None:
-    assert prpolicy.workload_branch_key(ref) == key
+def test_workload_branch_key_is_lower_case_safe_and_carries_a_hash_of_the_exact_workload(
+        ref: ObjectRef, readable: str) -> None:
+    key = prpolicy.workload_branch_key(ref)
+    assert key == (f"{readable}-{key_hash(ref)}" if readable else key_hash(ref))
+    assert re.fullmatch(r"[a-z0-9][a-z0-9._-]*[a-z0-9]", key) and ".." not in key
+    assert prpolicy.workload_branch_key(ObjectRef(ref.kind, ref.namespace, ref.name)) == key  # stable
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    (ObjectRef("Deployment", "x", "deployment-y"), ObjectRef("Deployment", "x-deployment", "y")),
+    (ObjectRef("Deployment", "ns", "Web"), ObjectRef("Deployment", "ns", "web")),
+    (ObjectRef("Deployment", "ns", "a.b"), ObjectRef("Deployment", "ns", "a_b")),
+    (ObjectRef("Deployment", "ns", "web"), ObjectRef("StatefulSet", "ns", "web")),
+])
+def test_workloads_whose_readable_keys_coincide_get_different_branches(a: ObjectRef, b: ObjectRef) -> None:
+    assert prpolicy.workload_branch_key(a) != prpolicy.workload_branch_key(b)
+    assert prpolicy.branch_key(a, "workload") != prpolicy.branch_key(b, "workload")
 
 
 def test_long_workload_keys_are_cut_and_stay_unique() -> None:
     a = prpolicy.workload_branch_key(ObjectRef("Deployment", "ns", "x" * 200 + "a"))
     b = prpolicy.workload_branch_key(ObjectRef("Deployment", "ns", "x" * 200 + "b"))
     assert len(a) <= 100 and len(b) <= 100 and a != b
-    assert re.fullmatch(r"ns-deployment-x+-[0-9a-f]{12}", a)
+    assert re.fullmatch(r"ns-deployment-x+-[0-9a-f]{16}", a)
 
 
 def test_branch_key_follows_the_grouping() -> None:
     ref = ObjectRef("Deployment", "ns", "web")
-    assert prpolicy.branch_key(ref, "workload") == "ns-deployment-web"
+    assert prpolicy.branch_key(ref, "workload") == f"ns-deployment-web-{key_hash(ref)}"
     assert prpolicy.branch_key(ref, "repository") == prpolicy.REPOSITORY_KEY == "all"
     with pytest.raises(ValueError, match="grouping"):
         prpolicy.branch_key(ref, "namespace")
@@ -246,24 +267,116 @@ def test_duplicate_entries_are_read_once() -> None:
 # --------------------------------------------------------------------------- whose branch
 
 
-def commit(author: str = BOT, committer: str = BOT, sha: str = "1" * 40) -> CommitInfo:
-    return CommitInfo(sha, author, committer)
+KEY = b"k" * 32
+TREE = "a" * 40
+PARENT = "b" * 40
+
+
+def commit(*, tree: str = TREE, parents: tuple[str, ...] = (PARENT,), sha: str = "1" * 40,
+           seals: tuple[str, ...] | None = None, key: bytes = KEY) -> CommitInfo:
+    """A commit sealed with ``key`` over its own tree and parents unless ``seals`` is given."""
+    given = (prpolicy.commit_seal(key, tree, parents),) if seals is None else seals
+    return CommitInfo(sha, tree, parents, given)
+
+
+def test_seal_is_an_hmac_bound_to_key_tree_and_parents() -> None:
+    seal = prpolicy.commit_seal(KEY, TREE, (PARENT,))
+    assert re.fullmatch(r"[0-9a-f]{64}", seal) and seal == prpolicy.commit_seal(KEY, TREE, [PARENT])
+    others = {prpolicy.commit_seal(b"j" * 32, TREE, (PARENT,)),
+              prpolicy.commit_seal(KEY, "c" * 40, (PARENT,)), prpolicy.commit_seal(KEY, TREE, ("c" * 40,)),
+              prpolicy.commit_seal(KEY, TREE, ()),
+              prpolicy.commit_seal(KEY, TREE, (PARENT, PARENT))}
+    assert len(others) == 5 and seal not in others
+    assert prpolicy.seal_trailer(KEY, TREE, (PARENT,)) == f"Gitops-Reloader-Seal: {seal}"
+    with pytest.raises(ValueError, match="key"):
+        prpolicy.commit_seal(b"", TREE, (PARENT,))
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("reload: web\n\n- ns/Deployment/web\n\nReloaded-by: gitops-reloader\n",
+     "reload: web\n\n- ns/Deployment/web\n\nReloaded-by: gitops-reloader\nSeal: x\n"),
+    ("reload: web\n", "reload: web\n\nSeal: x\n"),  # a subject is not a trailer block
+    ("Fix: the subject looks like a trailer", "Fix: the subject looks like a trailer\n\nSeal: x\n"),
+    ("reload\n\nbody text here\n\n", "reload\n\nbody text here\n\nSeal: x\n"),
+])
+def test_append_trailer_puts_the_seal_in_the_trailer_block(message: str, expected: str) -> None:
+    assert prpolicy.append_trailer(message, "Seal: x") == expected
+
+
+def test_seal_never_equals_a_config_hash_digest_under_the_same_key() -> None:
+    # The digest key also keys the config-hash written to git: the two inputs must not meet.
+    assert prpolicy.commit_seal(KEY, TREE, (PARENT,)) != keyed_digest(KEY, [(f"tree {TREE}", PARENT)])
+
+
+COPIED = prpolicy.commit_seal(KEY, TREE, (PARENT,))
 
 
 @pytest.mark.parametrize(("commits", "ours", "reason"), [
     ([], True, "no commits"),
-    ([commit()], True, "one commit by gitops-reloader"),
-    ([commit(author="Reloader@Example.COM ")], True, "one commit"),
-    ([commit(author="alice@example.com")], False, "commit 111111111111 was made by someone else"),
-    ([commit(committer="noreply@github.com")], False, "someone else"),  # "Update branch" on GitHub
+    ([commit()], True, "one sealed gitops-reloader commit"),
+    ([commit(seals=("junk", COPIED.upper(), COPIED))], True, "one sealed"),  # one valid seal is enough
+    ([commit(seals=())], False, "commit 111111111111 was made by someone else"),  # any author e-mail
+    ([commit(key=b"stolen-or-guessed-key-0000000000")], False, "no valid gitops-reloader seal"),
+    ([commit(tree="c" * 40, seals=(COPIED,))], False, "someone else"),  # a copied trailer, another tree
+    ([commit(parents=("c" * 40,), seals=(COPIED,))], False, "someone else"),  # rebased onto other history
+    ([commit(seals=(COPIED[:-1] + "0",))], False, "someone else"),
+    ([commit(seals=(COPIED + " ",))], False, "someone else"),
     ([commit(sha="2" * 40), commit()], False, "2 commits on top of the base"),
-    ([commit(author="alice@example.com", sha="2" * 40), commit()], False, "222222222222"),
+    ([commit(seals=(), sha="2" * 40), commit()], False, "222222222222"),
 ])
 def test_branch_ownership(commits: list[CommitInfo], ours: bool, reason: str) -> None:
-    decision = prpolicy.branch_ownership(commits, email=BOT)
+    decision = prpolicy.branch_ownership(commits, key=KEY)
     assert decision.ours is ours
     assert reason in decision.reason
-    assert "alice" not in decision.reason and "@" not in decision.reason  # no e-mails in Events
+    assert COPIED not in decision.reason and "@" not in decision.reason
+
+
+HASH_LINE = '-    gitops-reloader.io/config-hash: "{old}"\n+    gitops-reloader.io/config-hash: "{new}"\n'
+HEADER = "diff --git a/w.yaml b/w.yaml\nindex 1111111..2222222 100644\n--- a/w.yaml\n+++ b/w.yaml\n"
+
+
+@pytest.mark.parametrize(("diff", "ok"), [
+    (HEADER + "@@ -8 +8 @@ annotations:\n" + HASH_LINE.format(old="a", new="b"), True),
+    (HEADER + "@@ -7,0 +8,3 @@\n+  metadata:\n+    annotations:\n"
+              "+      gitops-reloader.io/config-hash: b\n", True),  # a new annotations map
+    (HEADER + "@@ -8 +8 @@\n-  annotations: {a: b}\n"
+              f"+  annotations: {{a: b, gitops-reloader.io/config-hash: \"{DIGEST}\"}}\n", True),
+    (HEADER + "@@ -8 +8 @@\n-  annotations: {a: b}\n"
+              f"+  annotations: {{a: c, gitops-reloader.io/config-hash: \"{DIGEST}\"}}\n", False),
+    (HEADER + "@@ -8 +8 @@\n-  annotations: {a: b}\n"
+              f"+  annotations: {{a: b, gitops-reloader.io/config-hash: \"{DIGEST}\", x: y}}\n", False),
+    (HEADER + "@@ -8 +8 @@\n-  metadata: {name: w}\n"
+              f"+  metadata: {{name: w, annotations: {{gitops-reloader.io/config-hash: {DIGEST}}}}}\n", True),
+    (HEADER + "@@ -8 +8 @@\n-  metadata: {name: w, annotations: null}\n"
+              f"+  metadata: {{name: w, annotations: {{gitops-reloader.io/config-hash: {DIGEST}}}}}\n", True),
+    (HEADER + "@@ -8 +8,2 @@\n-  annotations: ~\n+  annotations:\n"
+              f"+    gitops-reloader.io/config-hash: {DIGEST}\n", True),  # an explicit null dropped
+    (HEADER + "@@ -8 +8 @@\n-  annotations: {a: b}\n+  annotations: {a: b, c: d}\n", False),
+    (HEADER + "@@ -8 +8 @@\n-  annotations: {a: b}\n+  annotations: {a: b}  \n", False),
+    (HEADER + "@@ -8 +8 @@\n-  annotations: {gitops-reloader.io/config-hash: a}\n"
+              "+  annotations: {gitops-reloader.io/config-hash: b}\n", True),
+    (HEADER + "@@ -3 +3 @@\n-  image: nginx\n+  image: evil\n", False),
+    (HEADER + "@@ -8 +8 @@\n" + HASH_LINE.format(old="a", new="b") + "@@ -20,0 +20 @@\n+  image: x\n", False),
+    (HEADER + "@@ -8,0 +9 @@\n+  annotations:\n", True),
+    (HEADER + "@@ -8 +7,0 @@\n-  annotations:\n", False),  # removing a key is never ours
+    (HEADER + "@@ -8,0 +9 @@\n+  hostNetwork:\n", False),  # a bare key that is not an annotations map
+    ("diff --git a/n.yaml b/n.yaml\nnew file mode 100644\nindex 0000000..1111111\n--- /dev/null\n"
+     "+++ b/n.yaml\n@@ -0,0 +1 @@\n+gitops-reloader.io/config-hash: a\n", False),  # a new file
+    ("diff --git a/n.yaml b/n.yaml\ndeleted file mode 100644\n", False),
+    ("diff --git a/b.bin b/b.bin\nindex 1..2 100644\nBinary files a/b.bin and b/b.bin differ\n", False),
+    (HEADER + "@@ -1 +1 @@\n-gitops-reloader.io/config-hash: a\n\\ No newline at end of file\n"
+              "+gitops-reloader.io/config-hash: b\n\\ No newline at end of file\n", True),
+    (HEADER + "@@ -1 +1 @@\n-image: a\n\\ No newline at end of file\n+image: b\n", False),
+    ("", False),
+])
+def test_hash_only_diff(diff: str, ok: bool) -> None:
+    assert prpolicy.hash_only_diff(diff) is ok
+
+
+def test_hash_only_diff_is_bounded_and_linear() -> None:
+    many = HEADER + "@@ -1,3000 +1,3000 @@\n" + HASH_LINE.format(old="a", new="b") * 1500
+    assert prpolicy.hash_only_diff(many) is False  # over 2,000 changed lines: not ours
+    assert prpolicy.hash_only_diff(HEADER + "+" + " " * 200_000 + "x\n") is False
 
 
 # --------------------------------------------------------------------------- the pullRequest block
