@@ -1,0 +1,187 @@
+"""``gitops-reloader plan`` end to end: the real CLI in a subprocess against the API test
+server and a ``git http-backend`` remote.
+
+What it must show (issue 14): the diff ``plan`` prints is the diff the git sink then
+commits for the same change; ``plan`` writes nothing (the API server's request counts
+hold no write verb, the remote no new commit or branch); the env-vars patch names the
+container and variable; Secret data and hashes never appear; the exit code says whether
+anything would be written.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from kubernetes.client import ApiClient
+from reload_helpers import configmap, create, secret
+from test_git_sink import (  # the git sink's own fixtures and steps, reused as they are
+    CONTROLLER_NS,
+    REPO,
+    GitSetup,
+    commits,
+    git,  # noqa: F401 - fixture
+    git_controller,
+    git_workload,
+    host,  # noqa: F401 - fixture
+    isolated_git,  # noqa: F401 - fixture
+    put_data,
+    wait_commits,
+)
+
+from gitops_reloader.gitops.digestkey import DIGEST_KEY_FIELD
+from gitops_reloader.hashing import secret_hash
+from gitops_reloader.testing.apiserver import ApiServer
+from gitops_reloader.testing.githost import GitHostServer
+from gitops_reloader.testing.harness import deployment, env_from_secret
+
+pytestmark = pytest.mark.e2e
+
+READ_VERBS = {"get", "list", "watch"}
+API_FILE = "apps/api/api.yaml"
+API_YAML = textwrap.dedent("""\
+    # The API tier; comments and quoting are kept by every edit.
+    apiVersion: apps/v1
+    kind: Deployment
+    metadata:
+      name: api
+      namespace: ns
+    spec:
+      selector:
+        matchLabels: {app: api}
+      template:
+        metadata:
+          labels:
+            app: api
+          annotations:
+            owner: 'team-a'   # quoted on purpose
+        spec:
+          containers:
+            - name: app
+              image: nginx:1.25
+    """)
+
+
+def run_plan(server: ApiServer, tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    """``python -m gitops_reloader.cli plan`` with a kubeconfig for ``server``."""
+    kubeconfig = tmp_path / "kubeconfig"
+    server.write_kubeconfig(kubeconfig)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update({"HOME": str(tmp_path / "home"), "POD_NAMESPACE": CONTROLLER_NS, "GIT_CONFIG_NOSYSTEM": "1"})
+    return subprocess.run(
+        [sys.executable, "-m", "gitops_reloader.cli", "plan", f"--kubeconfig={kubeconfig}", *flags],
+        capture_output=True, text=True, env=env, timeout=120, check=False)
+
+
+def writes(server: ApiServer) -> dict[tuple[str, str], int]:
+    return {k: n for k, n in server.request_counts().items() if k[0] not in READ_VERBS}
+
+
+def section(stdout: str, heading: str) -> str:
+    """The block printed under ``heading`` (4-space indented lines), indentation removed."""
+    lines = stdout.split("\n")
+    start = lines.index(heading) + 1
+    out: list[str] = []
+    for line in lines[start:]:
+        if line and not line.startswith("    "):
+            break
+        out.append(line[4:])
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def remote_show(githost: GitHostServer, *args: str) -> str:
+    return subprocess.run(["git", "--git-dir", str(githost.bare_path(REPO)), "show", "--no-color", *args],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def test_plan_shows_the_diff_the_git_sink_then_commits_and_writes_nothing(
+        api_client: ApiClient, server: ApiServer, git: GitSetup, host: GitHostServer,  # noqa: F811
+        tmp_path: Path) -> None:
+    git.create({API_FILE: API_YAML})
+    git.configure()
+    create(api_client, configmap("app-config", {"mode": "blue"}))
+    create(api_client, git_workload("api"))
+    create(api_client, {"apiVersion": "v1", "kind": "Secret",
+                        "metadata": {"name": "gitops-reloader-digest-key", "namespace": CONTROLLER_NS},
+                        "data": {DIGEST_KEY_FIELD: base64.b64encode(b"k" * 32).decode()}})
+    history, branches = commits(host), host.branches(REPO)
+    server.reset_request_counts()
+
+    result = run_plan(server, tmp_path, "--configmap", "ns/app-config", "--from-literal", "mode=green",
+                      *git.flags())
+
+    assert result.returncode == 1, result.stderr
+    assert "ns/Deployment/api [git] would-write" in result.stdout
+    assert writes(server) == {}, "plan wrote to the API server"
+    assert commits(host) == history and host.branches(REPO) == branches, "plan touched the remote"
+    planned_diff = section(result.stdout, "  diff:")
+    planned_message = section(result.stdout, "  commit message:")
+    assert f"+++ b/{API_FILE}" in planned_diff and "+        gitops-reloader.io/config-hash:" in planned_diff
+
+    with git_controller(api_client, git):
+        put_data(api_client, "ConfigMap", "app-config", {"mode": "green"})
+        wait_commits(host, len(history) + 1)
+
+    assert remote_show(host, "--format=", "main") == planned_diff
+    assert remote_show(host, "--no-patch", "--format=%B", "main").rstrip("\n") + "\n" == planned_message
+
+
+def test_plan_of_an_unchanged_or_unused_source_says_nothing_would_happen(
+        api_client: ApiClient, server: ApiServer, tmp_path: Path) -> None:
+    create(api_client, configmap("app-config", {"mode": "blue"}))
+    create(api_client, configmap("unused", {"x": "1"}))
+    create(api_client, deployment("web", annotations={"reloader.stakater.com/auto": "true"},
+                                  containers=[{"name": "app", "image": "nginx",
+                                               "envFrom": [{"configMapRef": {"name": "app-config"}}]}]))
+
+    same = run_plan(server, tmp_path, "--configmap", "ns/app-config", "--from-literal", "mode=blue")
+    unused = run_plan(server, tmp_path, "--configmap", "ns/unused")  # as if it changed
+    as_if = run_plan(server, tmp_path, "--configmap", "ns/app-config")
+
+    assert same.returncode == 0 and "the new data equals the current data" in same.stdout, same.stderr
+    assert unused.returncode == 0 and "no workload would be reloaded" in unused.stdout, unused.stderr
+    assert as_if.returncode == 1 and "ns/Deployment/web [env-vars] would-write" in as_if.stdout, as_if.stderr
+    assert "STAKATER_APP_CONFIG_CONFIGMAP" in as_if.stdout
+
+
+def test_plan_for_a_secret_shows_the_env_patch_but_never_the_secret(
+        api_client: ApiClient, server: ApiServer, tmp_path: Path) -> None:
+    create(api_client, secret("db", {"password": "old-pass"}))
+    create(api_client, deployment("api", annotations={"reloader.stakater.com/auto": "true"},
+                                  containers=[env_from_secret("db")]))
+    create(api_client, deployment("other", annotations={"reloader.stakater.com/auto": "true"}))
+    server.reset_request_counts()
+
+    result = run_plan(server, tmp_path, "--secret", "ns/db", "--from-literal", "password=n3w-s3cret")
+
+    assert result.returncode == 1, result.stderr
+    out = result.stdout + result.stderr
+    assert "ns/Deployment/api [env-vars] would-write" in out
+    assert "ns/Deployment/other" not in out
+    assert '"name": "STAKATER_DB_SECRET"' in out and '"value": "<secret-hash>"' in out
+    assert "PATCH deployments ns/api" in out
+    for leaked in ("n3w-s3cret", "old-pass", secret_hash({"password": _b64("n3w-s3cret")}),
+                   secret_hash({"password": _b64("old-pass")})):
+        assert leaked not in out
+    assert writes(server) == {}
+
+
+def test_plan_refuses_bad_flags_with_exit_code_2(server: ApiServer, tmp_path: Path) -> None:
+    missing = run_plan(server, tmp_path)
+    malformed = run_plan(server, tmp_path, "--configmap", "no-namespace")
+    literal = run_plan(server, tmp_path, "--secret", "ns/db", "--from-literal", "novalue")
+    absent = run_plan(server, tmp_path, "--configmap", "ns/absent")
+
+    assert missing.returncode == 2 and "--configmap NAMESPACE/NAME" in missing.stderr
+    assert malformed.returncode == 2
+    assert literal.returncode == 2 and "KEY=VALUE" in literal.stderr
+    assert absent.returncode == 2 and "absent" in absent.stderr
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
