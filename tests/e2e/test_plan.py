@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+import test_pull_request_sink as prs
 from kubernetes.client import ApiClient
 from reload_helpers import configmap, create, secret
 from test_git_sink import (  # the git sink's own fixtures and steps, reused as they are
@@ -39,10 +41,14 @@ from gitops_reloader.hashing import secret_hash
 from gitops_reloader.testing.apiserver import ApiServer
 from gitops_reloader.testing.githost import GitHostServer
 from gitops_reloader.testing.harness import deployment, env_from_secret
+from gitops_reloader.testing.prhost import PrHost
 
 pytestmark = pytest.mark.e2e
 
 READ_VERBS = {"get", "list", "watch"}
+WHEN = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+githost = prs.githost  # the pull-request tests' fixtures, reused as they are
+prhost = prs.prhost
 API_FILE = "apps/api/api.yaml"
 API_YAML = textwrap.dedent("""\
     # The API tier; comments and quoting are kept by every edit.
@@ -78,6 +84,13 @@ def run_plan(server: ApiServer, tmp_path: Path, *flags: str) -> subprocess.Compl
         capture_output=True, text=True, env=env, timeout=120, check=False)
 
 
+def create_digest_key(api_client: ApiClient) -> None:
+    """The digest-key Secret, as the first git write would create it (plan only reads it)."""
+    create(api_client, {"apiVersion": "v1", "kind": "Secret",
+                        "metadata": {"name": "gitops-reloader-digest-key", "namespace": CONTROLLER_NS},
+                        "data": {DIGEST_KEY_FIELD: base64.b64encode(b"k" * 32).decode()}})
+
+
 def writes(server: ApiServer) -> dict[tuple[str, str], int]:
     return {k: n for k, n in server.request_counts().items() if k[0] not in READ_VERBS}
 
@@ -106,9 +119,7 @@ def test_plan_shows_the_diff_the_git_sink_then_commits_and_writes_nothing(
     git.configure()
     create(api_client, configmap("app-config", {"mode": "blue"}))
     create(api_client, git_workload("api"))
-    create(api_client, {"apiVersion": "v1", "kind": "Secret",
-                        "metadata": {"name": "gitops-reloader-digest-key", "namespace": CONTROLLER_NS},
-                        "data": {DIGEST_KEY_FIELD: base64.b64encode(b"k" * 32).decode()}})
+    create_digest_key(api_client)
     history, branches = commits(host), host.branches(REPO)
     server.reset_request_counts()
 
@@ -129,6 +140,41 @@ def test_plan_shows_the_diff_the_git_sink_then_commits_and_writes_nothing(
 
     assert remote_show(host, "--format=", "main") == planned_diff
     assert remote_show(host, "--no-patch", "--format=%B", "main").rstrip("\n") + "\n" == planned_message
+
+
+def test_plan_shows_the_pull_request_the_sink_then_opens_and_calls_no_host(
+        api_client: ApiClient, server: ApiServer, githost: GitHostServer, prhost: PrHost,
+        tmp_path: Path) -> None:
+    setup = prs.PrSetup(tmp_path, githost, prhost, "github")
+    setup.create({"apps/web.yaml": prs.manifest("web")})
+    setup.configure()
+    create(api_client, configmap("app-config", {"mode": "blue"}))
+    create(api_client, prs.pr_workload("web"))
+    create_digest_key(api_client)
+    branches = githost.branches(prs.REPO)
+    server.reset_request_counts()
+
+    result = run_plan(server, tmp_path, "--configmap", "ns/app-config", "--from-literal", "mode=green",
+                      *setup.flags("plan-cache"))
+
+    assert result.returncode == 1, result.stderr
+    assert f"pull request on repository {prs.NAME}: {prs.WEB_BRANCH} into main" in result.stdout
+    assert writes(server) == {} and githost.branches(prs.REPO) == branches
+    assert prhost.requests == [] and prs.pulls(prhost) == []
+    assert not (tmp_path / "plan-cache").exists(), "plan cloned into the controller's cache"
+    planned_title = result.stdout.split("  title: ", 1)[1].split("\n", 1)[0]
+    planned_body = section(result.stdout, "  body:")
+    planned_diff = section(result.stdout, "  diff:")
+
+    with prs.pr_controller(api_client, setup):
+        prs.put_data(api_client, "ConfigMap", "app-config", {"mode": "green"})
+        pull = prs.wait_open_pull(prhost)
+
+    assert pull["head"] == prs.WEB_BRANCH and pull["title"] == planned_title
+    assert WHEN.sub("<when>", pull["body"]).rstrip("\n") == WHEN.sub("<when>", planned_body).rstrip("\n")
+    shown = subprocess.run(["git", "--git-dir", str(githost.bare_path(prs.REPO)), "show", "--no-color",
+                            "--format=", prs.WEB_BRANCH], capture_output=True, text=True, check=True).stdout
+    assert shown == planned_diff
 
 
 def test_plan_of_an_unchanged_or_unused_source_says_nothing_would_happen(
