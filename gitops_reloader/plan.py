@@ -59,7 +59,7 @@ from gitops_reloader.sinks import build_live_sinks
 from gitops_reloader.sinks.annotations import AnnotationsSink
 from gitops_reloader.sinks.base import Sink
 from gitops_reloader.sinks.envvars import EnvVarsSink
-from gitops_reloader.sinks.git import EditPlan, GitSink, RepositoryHandle, UnsupportedWorkload, failure_reason
+from gitops_reloader.sinks.git import EditPlan, GitSink, RepositoryHandle, failure_reason
 from gitops_reloader.sinks.gitwiring import build_git_sink, build_pull_request_sink
 from gitops_reloader.sinks.pullrequest import PullRequestSink
 from gitops_reloader.sinks.webhook import WebhookSink
@@ -238,7 +238,10 @@ def live_plan(sink: Sink, request: ReloadRequest, controller: Controller) -> Wor
         if not edit:
             return WorkloadPlan(key, sink.name, sources, "already-current", "the workload records this hash")
         adapter = controller.adapters[record.ref.kind]
-        body = adapter.strategic_body(edit, sink.patcher.pause_patch(record, request.observed_at))
+        pause = sink.patcher.pause_patch(record, request.observed_at)
+        if pause is not None and (record.raw.get("spec") or {}).get("paused") is True:
+            pause = None  # an already paused Deployment keeps its pause (DeploymentAdapter.apply)
+        body = adapter.strategic_body(edit, pause)
         where = f"PATCH {adapter.resource.plural} {record.ref.namespace}/{record.ref.name}"
         return WorkloadPlan(key, sink.name, sources, "would-write", f"{where}: {detail}", body)
     if isinstance(sink, WebhookSink):
@@ -265,8 +268,8 @@ def git_plans(sink: GitSink | PullRequestSink, requests: Sequence[ReloadRequest]
         try:
             sink.planner.check_supported(request)
             resolution = sink.planner.resolve(request.workload)
-        except (UnsupportedWorkload, ConfigError, ReloaderError) as exc:
-            if getattr(exc, "retryable", False):
+        except ReloaderError as exc:  # permanent ones skip the workload, as in the sinks
+            if exc.retryable:
                 raise
             workloads.append(WorkloadPlan(request.ref.key, sink.name, _sources(request), "skipped",
                                           f"{failure_reason(exc)}: {exc}"))

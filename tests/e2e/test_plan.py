@@ -231,3 +231,49 @@ def test_plan_refuses_bad_flags_with_exit_code_2(server: ApiServer, tmp_path: Pa
 
 def _b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
+
+
+def test_plan_shows_the_annotation_patch_the_pause_and_the_webhook_payload(
+        api_client: ApiClient, server: ApiServer, tmp_path: Path) -> None:
+    create(api_client, configmap("app-config", {"mode": "blue"}))
+    uses = [{"name": "app", "image": "nginx", "envFrom": [{"configMapRef": {"name": "app-config"}}]}]
+    create(api_client, deployment("web", containers=uses, annotations={
+        "reloader.stakater.com/auto": "true", "gitops-reloader.io/sink": "annotations",
+        "deployment.reloader.stakater.com/pause-period": "5m"}))
+    server.reset_request_counts()
+
+    annotated = run_plan(server, tmp_path, "--configmap", "ns/app-config", "--from-literal", "mode=green")
+    hooked = run_plan(server, tmp_path, "--configmap", "ns/app-config", "--from-literal", "mode=green",
+                      "--webhook-url=http://127.0.0.1:9/never-called")
+
+    assert annotated.returncode == 1, annotated.stderr
+    assert "ns/Deployment/web [annotations] would-write" in annotated.stdout
+    recorded = ('"reloader.stakater.com/last-reloaded-from": '
+                '"{\\"type\\":\\"CONFIGMAP\\",\\"name\\":\\"app-config\\"')
+    assert recorded in annotated.stdout
+    assert '"paused": true' in annotated.stdout
+    assert "deployment.reloader.stakater.com/paused-at" in annotated.stdout
+    assert hooked.returncode == 1, hooked.stderr
+    assert "ns/Deployment/web [webhook] would-write" in hooked.stdout
+    assert '"webhook": "update successful"' in hooked.stdout and "POST to the webhook URL" in hooked.stdout
+    assert writes(server) == {}
+
+
+def test_plan_reports_a_git_workload_it_cannot_edit_and_a_missing_digest_key(
+        api_client: ApiClient, server: ApiServer, git: GitSetup, host: GitHostServer,  # noqa: F811
+        tmp_path: Path) -> None:
+    git.create({API_FILE: API_YAML})
+    git.configure()
+    create(api_client, configmap("app-config", {"mode": "blue"}))
+    create(api_client, git_workload("api"))
+    create(api_client, git_workload("nowhere"))  # no manifest in the repository
+    server.reset_request_counts()
+
+    result = run_plan(server, tmp_path, "--configmap", "ns/app-config", "--from-literal", "mode=green",
+                      *git.flags())
+
+    assert result.returncode == 1, result.stderr
+    assert "ns/Deployment/nowhere [git] skipped" in result.stdout
+    assert "ManifestNotFound" in result.stdout.split("ns/Deployment/nowhere", 1)[1].split("\n\n", 1)[0]
+    assert f"digest key Secret {CONTROLLER_NS}/gitops-reloader-digest-key does not exist" in result.stdout
+    assert writes(server) == {}, "plan created the digest key"
