@@ -64,8 +64,8 @@ from gitops_reloader.sinks.gitwiring import build_git_sink, build_pull_request_s
 from gitops_reloader.sinks.pullrequest import PullRequestSink
 from gitops_reloader.sinks.webhook import WebhookSink
 
-__all__ = ["PlanArgs", "RepositoryPlan", "WorkloadPlan", "main", "new_source", "parse_args", "redact",
-           "render"]
+__all__ = ["PlanArgs", "RepositoryPlan", "WorkloadPlan", "main", "new_source", "parse_args", "plan_change",
+           "redact", "render"]
 
 log = logging.getLogger(__name__)
 
@@ -393,7 +393,7 @@ def _closing(sinks: Mapping[str, Sink]) -> Iterator[Any]:
             yield close
 
 
-def plan(args: PlanArgs, config: Config, api: KubeApi, out: Any) -> int:
+def plan_change(args: PlanArgs, config: Config, api: KubeApi, out: Any) -> int:
     """Answer for one change; print the plan to ``out``; the exit code."""
     resource = CONFIGMAPS if args.kind is SourceKind.CONFIGMAP else SECRETS
     current = api.get(resource, args.namespace, args.name)
@@ -414,8 +414,8 @@ def plan(args: PlanArgs, config: Config, api: KubeApi, out: Any) -> int:
         for close in _closing(git_sinks):
             stack.callback(close)
         controller = _controller(config, api, git_sinks, metrics)
-        controller.start(activate=False)
         stack.callback(controller.stop)
+        controller.start(activate=False)  # caches only: no worker, no write
         requests = controller.requests_for_change(new)
         if controller.source(ref) is None:
             notes.append("the controller does not watch this source (namespace or label filters, "
@@ -480,7 +480,7 @@ def main(argv: Sequence[str]) -> int:
                       level=config.runtime.log_level if explicit_level else "warning")
     try:
         api = KubeApi(load_api_client(config.runtime.kubeconfig))
-        return plan(args, config, api, sys.stdout)
+        return plan_change(args, config, api, sys.stdout)
     except ReloaderError as exc:
         print(f"gitops-reloader plan: {exc}", file=sys.stderr)
         return TROUBLE
