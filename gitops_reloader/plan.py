@@ -65,7 +65,7 @@ from gitops_reloader.sinks.pullrequest import PullRequestSink
 from gitops_reloader.sinks.webhook import WebhookSink
 
 __all__ = ["PlanArgs", "RepositoryPlan", "WorkloadPlan", "main", "new_source", "parse_args", "plan_change",
-           "redact", "render"]
+           "redact", "render", "render_json"]
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +83,7 @@ class PlanArgs:
     namespace: str
     name: str
     data: Mapping[str, bytes] | None
+    output: str = "text"
 
 
 @dataclass(slots=True)
@@ -130,6 +131,7 @@ def parse_args(argv: Sequence[str]) -> tuple[PlanArgs, list[str]]:
     which.add_argument("--secret", type=_source_arg)
     parser.add_argument("--from-literal", action="append", default=[])
     parser.add_argument("--from-file", action="append", default=[])
+    parser.add_argument("--output", "-o", choices=("text", "json"), default="text")
     try:
         ns, rest = parser.parse_known_args(list(argv))
     except SystemExit:
@@ -156,7 +158,7 @@ def parse_args(argv: Sequence[str]) -> tuple[PlanArgs, list[str]]:
                 raise ConfigError(f"--from-file {spec!r}: {exc.strerror or exc}") from None
         if sum(len(v) for v in data.values()) > MAX_DATA_BYTES:
             raise ConfigError(f"new data is over {MAX_DATA_BYTES} bytes; the API server would refuse it")
-    return PlanArgs(kind, namespace, name, data), rest
+    return PlanArgs(kind, namespace, name, data, ns.output), rest
 
 
 def _read_bounded(path: Path) -> bytes:
@@ -357,6 +359,17 @@ def render(source: str, change: str, workloads: Sequence[WorkloadPlan],
     return "\n".join(lines) + "\n"
 
 
+def render_json(source: str, change: str, workloads: Sequence[WorkloadPlan],
+                repositories: Sequence[RepositoryPlan], notes: Sequence[str]) -> str:
+    """The plan as one JSON document (``--output json``), for scripts."""
+    return json.dumps({
+        "source": source, "change": change, "notes": list(notes),
+        "wouldWrite": any(w.status == "would-write" for w in workloads),
+        "workloads": [dataclasses.asdict(w) for w in workloads],
+        "repositories": [dataclasses.asdict(r) for r in repositories],
+    }, indent=2, sort_keys=True) + "\n"
+
+
 def _indent(text: str, prefix: str) -> str:
     return "\n".join(prefix + line if line else line for line in text.split("\n"))
 
@@ -402,8 +415,9 @@ def plan_change(args: PlanArgs, config: Config, api: KubeApi, out: Any) -> int:
     ref = SourceRef(args.kind, args.namespace, args.name)
     secret_hashes = [old.hash, new.hash] if args.kind is SourceKind.SECRET else []
     label = f"{args.kind.kube_kind} {args.namespace}/{args.name}"
+    write = render_json if args.output == "json" else render
     if old.change_key == new.change_key:
-        out.write(f"{label}: the new data equals the current data; nothing would happen\n")
+        out.write(write(label, "none: the new data equals the current data", [], [], []))
         return NOTHING
     change = ("as if its data changed (hypothetical hash)" if args.data is None
               else f"data changes ({len(args.data)} key(s))")
@@ -449,12 +463,13 @@ def plan_change(args: PlanArgs, config: Config, api: KubeApi, out: Any) -> int:
                 workloads += more
                 repositories += repos
     workloads.sort(key=lambda w: w.key)
-    out.write(redact(render(label, change, workloads, repositories, notes), secret_hashes))
+    out.write(redact(write(label, change, workloads, repositories, notes), secret_hashes))
     return CHANGES if any(w.status == "would-write" for w in workloads) else NOTHING
 
 
 USAGE = """usage: gitops-reloader plan (--configmap NS/NAME | --secret NS/NAME)
-                            [--from-literal KEY=VALUE ...] [--from-file [KEY=]PATH ...] [run flags]
+                            [--from-literal KEY=VALUE ...] [--from-file [KEY=]PATH ...]
+                            [--output text|json] [run flags]
 
 Print what the controller would write if the source's data changed: the workloads that
 would reload, each sink's patch, git diff, commit message and pull request. The new data

@@ -11,6 +11,7 @@ anything would be written.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
 import subprocess
@@ -188,11 +189,18 @@ def test_plan_of_an_unchanged_or_unused_source_says_nothing_would_happen(
     same = run_plan(server, tmp_path, "--configmap", "ns/app-config", "--from-literal", "mode=blue")
     unused = run_plan(server, tmp_path, "--configmap", "ns/unused")  # as if it changed
     as_if = run_plan(server, tmp_path, "--configmap", "ns/app-config")
+    as_json = run_plan(server, tmp_path, "--configmap", "ns/app-config", "--output", "json")
 
     assert same.returncode == 0 and "the new data equals the current data" in same.stdout, same.stderr
     assert unused.returncode == 0 and "no workload would be reloaded" in unused.stdout, unused.stderr
     assert as_if.returncode == 1 and "ns/Deployment/web [env-vars] would-write" in as_if.stdout, as_if.stderr
     assert "STAKATER_APP_CONFIG_CONFIGMAP" in as_if.stdout
+    document = json.loads(as_json.stdout)
+    assert as_json.returncode == 1 and document["wouldWrite"] is True
+    [web] = document["workloads"]
+    assert (web["key"], web["sink"], web["status"]) == ("ns/Deployment/web", "env-vars", "would-write")
+    [env] = web["patch"]["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert env["name"] == "STAKATER_APP_CONFIG_CONFIGMAP" and len(env["value"]) == 40
 
 
 def test_plan_for_a_secret_shows_the_env_patch_but_never_the_secret(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from gitops_reloader.plan import (
     parse_args,
     redact,
     render,
+    render_json,
 )
 
 CM = {"apiVersion": "v1", "kind": "ConfigMap",
@@ -116,3 +118,20 @@ def test_render_lists_workloads_and_repositories() -> None:
                                      "1 of 2 workload(s) would be reloaded"]
     assert "ns/Deployment/web [env-vars] would-write" in text and "    diff --git a/x b/x" in text
     assert "commit to repository manifests (main), nothing pushed" in text
+
+
+def test_render_json_holds_the_same_plan() -> None:
+    workload = WorkloadPlan("ns/Deployment/web", "git", ["ns/ConfigMap/app"], "would-write", "here")
+    repo = RepositoryPlan("pull-request", "manifests", "gitops-reloader/main/ns-deployment-web", "main",
+                          "diff", "msg", ["ns/Deployment/web"], "Reload web", "body")
+    document = json.loads(render_json("ConfigMap ns/app", "data changes", [workload], [repo], ["n"]))
+    assert document["wouldWrite"] is True and document["notes"] == ["n"]
+    assert document["workloads"][0]["status"] == "would-write"
+    assert document["repositories"][0]["branch"] == "gitops-reloader/main/ns-deployment-web"
+    assert json.loads(render_json("x", "none", [], [], []))["wouldWrite"] is False
+
+
+def test_output_flag() -> None:
+    assert parse_args(["--configmap", "ns/a", "-o", "json"])[0].output == "json"
+    with pytest.raises(ConfigError):
+        parse_args(["--configmap", "ns/a", "--output", "yaml"])
