@@ -285,3 +285,24 @@ def test_plan_reports_a_git_workload_it_cannot_edit_and_a_missing_digest_key(
     assert "ManifestNotFound" in result.stdout.split("ns/Deployment/nowhere", 1)[1].split("\n\n", 1)[0]
     assert f"digest key Secret {CONTROLLER_NS}/gitops-reloader-digest-key does not exist" in result.stdout
     assert writes(server) == {}, "plan created the digest key"
+
+
+def test_plan_reads_new_data_from_a_file_and_applies_the_run_filters(
+        api_client: ApiClient, server: ApiServer, tmp_path: Path) -> None:
+    create(api_client, configmap("app-config", {"app.conf": "x = 1\n"}))
+    uses = [{"name": "app", "image": "nginx", "envFrom": [{"configMapRef": {"name": "app-config"}}]}]
+    create(api_client, deployment("web", containers=uses, annotations={"reloader.stakater.com/auto": "true"}))
+    same_file, new_file = tmp_path / "same", tmp_path / "new"
+    same_file.write_text("x = 1\n")
+    new_file.write_text("x = 2\n")
+
+    source = ("--configmap", "ns/app-config", "--from-file")
+    same = run_plan(server, tmp_path, *source, f"app.conf={same_file}")
+    changed = run_plan(server, tmp_path, *source, f"app.conf={new_file}")
+    filtered = run_plan(server, tmp_path, *source, f"app.conf={new_file}", "--namespaces=other")
+
+    assert same.returncode == 0 and "equals the current data" in same.stdout, same.stderr
+    assert changed.returncode == 1 and "ns/Deployment/web [env-vars] would-write" in changed.stdout
+    assert filtered.returncode == 0, filtered.stderr
+    assert "note: the controller does not watch this source" in filtered.stdout
+    assert "no workload would be reloaded" in filtered.stdout
