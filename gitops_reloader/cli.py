@@ -14,10 +14,11 @@ from gitops_reloader.observability.logging import configure_logging
 
 log = logging.getLogger("gitops_reloader")
 
-USAGE = """usage: gitops-reloader {run,demo} [flags]
+USAGE = """usage: gitops-reloader {run,plan,demo} [flags]
        gitops-reloader --version
 
   run    watch the cluster and reload workloads (flags: gitops-reloader run --help)
+  plan   what a ConfigMap/Secret change would make it write (gitops-reloader plan --help)
   demo   a full loop on the bundled API test server and a local git repository
 """
 
@@ -62,6 +63,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     command, rest = args[0], args[1:]
     if command == "run":
         return run(rest)
+    if command == "plan":
+        from gitops_reloader.plan import main as plan_main
+
+        return plan_main(rest)
     if command == "demo":
         from gitops_reloader.demo import main as demo_main
 

@@ -402,6 +402,30 @@ class Controller:
         with self._pending_lock:
             return self._pending.pop(key, {})
 
+    def requests_for_change(self, meta: SourceMeta) -> list[ReloadRequest]:
+        """What a data change to ``meta`` would ask of each workload, queuing nothing.
+
+        ``gitops-reloader plan`` calls this with a hypothetical ``meta`` (the new hash):
+        the same watched-or-not check, index candidates, policy items and, for batch
+        sinks, tracked sources as a real change. Nothing is recorded or written (with no
+        recorder, invalid annotations are only logged).
+        """
+        if not self._namespace_allowed(meta.ref.namespace) or self.source(meta.ref) is None:
+            return []  # filtered out: the controller never sees this change
+        candidates = self.index.lookup(meta.ref) | self.index.explicit_in(meta.ref.namespace)
+        requests: list[ReloadRequest] = []
+        for key in sorted(candidates):
+            record = self.workload(_ref_from_key(key))
+            if record is None or (not record.has_template and record.ref.kind != "CronJob"):
+                continue
+            lookup = {meta.ref: meta}
+            items = self._items(record, {meta.ref: PendingSource(meta)}, lookup=lookup.get)
+            if items:
+                tracked = tuple(Source(m.ref, m.hash) for m, _ in self._tracked(record) if m.hash)
+                requests.append(ReloadRequest(record.ref, record, tuple(items), int(self.clock.now()),
+                                              tracked=tracked))
+        return requests
+
     # --- start-up ------------------------------------------------------------------
 
     def _sync_after_restart(self) -> None:
@@ -647,13 +671,16 @@ class Controller:
             except Exception:  # a listener (alerts) must never break a reload
                 log.exception("reload listener failed", extra={"object": ref.key})
 
-    def _items(self, record: WorkloadRecord,
-               pending: Mapping[SourceRef, PendingSource]) -> list[ReloadItem]:
-        """The pending sources the policy says this workload reloads for."""
+    def _items(self, record: WorkloadRecord, pending: Mapping[SourceRef, PendingSource], *,
+               lookup: Callable[[SourceRef], SourceMeta | None] | None = None) -> list[ReloadItem]:
+        """The pending sources the policy says this workload reloads for.
+
+        ``lookup`` reads a source's current meta (the cache by default).
+        """
         view = self.view(record)
         items: list[ReloadItem] = []
         for ref, item in pending.items():
-            meta = item.meta if item.deleted else self.source(ref)
+            meta = item.meta if item.deleted else (lookup or self.source)(ref)
             if meta is None:
                 continue  # deleted since the change; a delete is its own event
             if not meta.hash and not item.deleted:

@@ -124,3 +124,11 @@ class DigestKeyStore:
             if self._key is None:
                 self._key = load_or_create_digest_key(self.api, namespace=self.namespace, name=self.name)
             return self._key
+
+
+def read_digest_key(api: KubeApi, *, namespace: str, name: str) -> DigestKey | None:
+    """The stored key, or None while the Secret does not exist (read only: never creates it)."""
+    try:
+        return _read(api, namespace, name)
+    except KubeNotFound:
+        return None

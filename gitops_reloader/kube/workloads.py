@@ -164,15 +164,18 @@ class WorkloadAdapter:
             has_template=template is not None and bool(pod_spec.get("containers")),
         )
 
+    def strategic_body(self, edit: TemplateEdit, extra_patch: JSON | None = None) -> JSON:
+        """The strategic-merge patch a built-in kind's :meth:`apply` sends for ``edit``."""
+        body = _nest(self.template_path, strategic_template_patch(edit))
+        return _merge(body, extra_patch) if extra_patch else body
+
     def apply(self, api: KubeApi, record: WorkloadRecord, edit: TemplateEdit, *, now: float,
               extra_patch: JSON | None = None) -> None:
         """Write ``edit`` to the workload (one API write)."""
         ref = record.ref
         if self.resource.builtin:
-            body = _nest(self.template_path, strategic_template_patch(edit))
-            if extra_patch:
-                body = _merge(body, extra_patch)
-            api.patch(self.resource, ref.namespace, ref.name, body, content_type=STRATEGIC)
+            api.patch(self.resource, ref.namespace, ref.name, self.strategic_body(edit, extra_patch),
+                      content_type=STRATEGIC)
             return
         after = copy.deepcopy(dict(record.raw))
         template = _dig(after, self.template_path)

@@ -61,12 +61,13 @@ class AnnotationsSink:
             return None
         return recorded[3]
 
-    def emit(self, request: ReloadRequest) -> Outcome:
+    def edit_for(self, request: ReloadRequest) -> tuple[TemplateEdit, str] | None:
+        """The annotation to write and what it records (``configmap/name``); None if current."""
         record: WorkloadRecord = request.workload
         recorded = recorded_source(record)
         pending = [item for item in request.items if _identity(item) != recorded]
         if not pending:
-            return Outcome(OutcomeStatus.ALREADY_CURRENT, self.name)
+            return None
         item = pending[-1]
         kind, name, namespace, digest = _identity(item)
         value = json.dumps({
@@ -74,6 +75,12 @@ class AnnotationsSink:
             "containerRefs": [item.container] if item.container else [],
             "observedAt": int(request.observed_at),
         }, separators=(",", ":"))
-        self.patcher.apply(record, TemplateEdit(annotations={LAST_RELOADED_FROM: value}),
-                           now=request.observed_at)
-        return Outcome(OutcomeStatus.APPLIED, self.name, f"{kind.lower()}/{name}")
+        return TemplateEdit(annotations={LAST_RELOADED_FROM: value}), f"{kind.lower()}/{name}"
+
+    def emit(self, request: ReloadRequest) -> Outcome:
+        planned = self.edit_for(request)
+        if planned is None:
+            return Outcome(OutcomeStatus.ALREADY_CURRENT, self.name)
+        edit, detail = planned
+        self.patcher.apply(request.workload, edit, now=request.observed_at)
+        return Outcome(OutcomeStatus.APPLIED, self.name, detail)

@@ -492,7 +492,7 @@ class GitSink:
                     return self._finish(plan, name)
                 for path in sorted(plan.changed):
                     handle.repo.write(path, plan.texts[path].encode("utf-8"))
-                sha = handle.repo.commit(self._message(handle.config, plan), sorted(plan.changed))
+                sha = handle.repo.commit(self.commit_message(handle.config, plan), sorted(plan.changed))
                 if sha is None:  # the work tree already held these bytes
                     for position, _, location in plan.applied:
                         plan.outcomes[position] = self.planner.current(location)
@@ -530,7 +530,7 @@ class GitSink:
             plan.outcomes[position] = self._skip(request, repo_name, exc)
         return plan.outcomes
 
-    def _message(self, config: RepositoryConfig, plan: EditPlan) -> str:
+    def commit_message(self, config: RepositoryConfig, plan: EditPlan) -> str:
         """Subject from the repository's template, then one line per workload. Names only."""
         workloads = list(dict.fromkeys(request.ref.name for _, request, _ in plan.applied))
         sources = list(dict.fromkeys(

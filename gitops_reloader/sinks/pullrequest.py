@@ -356,7 +356,7 @@ class PullRequestSink:
         def write_and_commit() -> str | None:
             for path in sorted(plan.changed):
                 repo.write(path, plan.texts[path].encode("utf-8"))
-            return repo.commit_sealed(self._message(handle, entries), paths, seal) if paths else None
+            return repo.commit_sealed(self.commit_message(handle, entries), paths, seal) if paths else None
 
         sha = self._git_step(handle.config.name, "commit", write_and_commit)
         return sha if sha is not None else repo.head()
@@ -425,7 +425,7 @@ class PullRequestSink:
         log.info("pull request closed: the base branch already has all its edits",
                  extra={"repo": name, "branch": branch, "number": pull.number})
 
-    def _message(self, handle: RepositoryHandle, entries: Sequence[prpolicy.WorkloadEntry]) -> str:
+    def commit_message(self, handle: RepositoryHandle, entries: Sequence[prpolicy.WorkloadEntry]) -> str:
         """Subject from the repository's template, then one line per workload. Names only."""
         config = handle.config
         workloads = list(dict.fromkeys(e.name for e in entries)) or ["workloads"]
