@@ -516,8 +516,7 @@ def test_git_sink_rbac(rendered: dict[str, list[Obj]], values: str) -> None:
     if values == "git-sink":  # sets argocdNamespace and fluxNamespaces
         assert gitops_grants(docs) == {
             ("argocd", "argoproj.io", "applications"): {"get", "patch"},
-            ("flux-system", "kustomize.toolkit.fluxcd.io", "kustomizations"): {"get", "patch"},
-            ("flux-system", "source.toolkit.fluxcd.io", "gitrepositories"): {"get", "patch"},
+            **{("flux-system", group, resource): verbs for (group, resource), verbs in FLUX_GRANTS.items()},
         }
         assert git_config(docs)["argocdNamespace"] == "argocd"  # the controller looks where RBAC allows
     else:  # by default nothing: the namespaces must be named
@@ -531,7 +530,12 @@ def test_git_sink_rbac(rendered: dict[str, list[Obj]], values: str) -> None:
 
 
 GITOPS = (("argoproj.io", "applications"), ("kustomize.toolkit.fluxcd.io", "kustomizations"),
-          ("source.toolkit.fluxcd.io", "gitrepositories"))
+          ("source.toolkit.fluxcd.io", "gitrepositories"), ("helm.toolkit.fluxcd.io", "helmreleases"),
+          ("source.toolkit.fluxcd.io", "helmcharts"))
+FLUX_GRANTS = {("kustomize.toolkit.fluxcd.io", "kustomizations"): {"get", "patch"},
+               ("source.toolkit.fluxcd.io", "gitrepositories"): {"get", "patch"},
+               ("helm.toolkit.fluxcd.io", "helmreleases"): {"get"},
+               ("source.toolkit.fluxcd.io", "helmcharts"): {"get"}}
 
 
 def gitops_grants(docs: list[Obj]) -> dict[tuple[str, str, str], set[str]]:
@@ -569,8 +573,8 @@ def test_argo_cd_and_flux_roles_follow_the_configured_namespaces(helm: Path, hel
                               "reloader.git.fluxNamespaces": "{gitops,team-a}"})
     assert gitops_grants(docs) == {
         ("gitops", "argoproj.io", "applications"): {"get", "patch"},
-        **{(ns, group, resource): {"get", "patch"} for ns in ("gitops", "team-a")
-           for group, resource in GITOPS[1:]},
+        **{(ns, group, resource): verbs for ns in ("gitops", "team-a")
+           for (group, resource), verbs in FLUX_GRANTS.items()},
     }
     assert len([d for d in objects(docs, "Role") if d["metadata"]["name"] == f"{FULLNAME}-gitops"]) == 2
     assert git_config(docs)["argocdNamespace"] == "gitops"
