@@ -643,6 +643,9 @@ class Locator:
         except KubeNotFound:
             notes.append(f"{what} not found")
             return None
+        except KubeError as exc:
+            raise _forbidden(exc, identity, what, "applications.argoproj.io",
+                             "reloader.git.argocdNamespace") from None
         allowed, deploy_namespace = destination_namespace(
             application, app_namespace=namespace, workload_namespace=identity.namespace,
             tracked_by_id=app[2], argocd_namespace=self.argocd_namespace)
@@ -732,6 +735,9 @@ class Locator:
         except KubeNotFound:
             notes.append(f"{what} not found")
             return None
+        except KubeError as exc:
+            raise _forbidden(exc, identity, what, "kustomizations.kustomize.toolkit.fluxcd.io",
+                             "reloader.git.fluxNamespaces") from None
         spec = _map(kustomization.get("spec"))
         target_namespace = str(spec.get("targetNamespace") or "").strip()
         if target_namespace and target_namespace != identity.namespace:
@@ -769,6 +775,10 @@ class Locator:
         except KubeNotFound:
             raise ManifestNotFound(
                 f"{where} uses GitRepository {namespace}/{name}, which does not exist") from None
+        except KubeError as exc:
+            raise _forbidden(exc, None, f"{where} uses GitRepository {namespace}/{name}",
+                             "gitrepositories.source.toolkit.fluxcd.io",
+                             "reloader.git.fluxNamespaces") from None
         spec = _map(git_repository.get("spec"))
         ref = checkout(spec.get("ref"))
         if ref.branch is None:
@@ -1017,6 +1027,20 @@ def _detect_recurse(files: ManifestFiles, dirs: Sequence[str]) -> bool:
         if detect_source_type(names) is SourceType.DIRECTORY:
             return False
     return True
+
+
+def _forbidden(exc: KubeError, identity: ObjectIdentity | None, what: str, resource: str,
+               chart_value: str) -> ReloaderError:
+    """A 403 reading an Argo CD / Flux object is permanent for the workload; anything else is ``exc``.
+
+    The chart grants these reads only in the namespaces it is told about, so a tracking id
+    or label naming an object elsewhere is answered 403: retrying reads the same answer.
+    """
+    if exc.status != 403:
+        return exc
+    prefix = f"{identity}: " if identity is not None else ""
+    return ManifestNotFound(f"{prefix}{what}: gitops-reloader may not read it (grant get on {resource} "
+                            f"in that namespace, with the Helm chart: {chart_value})")
 
 
 def _directly_in(candidates: Candidates, dirs: Sequence[str]) -> Candidates:

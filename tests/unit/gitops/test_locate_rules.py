@@ -619,3 +619,24 @@ def test_git_config_argocd_block() -> None:
 def test_git_config_argocd_block_is_validated(text: str, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         parse_git_config(text)
+
+
+@pytest.mark.parametrize("forbidden", [("applications", "argocd", "web"),
+                                       ("kustomizations", "flux-system", "apps"),
+                                       ("gitrepositories", "flux-system", "fleet")])
+def test_argo_cd_and_flux_objects_we_may_not_read_are_refused_not_retried(
+        forbidden: tuple[str, str, str]) -> None:
+    """The chart grants these reads only in the configured namespaces: a 403 is the answer again."""
+    objects: dict[tuple[str, str, str], Any] = {
+        **flux(ref={"branch": "main"}),
+        ("applications", "argocd", "web"): app(source={"repoURL": FLEET, "path": "apps",
+                                                       "targetRevision": "main"})}
+    objects[forbidden] = KubeError("forbidden", status=403)
+    rec = record(annotations=TRACKED) if forbidden[0] == "applications" else record(labels=FLUX_LABELS)
+    with pytest.raises(ManifestNotFound, match=r"may not read it \(grant get on " + forbidden[0]) as caught:
+        locator(objects).resolve(rec)
+    assert not caught.value.retryable
+    objects[forbidden] = KubeError("busy", status=503)
+    with pytest.raises(KubeError) as busy:
+        locator(objects).resolve(rec)
+    assert busy.value.retryable
