@@ -6,6 +6,8 @@ label matchers ``{...}``, ranges/subqueries ``[...]``, Grafana variables (``$x``
 ``group_right``, then keeps every identifier that is not a function call (followed by
 ``(``), an operator keyword or a number literal (``Inf``, ``NaN``). What is left are
 the selectors' metric names, e.g. ``rate(a_total{x="y"}[5m]) / on (x) b`` → ``{a_total, b}``.
+Without promtool offline, :func:`called_names` (checked against :data:`FUNCTIONS`) and
+:func:`balanced` catch the usual syntax slips: a misspelt function, an unclosed bracket.
 
 :func:`exported_sample_names` reads the ``# TYPE`` lines of a scrape and expands each
 family into the sample names a query may select, the way prometheus_client names them:
@@ -48,6 +50,49 @@ def metric_names(expr: str) -> set[str]:
             continue
         names.add(name)
     return names
+
+
+FUNCTIONS = frozenset({
+    # aggregation operators
+    "sum", "min", "max", "avg", "group", "stddev", "stdvar", "count", "count_values",
+    "bottomk", "topk", "quantile", "limitk", "limit_ratio",
+    # functions
+    "abs", "absent", "absent_over_time", "ceil", "changes", "clamp", "clamp_max", "clamp_min",
+    "day_of_month", "day_of_week", "day_of_year", "days_in_month", "delta", "deriv", "exp",
+    "floor", "histogram_avg", "histogram_count", "histogram_fraction", "histogram_quantile",
+    "histogram_stddev", "histogram_stdvar", "histogram_sum", "holt_winters", "hour", "idelta",
+    "increase", "irate", "label_join", "label_replace", "ln", "log2", "log10", "minute", "month",
+    "predict_linear", "rate", "resets", "round", "scalar", "sgn", "sort", "sort_desc",
+    "sort_by_label", "sort_by_label_desc", "sqrt", "time", "timestamp", "vector", "year",
+    "avg_over_time", "min_over_time", "max_over_time", "sum_over_time", "count_over_time",
+    "quantile_over_time", "stddev_over_time", "stdvar_over_time", "last_over_time",
+    "present_over_time", "acos", "acosh", "asin", "asinh", "atan", "atanh", "cos", "cosh",
+    "sin", "sinh", "tan", "tanh", "deg", "rad", "pi",
+})
+"""PromQL's aggregation operators and functions (Prometheus 2.x/3.x)."""
+
+_PAIRS = {")": "(", "]": "[", "}": "{"}
+
+
+def called_names(expr: str) -> set[str]:
+    """Identifiers called like functions (followed by ``(``), keywords' label lists excluded."""
+    text = _LABEL_LISTS.sub(" ", _MATCHERS.sub(" ", _STRINGS.sub(" ", expr)))
+    return {m.group(1) for m in re.finditer(r"([A-Za-z_][\w]*)\s*\(", text)
+            if m.group(1).lower() not in KEYWORDS}
+
+
+def balanced(expr: str) -> bool:
+    """Brackets nest properly and every string literal is closed."""
+    text = _STRINGS.sub(" ", expr)
+    if any(quote in text for quote in "\"'`"):
+        return False
+    stack: list[str] = []
+    for char in text:
+        if char in "([{":
+            stack.append(char)
+        elif char in _PAIRS and (not stack or stack.pop() != _PAIRS[char]):
+            return False
+    return not stack
 
 
 def label_values_metric(query: str) -> str | None:

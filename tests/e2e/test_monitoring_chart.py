@@ -30,7 +30,14 @@ from gitops_reloader.testing.harness import deployment, wait_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helm_tools import CHART_DIR, render, require_helm, run_helm, validate_object
-from promql_names import exported_sample_names, label_values_metric, metric_names
+from promql_names import (
+    FUNCTIONS,
+    balanced,
+    called_names,
+    exported_sample_names,
+    label_values_metric,
+    metric_names,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -160,6 +167,14 @@ def test_alert_values_reach_the_rules(helm: Path, helm_home: Path) -> None:
     assert "GitopsReloaderLeaderMissing" not in rules
     assert rules["GitopsReloaderGitPushFailing"]["for"] == "30m"
     assert all('job=~"reloader"' in r["expr"] for r in rules.values())
+
+
+def test_expressions_are_well_formed(objects: list[Obj]) -> None:
+    """No promtool offline: brackets and strings close, and every call is a PromQL function."""
+    found = expressions(objects)
+    assert [where for where, expr in found.items() if not balanced(expr)] == []
+    unknown = {where: sorted(called_names(expr) - FUNCTIONS) for where, expr in found.items()}
+    assert {where: names for where, names in unknown.items() if names} == {}
 
 
 # --------------------------------------------------------------------------- live scrape

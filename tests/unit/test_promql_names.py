@@ -10,7 +10,14 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 # tests/ is not a package: make tests/promql_names.py importable from here.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from promql_names import exported_sample_names, label_values_metric, metric_names
+from promql_names import (
+    FUNCTIONS,
+    balanced,
+    called_names,
+    exported_sample_names,
+    label_values_metric,
+    metric_names,
+)
 
 
 @pytest.mark.parametrize(("expr", "names"), [
@@ -31,6 +38,33 @@ from promql_names import exported_sample_names, label_values_metric, metric_name
 ])
 def test_metric_names(expr: str, names: set[str]) -> None:
     assert metric_names(expr) == names
+
+
+@pytest.mark.parametrize(("expr", "called"), [
+    ("histogram_quantile(0.9, sum by (le) (rate(x_bucket[5m])))", {"histogram_quantile", "sum", "rate"}),
+    ("a / on (x) group_left () b", set()),
+    ('x{y="rate(z)"}', set()),
+    ("histogram_quantil(0.9, x)", {"histogram_quantil"}),
+])
+def test_called_names(expr: str, called: set[str]) -> None:
+    assert called_names(expr) == called
+
+
+def test_function_table_knows_what_the_chart_uses() -> None:
+    assert {"sum", "rate", "increase", "histogram_quantile", "vector", "max", "min"} <= FUNCTIONS
+    assert "histogram_quantil" not in FUNCTIONS
+
+
+@pytest.mark.parametrize(("expr", "ok"), [
+    ('sum(rate(x{a="}"}[5m]))', True),
+    ("sum(rate(x[5m])", False),
+    ("sum(rate(x[5m)])", False),
+    ('x{a="b}', False),
+    ("avg_over_time(g[${__range}])", True),
+    ("a)", False),
+])
+def test_balanced(expr: str, ok: bool) -> None:
+    assert balanced(expr) is ok
 
 
 @pytest.mark.parametrize(("query", "metric"), [
