@@ -169,6 +169,23 @@ def test_alert_values_reach_the_rules(helm: Path, helm_home: Path) -> None:
     assert all('job=~"reloader"' in r["expr"] for r in rules.values())
 
 
+@pytest.mark.parametrize(("key", "value"), [
+    ("reloader.prometheusRule.alerts.gitPushFailing.for", "fifteen"),
+    ("reloader.prometheusRule.alerts.watchRestartStorm.window", "0"),
+    ("reloader.prometheusRule.alerts.emissionBacklog.threshold", "-1"),
+    ("reloader.grafanaDashboard.sidecarLabel", ""),
+])
+def test_schema_refuses_values_that_would_break_the_rules(
+    helm: Path, helm_home: Path, key: str, value: str,
+) -> None:
+    args = ["template", "r", str(CHART_DIR), "--set", f"{key}={value}"]
+    for name, flag in ENABLED.items():
+        args += ["--set", f"{name}={flag}"]
+    result = run_helm(helm, args, home=helm_home)
+    assert result.returncode != 0
+    assert "/" + key.replace(".", "/") in result.stderr, result.stderr
+
+
 def test_expressions_are_well_formed(objects: list[Obj]) -> None:
     """No promtool offline: brackets and strings close, and every call is a PromQL function."""
     found = expressions(objects)
