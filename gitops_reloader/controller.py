@@ -632,7 +632,7 @@ class Controller:
                     self.metrics.reload_executed(False, record.ref.namespace)
                 self._warn(record, "ReloadFailed", f"{sink.name} sink: {exc}")
             raise
-        for (_, record, request), outcome in zip(requests, outcomes, strict=True):
+        for (key, record, request), outcome in zip(requests, outcomes, strict=True):
             self.metrics.sink_outcome(sink.name, outcome.status.value)
             self._observe_latency(outcome, pending[key].values())
             self._report(record, request, outcome)
