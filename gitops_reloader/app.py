@@ -45,7 +45,8 @@ class App:
         self.clock = clock or SystemClock()
         self.api = KubeApi(api_client or load_api_client(config.runtime.kubeconfig))
         self.registry = registry or CollectorRegistry()
-        self.metrics = Metrics(self.registry)
+        self.metrics = Metrics(self.registry,
+                               count_by_namespace=config.metrics_count_by_namespace)
         self.recorder = EventRecorder(self.api, clock=self.clock)
         behaviour = config.behaviour
         openshift = behaviour.is_openshift

@@ -160,6 +160,8 @@ class Config:
     gitops: GitOps = field(default_factory=GitOps)
     alerts: Mapping[str, str] = field(default_factory=dict)
     """ALERT_* environment variables (ALERT_ON_RELOAD, ALERT_SINK, ...)."""
+    metrics_count_by_namespace: bool = False
+    """Stakater's ``METRICS_COUNT_BY_NAMESPACE=enabled``: export reloads by namespace."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,5 +380,6 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
     )
     alerts = {k: v for k, v in env.items() if k.startswith("ALERT_")}
     return Config(
-        keys=keys, filters=filters, behaviour=behaviour, runtime=runtime, gitops=gitops, alerts=alerts
+        keys=keys, filters=filters, behaviour=behaviour, runtime=runtime, gitops=gitops, alerts=alerts,
+        metrics_count_by_namespace=env.get("METRICS_COUNT_BY_NAMESPACE", "") == "enabled",
     )

@@ -69,6 +69,8 @@ class PendingSource:
     meta: SourceMeta
     deleted: bool = False
     resync: bool = False
+    detected: float | None = None
+    """Monotonic time the change was seen (None: a resync, not a change)."""
 
 
 def source_transform(kind: SourceKind, keys: Iterable[str],
@@ -368,7 +370,8 @@ class Controller:
         candidates = self.index.lookup(meta.ref) | self.index.explicit_in(meta.ref.namespace)
         log.debug("source changed", extra={"object": str(meta.ref), "candidates": len(candidates)})
         for key in candidates:
-            self._add_pending(key, {meta.ref: PendingSource(meta, deleted)})
+            self._add_pending(key, {meta.ref: PendingSource(
+                meta, deleted, detected=self.clock.monotonic())})
 
     def _add_pending(self, key: str, sources: Mapping[SourceRef, PendingSource],
                      *, retry: bool = False) -> None:
@@ -613,6 +616,7 @@ class Controller:
         if emitted is None:
             return
         request, outcome = emitted
+        self._observe_latency(outcome, pending.values())
         self._report(record, request, outcome)
 
     def _sync_batch(self, group: str) -> None:
@@ -652,9 +656,17 @@ class Controller:
                     self.metrics.reload_executed(False, record.ref.namespace)
                 self._warn(record, "ReloadFailed", f"{sink.name} sink: {exc}")
             raise
-        for (_, record, request), outcome in zip(requests, outcomes, strict=True):
+        for (key, record, request), outcome in zip(requests, outcomes, strict=True):
             self.metrics.sink_outcome(sink.name, outcome.status.value)
+            self._observe_latency(outcome, pending[key].values())
             self._report(record, request, outcome)
+
+    def _observe_latency(self, outcome: Outcome, sources: Iterable[PendingSource]) -> None:
+        """change → emit latency of an applied emission, from its oldest detected change."""
+        detected = [p.detected for p in sources if p.detected is not None]
+        if outcome.status is OutcomeStatus.APPLIED and detected:
+            self.metrics.observe_change_to_emit(outcome.sink,
+                                                self.clock.monotonic() - min(detected))
 
     def _report(self, record: WorkloadRecord, request: ReloadRequest, outcome: Outcome) -> None:
         if outcome.status is not OutcomeStatus.APPLIED:

@@ -85,9 +85,12 @@ class Metrics:
     ``sink_outcomes_total{sink,outcome}``     outcome: applied, already-current, skipped, error
     ``sink_errors_total{sink,reason}``        reason: a short fixed word (``not-found``...)
     ``emit_duration_seconds{sink}``           histogram of one ``Sink.emit`` call
+    ``change_to_emit_seconds{sink}``          histogram: change detected → applied emission
     ``queue_depth``                           keys waiting in the work queue (callback)
     ``queue_retries_total``                   rate-limited re-adds
     ``api_errors_total{verb,resource,code}``  failed Kubernetes API calls
+    ``api_writes_total{kind}``                rate-limited workload writes (live sinks)
+    ``api_write_limit_qps``                   the ``--write-qps`` limit of those writes
     ``watch_restarts_total{resource,reason}`` reason: expired, error, closed
     ``changes_detected_total{kind}``          data changes seen (CONFIGMAP/SECRET)
     ``invalid_annotations_total{kind}``       malformed annotations skipped
@@ -130,10 +133,18 @@ class Metrics:
             PREFIX + "emit_duration_seconds", "Duration of one sink emission.", ["sink"],
             registry=registry, buckets=_EMIT_BUCKETS,
         )
+        self._change_to_emit = Histogram(
+            PREFIX + "change_to_emit_seconds",
+            "Time from a detected ConfigMap/Secret change to its applied emission.", ["sink"],
+            registry=registry, buckets=_EMIT_BUCKETS,
+        )
         self._queue_depth = gauge("queue_depth", "Keys waiting in the work queue.")
         self._queue_retries = counter("queue_retries_total", "Rate-limited re-queues of a key.")
         self._api_errors = counter(
             "api_errors_total", "Failed Kubernetes API calls.", ("verb", "resource", "code"))
+        self._api_writes = counter(
+            "api_writes_total", "Workload writes made within the --write-qps limit.", ("kind",))
+        self._api_write_limit = gauge("api_write_limit_qps", "The --write-qps limit.")
         self._watch_restarts = counter(
             "watch_restarts_total", "Watch streams restarted, by reason.", ("resource", "reason"))
         self._changes = counter(
@@ -188,6 +199,10 @@ class Metrics:
         finally:
             self.observe_emit(sink, time.perf_counter() - start)
 
+    def observe_change_to_emit(self, sink: str, seconds: float) -> None:
+        """Record the time from a change's detection to the emission that applied it."""
+        self._change_to_emit.labels(sink=str(sink)).observe(max(seconds, 0.0))
+
     # work queue
 
     def set_queue_depth_callback(self, depth: Callable[[], float]) -> None:
@@ -203,6 +218,14 @@ class Metrics:
     def api_error(self, verb: str, resource: str, code: int | str) -> None:
         """Count one failed API call (``code``: HTTP status, or a word like ``network``)."""
         self._api_errors.labels(verb=verb, resource=resource, code=str(code)).inc()
+
+    def api_write(self, kind: str) -> None:
+        """Count one rate-limited workload write (``kind``: Deployment, ...)."""
+        self._api_writes.labels(kind=kind).inc()
+
+    def set_api_write_limit(self, qps: float) -> None:
+        """Report the client-side write limit, so dashboards can draw rate against it."""
+        self._api_write_limit.set(qps)
 
     def watch_restart(self, resource: str, reason: str) -> None:
         """Count one restarted watch; ``reason`` is expired, error or closed."""

@@ -29,8 +29,9 @@ def build_live_sinks(
 ) -> dict[str, Sink]:
     """The sinks that need only the API server: env-vars, annotations, webhook."""
     runtime = config.runtime
-    patcher = LivePatcher(api, adapters, keys=config.keys,
+    patcher = LivePatcher(api, adapters, keys=config.keys, metrics=metrics,
                           limiter=TokenBucket(runtime.write_qps, runtime.write_burst))
+    metrics.set_api_write_limit(runtime.write_qps)
     sinks: dict[str, Sink] = {
         EnvVarsSink.name: EnvVarsSink(patcher),
         AnnotationsSink.name: AnnotationsSink(patcher),

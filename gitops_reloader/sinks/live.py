@@ -12,6 +12,7 @@ from gitops_reloader.config import AnnotationKeys
 from gitops_reloader.kube.api import JSON, KubeApi
 from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord, rfc3339
 from gitops_reloader.model import TemplateEdit
+from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.ratelimit import TokenBucket
 
 
@@ -25,11 +26,13 @@ class LivePatcher:
         *,
         keys: AnnotationKeys,
         limiter: TokenBucket | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.api = api
         self.adapters = adapters
         self.keys = keys
         self.limiter = limiter
+        self.metrics = metrics
 
     def pause_patch(self, record: WorkloadRecord, now: float) -> JSON | None:
         """For a Deployment with a pause period: pause it and record when."""
@@ -43,3 +46,5 @@ class LivePatcher:
         if self.limiter is not None:
             self.limiter.acquire()
         adapter.apply(self.api, record, edit, now=now, extra_patch=self.pause_patch(record, now))
+        if self.metrics is not None:
+            self.metrics.api_write(record.ref.kind)

@@ -348,6 +348,7 @@ def test_several_sources_and_workloads_in_one_window_give_one_commit(
         for path in ("apps/web.yaml", "apps/worker.yaml", "apps/api.yaml"):
             assert hash_value(file_at(host, path)) is not None, path
         assert metric(app, "git_commits_total", repo=REPO) == 1.0
+        assert metric(app, "change_to_emit_seconds_count", sink="git") == 3.0  # one per workload
 
 
 def test_restart_and_relist_with_nothing_changed_make_no_commit(

@@ -190,3 +190,22 @@ def test_leader_and_informer_gauges_go_back_to_zero(
     metrics.set_informer_synced("configmaps", False)
     assert value(registry, "gitops_reloader_leader") == 0.0
     assert value(registry, "gitops_reloader_informer_synced", resource="configmaps") == 0.0
+
+
+def test_change_to_emit_latency_is_a_histogram_by_sink(
+    registry: CollectorRegistry, metrics: Metrics
+) -> None:
+    metrics.observe_change_to_emit("git", 3.0)
+    metrics.observe_change_to_emit("git", -0.5)  # a clock step backwards counts as 0
+    name = "gitops_reloader_change_to_emit_seconds"
+    assert value(registry, name + "_count", sink="git") == 2.0
+    assert value(registry, name + "_sum", sink="git") == 3.0
+    assert value(registry, name + "_bucket", sink="git", le="0.005") == 1.0
+
+
+def test_api_writes_and_their_limit(registry: CollectorRegistry, metrics: Metrics) -> None:
+    metrics.api_write("Deployment")
+    metrics.api_write("Deployment")
+    metrics.set_api_write_limit(50.0)
+    assert value(registry, "gitops_reloader_api_writes_total", kind="Deployment") == 2.0
+    assert value(registry, "gitops_reloader_api_write_limit_qps") == 50.0
