@@ -14,10 +14,12 @@ from gitops_reloader.observability.logging import configure_logging
 
 log = logging.getLogger("gitops_reloader")
 
-USAGE = """usage: gitops-reloader {run,demo} [flags]
+USAGE = """usage: gitops-reloader {run,explain,demo} [flags]
        gitops-reloader --version
 
   run    watch the cluster and reload workloads (flags: gitops-reloader run --help)
+  explain KIND/NAME -n NAMESPACE [--output json] [run flags]
+         why that workload would (or would not) reload, and where
   demo   a full loop on the bundled API test server and a local git repository
 """
 
@@ -62,6 +64,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     command, rest = args[0], args[1:]
     if command == "run":
         return run(rest)
+    if command == "explain":
+        from gitops_reloader.explain import main as explain_main
+
+        return explain_main(rest)
     if command == "demo":
         from gitops_reloader.demo import main as demo_main
 
