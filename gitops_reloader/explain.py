@@ -23,6 +23,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from gitops_reloader import policy
 from gitops_reloader.config import Config, load_config, parse_duration
@@ -130,6 +131,20 @@ def invalid_annotations(decision: policy.Decision) -> list[str]:
     out.extend(f"{key} is over {policy.MAX_LIST_BYTES} bytes or {policy.MAX_LIST_ENTRIES} entries; ignored"
                for key in decision.oversized)
     return out
+
+
+def method_text(method: str) -> str:
+    """The location rule (a :class:`~gitops_reloader.gitops.locate.Method` value) in words."""
+    from gitops_reloader.gitops import locate
+
+    return {
+        locate.Method.TARGET: f"explicit: {locate.GIT_TARGET_ANNOTATION} annotation",
+        locate.Method.ANNOTATION: f"explicit: {locate.GIT_PATH_ANNOTATION} annotation",
+        locate.Method.ARGOCD: f"Argo CD: {locate.ARGOCD_TRACKING_ANNOTATION} (or instance label)"
+                              " -> Application",
+        locate.Method.FLUX: f"Flux: {locate.FLUX_NAME_LABEL} labels -> Kustomization -> GitRepository",
+        locate.Method.SCAN: "scan: the repository searched for the workload's kind, name and namespace",
+    }[locate.Method(method)]
 
 
 def pause_state(record: WorkloadRecord, config: Config) -> dict[str, Any]:
@@ -253,6 +268,14 @@ def _source_report(api: KubeApi, config: Config, record: WorkloadRecord, view: p
     return report
 
 
+def _without_credentials(url: str) -> str:
+    """``url`` without any ``user:password@`` part (the git config may hold one)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
 def _manifest(api: KubeApi, config: Config, record: WorkloadRecord) -> dict[str, Any]:
     """Where the git / pull-request sink would write, found as the sink finds it."""
     from gitops_reloader.gitops.gitconfig import load_git_config
@@ -268,10 +291,11 @@ def _manifest(api: KubeApi, config: Config, record: WorkloadRecord) -> dict[str,
     except ReloaderError as exc:
         return {"refused": str(exc)}
     out: dict[str, Any] = {"repository": resolution.repo_name, "method": resolution.method.value,
+                           "rule": method_text(resolution.method),
                            "found_by": [str(t) for t in resolution.refresh], "notes": list(resolution.notes)}
     repo_config = git_config.get(resolution.repo_name)
     if repo_config is not None:
-        out.update(url=repo_config.url, branch=repo_config.branch)
+        out.update(url=_without_credentials(repo_config.url), branch=repo_config.branch)
     with tempfile.TemporaryDirectory(prefix="gitops-reloader-explain-") as cache:
         handles = build_repository_handles(git_config, cache)
         handle = handles.get(resolution.repo_name)
@@ -366,7 +390,7 @@ def render_text(result: Explanation) -> str:
     if result.manifest is not None:
         found = result.manifest
         lines.append("  manifest:")
-        for key in ("repository", "url", "branch", "path", "document", "yaml_path", "method"):
+        for key in ("repository", "url", "branch", "path", "document", "yaml_path", "rule"):
             if found.get(key) is not None:
                 lines.append(f"    {key}: {found[key]}")
         if found.get("found_by"):
