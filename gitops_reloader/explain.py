@@ -40,6 +40,8 @@ __all__ = ["Explanation", "SourceReport", "explain", "main", "render_text", "rul
 
 RESOURCES: dict[SourceKind, ResourceKind] = {SourceKind.CONFIGMAP: CONFIGMAPS, SourceKind.SECRET: SECRETS}
 _PAGE = 500
+HIDDEN = "(secret: not shown)"
+"""Printed instead of a Secret's hash; the comparison is still made and reported."""
 _SHORT_NAMES = {"deploy": "Deployment", "ds": "DaemonSet", "sts": "StatefulSet", "cj": "CronJob",
                 "ro": "Rollout", "dc": "DeploymentConfig"}
 """kubectl's short names for the workload kinds."""
@@ -236,6 +238,11 @@ def _candidates(api: KubeApi, record: WorkloadRecord, view: policy.WorkloadView,
     return [(*key, listed) for key, listed in out.items()]
 
 
+def _shown_hash(kind: SourceKind, value: str) -> str:
+    """A ConfigMap's hash as is; a Secret's is never printed (it derives from secret data)."""
+    return HIDDEN if kind is SourceKind.SECRET and value else value
+
+
 def _source_report(api: KubeApi, config: Config, record: WorkloadRecord, view: policy.WorkloadView,
                    sinks: Mapping[str, Any], sink: str | None,
                    kind: SourceKind, namespace: str, name: str) -> SourceReport:
@@ -247,7 +254,7 @@ def _source_report(api: KubeApi, config: Config, record: WorkloadRecord, view: p
         report.reason, report.rule = "not-found", f"{kind.kube_kind} {namespace}/{name} does not exist"
         return report
     meta = source_transform(kind, (config.keys.ignore, config.keys.match), lambda: True)(raw)
-    report.current_hash = meta.hash
+    report.current_hash = _shown_hash(kind, meta.hash)
     decision = policy.decide(view, meta, policy.PolicyOptions(config.keys, config.behaviour.auto_reload_all))
     report.invalid_annotations = invalid_annotations(decision)
     filtered = _filtered(api, config, kind, namespace, name)
@@ -262,9 +269,10 @@ def _source_report(api: KubeApi, config: Config, record: WorkloadRecord, view: p
             report.env_var = env_var_name(name, kind)
         recorder = getattr(sinks.get(sink or ""), "recorded_hash", None)
         if recorder is not None:
-            report.recorded_hash = recorder(record, meta.ref, decision.container)
-            if report.recorded_hash is not None:
-                report.out_of_date = report.recorded_hash != meta.hash
+            recorded = recorder(record, meta.ref, decision.container)
+            if recorded is not None:
+                report.recorded_hash = _shown_hash(kind, recorded)
+                report.out_of_date = recorded != meta.hash
     return report
 
 
@@ -353,13 +361,16 @@ def explain(api: KubeApi, config: Config, kind: str, namespace: str, name: str, 
 
 
 def _hash_line(report: SourceReport) -> str:
-    current = (report.current_hash or "")[:12]
+    def short(value: str | None) -> str:
+        return value if value == HIDDEN else (value or "")[:12]
+
+    current = short(report.current_hash)
     if report.recorded_hash is None:
-        return f"hash: current {current}, nothing recorded yet (the next change of it reloads)"
+        return f"hash: current {current}, nothing recorded yet (the next change reloads)"
     if report.out_of_date:
-        return (f"hash: recorded {report.recorded_hash[:12]}, current {current}: out of date "
-                "(the next sync reloads: any change, or a start with --sync-after-restart)")
-    return f"hash: recorded {report.recorded_hash[:12]} = current: up to date"
+        return (f"hash: recorded {short(report.recorded_hash)}, current {current}: out of date\n"
+                "      (the next sync reloads: any change, or a start with --sync-after-restart)")
+    return f"hash: recorded {short(report.recorded_hash)} = current: up to date"
 
 
 def render_text(result: Explanation) -> str:

@@ -6,6 +6,7 @@ One case per reason, positive and negative, each asserting the printed rule.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -18,7 +19,7 @@ import pytest
 from reload_helpers import call, configmap, create, secret
 
 from gitops_reloader import cli
-from gitops_reloader.hashing import configmap_hash
+from gitops_reloader.hashing import configmap_hash, secret_hash
 from gitops_reloader.testing.harness import deployment
 
 pytestmark = pytest.mark.e2e
@@ -155,19 +156,28 @@ def test_sink_container_and_hashes(server: Any, api_client: Any, tmp_path: Any, 
     create(api_client, cm("cfg"))
     create(api_client, secret("creds", {"p": "q"}))
     current = configmap_hash({"k": "v"})
-    sidecar = {"name": "sidecar", "image": "x", "envFrom": [{"secretRef": {"name": "creds"}}]}
+    recorded_secret = secret_hash({"p": base64.b64encode(b"q").decode()})
+    sidecar = {"name": "sidecar", "image": "x", "envFrom": [{"secretRef": {"name": "creds"}}],
+               "env": [{"name": "STAKATER_CREDS_SECRET", "value": recorded_secret}]}
     main = {"name": "main", "image": "x",
             "env": [{"name": "STAKATER_CFG_CONFIGMAP", "value": "0" * 40}],
             "volumeMounts": [{"name": "conf", "mountPath": "/c"}]}
     create(api_client, deployment("web", annotations=AUTO, containers=[sidecar, main],
                                   volumes=[{"name": "conf", "configMap": {"name": "cfg"}}]))
     kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig"))
+    code = cli.main(["explain", "deploy/web", "-n", "ns", "--kubeconfig", kubeconfig])
+    text = capsys.readouterr().out
+    assert code == 0 and recorded_secret[:12] not in text
+    assert "    hash: recorded (secret: not shown) = current: up to date" in text
     result = explain(capsys, kubeconfig, "deploy/web", "-n", "ns")
     assert (result["sink"], result["sink_reason"]) == ("env-vars", "--reload-strategy")
     cfg, creds = source(result, "cfg"), source(result, "creds")
     assert (cfg["container"], cfg["env_var"]) == ("main", "STAKATER_CFG_CONFIGMAP")
     assert (cfg["recorded_hash"], cfg["current_hash"], cfg["out_of_date"]) == ("0" * 40, current, True)
-    assert (creds["container"], creds["recorded_hash"], creds["out_of_date"]) == ("sidecar", None, None)
+    # A Secret's hashes are compared but never printed.
+    assert (creds["container"], creds["out_of_date"]) == ("sidecar", False)
+    assert creds["recorded_hash"] == creds["current_hash"] == "(secret: not shown)"
+    assert recorded_secret not in json.dumps(result)
 
     result = explain(capsys, kubeconfig, "deploy/web", "-n", "ns", "--default-sink", "annotations")
     assert (result["sink"], result["sink_reason"]) == ("annotations", "--default-sink")
