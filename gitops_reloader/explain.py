@@ -61,6 +61,8 @@ class SourceReport:
     ``namespace-not-selected``, ``label-selector``)."""
     rule: str
     referenced: bool
+    policy: str | None = None
+    """What :func:`~gitops_reloader.policy.decide` alone says (a filter may stop it first)."""
     container: str | None = None
     env_var: str | None = None
     recorded_hash: str | None = None
@@ -256,6 +258,7 @@ def _source_report(api: KubeApi, config: Config, record: WorkloadRecord, view: p
     meta = source_transform(kind, (config.keys.ignore, config.keys.match), lambda: True)(raw)
     report.current_hash = _shown_hash(kind, meta.hash)
     decision = policy.decide(view, meta, policy.PolicyOptions(config.keys, config.behaviour.auto_reload_all))
+    report.policy = decision.reason.value
     report.invalid_annotations = invalid_annotations(decision)
     filtered = _filtered(api, config, kind, namespace, name)
     if filtered is not None:
@@ -347,8 +350,8 @@ def explain(api: KubeApi, config: Config, kind: str, namespace: str, name: str, 
     view = policy.WorkloadView(record.ref, record.annotations, record.template_annotations, record.refs)
     for source_kind, source_ns, source_name, listed in _candidates(api, record, view, config, extra):
         report = _source_report(api, config, record, view, sinks, sink, source_kind, source_ns, source_name)
-        if listed and not report.tracked and report.reason != policy.Reason.EXCLUDED:
-            continue  # in the namespace, neither referenced nor selected: not worth a line
+        if listed and report.policy not in (policy.Reason.EXPLICIT, policy.Reason.EXCLUDED):
+            continue  # in the namespace, neither referenced nor named: not worth a line
         if not result.watched and report.tracked:
             report.tracked, report.reason, report.rule = False, "workload-not-watched", result.note
         result.sources.append(report)

@@ -101,6 +101,10 @@ CASES = [
     Case("resource-type-ignored", lambda: [cm(), web(AUTO)], False, "resource-type-ignored",
          "resource type ignored: --resources-to-ignore (configmaps)",
          flags=("--resources-to-ignore", "configMaps")),
+    Case("label-selector-on-a-named-source", lambda: [cm("app-settings"), deployment("web", annotations={
+        "configmap.reloader.stakater.com/reload": "app-.*"})], False, "label-selector",
+         "labels do not match --resource-label-selector 'team=a'", name="app-settings",
+         flags=("--resource-label-selector", "team=a")),
     Case("namespace-not-watched", lambda: [cm(), web(AUTO)], False, "namespace-not-watched",
          "namespace ns is not in --namespaces", flags=("--namespaces", "team-a")),
     Case("namespace-ignored", lambda: [cm(), web(AUTO)], False, "namespace-ignored",
@@ -141,10 +145,13 @@ def test_workload_type_ignored(server: Any, api_client: Any, tmp_path: Any, caps
 def test_invalid_annotation_shows_the_parse_error(server: Any, api_client: Any, tmp_path: Any,
                                                   capsys: Any) -> None:
     create(api_client, cm("app-settings"))
+    create(api_client, cm("unrelated"))
     create(api_client, deployment("web", annotations={
         "configmap.reloader.stakater.com/reload": "(unclosed, app-settings"}))
     kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig"))
-    found = source(explain(capsys, kubeconfig, "Deployment/web", "-n", "ns"), "app-settings")
+    result = explain(capsys, kubeconfig, "Deployment/web", "-n", "ns")
+    assert [s["name"] for s in result["sources"]] == ["app-settings"]  # not every ConfigMap in ns
+    found = source(result, "app-settings")
     assert (found["tracked"], found["reason"]) == (True, "explicit")
     assert len(found["invalid_annotations"]) == 1
     assert found["invalid_annotations"][0].startswith("entry '(unclosed' skipped: ")
