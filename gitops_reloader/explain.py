@@ -363,11 +363,13 @@ def explain(api: KubeApi, config: Config, kind: str, namespace: str, name: str, 
 # --- output --------------------------------------------------------------------------
 
 
-def _hash_line(report: SourceReport) -> str:
+def _hash_line(report: SourceReport, sink: str | None) -> str:
     def short(value: str | None) -> str:
         return value if value == HIDDEN else (value or "")[:12]
 
     current = short(report.current_hash)
+    if sink not in (SinkName.ENV_VARS, SinkName.ANNOTATIONS):
+        return f"hash: current {current} (the {sink or 'unknown'} sink keeps no per-source hash on it)"
     if report.recorded_hash is None:
         return f"hash: current {current}, nothing recorded yet (the next change reloads)"
     if report.out_of_date:
@@ -399,7 +401,7 @@ def render_text(result: Explanation) -> str:
         if src.tracked:
             where = src.container or "none (the pod has no regular container)"
             lines.append(f"    container: {where}" + (f", env {src.env_var}" if src.env_var else ""))
-            lines.append(f"    {_hash_line(src)}")
+            lines.append(f"    {_hash_line(src, result.sink)}")
         lines.extend(f"    invalid annotation: {text}" for text in src.invalid_annotations)
     if result.manifest is not None:
         found = result.manifest
