@@ -40,6 +40,12 @@ __all__ = ["Explanation", "SourceReport", "explain", "main", "render_text", "rul
 
 RESOURCES: dict[SourceKind, ResourceKind] = {SourceKind.CONFIGMAP: CONFIGMAPS, SourceKind.SECRET: SECRETS}
 _PAGE = 500
+USAGE = """usage: gitops-reloader explain KIND/NAME [-n NAMESPACE] [--output text|json]
+                               [--source configmap|secret/[NAMESPACE/]NAME ...] [run flags]
+
+Why KIND/NAME would (or would not) reload on a change of each ConfigMap/Secret it
+references or names, through which sink, and (git / pull-request sinks) which manifest
+would be edited. Pass the flags the controller runs with (gitops-reloader run --help)."""
 HIDDEN = "(secret: not shown)"
 """Printed instead of a Secret's hash; the comparison is still made and reported."""
 _SHORT_NAMES = {"deploy": "Deployment", "ds": "DaemonSet", "sts": "StatefulSet", "cj": "CronJob",
@@ -429,6 +435,9 @@ def main(argv: Sequence[str]) -> int:
     """``gitops-reloader explain KIND/NAME -n NAMESPACE [--output json] [run flags]``."""
     from gitops_reloader.kube.client import load_api_client
 
+    if any(arg in ("-h", "--help") for arg in argv):
+        print(USAGE)
+        return 0
     parser = argparse.ArgumentParser(prog="gitops-reloader explain", allow_abbrev=False, add_help=False)
     parser.add_argument("workload")
     parser.add_argument("-n", "--namespace", default="default")
