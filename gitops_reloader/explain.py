@@ -293,7 +293,7 @@ def _without_credentials(url: str) -> str:
     return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
-def _manifest(api: KubeApi, config: Config, record: WorkloadRecord) -> dict[str, Any]:
+def _manifest(api: KubeApi, config: Config, record: WorkloadRecord, sink: SinkName) -> dict[str, Any]:
     """Where the git / pull-request sink would write, found as the sink finds it."""
     from gitops_reloader.gitops.gitconfig import load_git_config
     from gitops_reloader.gitops.locate import Locator
@@ -313,6 +313,9 @@ def _manifest(api: KubeApi, config: Config, record: WorkloadRecord) -> dict[str,
     repo_config = git_config.get(resolution.repo_name)
     if repo_config is not None:
         out.update(url=_without_credentials(repo_config.url), branch=repo_config.branch)
+        if sink is SinkName.PULL_REQUEST and repo_config.pull_request is None:
+            out["refused"] = (f"{record.ref}: repository {repo_config.name} has no pullRequest "
+                              "settings in --git-config")
     with tempfile.TemporaryDirectory(prefix="gitops-reloader-explain-") as cache:
         handles = build_repository_handles(git_config, cache)
         handle = handles.get(resolution.repo_name)
@@ -362,7 +365,7 @@ def explain(api: KubeApi, config: Config, kind: str, namespace: str, name: str, 
             report.tracked, report.reason, report.rule = False, "workload-not-watched", result.note
         result.sources.append(report)
     if sink in (SinkName.GIT, SinkName.PULL_REQUEST):
-        result.manifest = _manifest(api, config, record)
+        result.manifest = _manifest(api, config, record, sink)
     return result
 
 

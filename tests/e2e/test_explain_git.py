@@ -36,6 +36,8 @@ from gitops_reloader.testing.githost import GitHostServer
 
 pytestmark = pytest.mark.e2e
 
+SINK = "gitops-reloader.io/sink"
+
 
 def explain_manifest(capsys: Any, server: ApiServer, git: GitSetup, *flags: str) -> dict[str, Any]:  # noqa: F811
     kubeconfig = str(server.write_kubeconfig(git.tmp / "kubeconfig"))
@@ -76,11 +78,18 @@ def test_argocd_tracking_id_names_the_application(server: ApiServer, api_client:
                  "destination": {"server": "https://kubernetes.default.svc", "namespace": "ns"}}})
     create(api_client, configmap("app-config", {"url": "a"}))
     create(api_client, git_workload("web", annotations={
-        ARGOCD_TRACKING_ANNOTATION: "team-a_web-app:apps/Deployment:ns/web"}))
-    found = explain_manifest(capsys, server, git, "--default-sink", "pull-request")
+        ARGOCD_TRACKING_ANNOTATION: "team-a_web-app:apps/Deployment:ns/web", SINK: "pull-request"}))
+    found = explain_manifest(capsys, server, git)
     assert (found["method"], found["path"], found["document"]) == ("argocd", "apps/argo/web.yaml", 1)
     assert found["found_by"] == ["team-a/Application/web-app"]
     assert found["rule"].startswith(f"Argo CD: {ARGOCD_TRACKING_ANNOTATION}")
+    # Located, but this repository has no pullRequest block: the pull-request sink refuses.
+    assert found["refused"] == (
+        f"ns/Deployment/web: repository {REPO} has no pullRequest settings in --git-config")
+    git.configure(extra="    pullRequest: {host: gitea, apiUrl: 'http://127.0.0.1:9/api/v1', "
+                        "repository: org/manifests}\n")  # the host's API is never called
+    found = explain_manifest(capsys, server, git)
+    assert "refused" not in found and (found["path"], found["document"]) == ("apps/argo/web.yaml", 1)
 
 
 def test_flux_labels_lead_to_kustomization_and_git_repository(
