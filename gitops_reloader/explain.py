@@ -33,7 +33,7 @@ from gitops_reloader.hashing import env_var_name
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.resources import CONFIGMAPS, NAMESPACES, SECRETS, ResourceKind
 from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord, adapters_for
-from gitops_reloader.model import SinkName, SourceKind
+from gitops_reloader.model import ReloadRequest, SinkName, SourceKind
 from gitops_reloader.regex import RegexError, compile_linear
 
 __all__ = ["Explanation", "SourceReport", "explain", "main", "render_text", "rule_text"]
@@ -297,6 +297,7 @@ def _manifest(api: KubeApi, config: Config, record: WorkloadRecord, sink: SinkNa
     """Where the git / pull-request sink would write, found as the sink finds it."""
     from gitops_reloader.gitops.gitconfig import load_git_config
     from gitops_reloader.gitops.locate import Locator
+    from gitops_reloader.sinks.git import ManifestPlanner
     from gitops_reloader.sinks.gitwiring import build_repository_handles
 
     if not config.gitops.config_file:
@@ -324,6 +325,7 @@ def _manifest(api: KubeApi, config: Config, record: WorkloadRecord, sink: SinkNa
         try:
             handle.sync()
             location = locator.locate(record, resolution, handle.index, confirm=True)
+            ManifestPlanner.check_location(handle, ReloadRequest(record.ref, record, (), 0), location)
         except ReloaderError as exc:
             return {**out, "refused": str(exc)}
     out.update(path=location.path, document=location.doc_index,

@@ -128,7 +128,8 @@ def test_scan_of_the_default_repository(server: ApiServer, api_client: ApiClient
 
 
 def test_refusals_are_reported(server: ApiServer, api_client: ApiClient, git: GitSetup, capsys: Any) -> None:  # noqa: F811
-    git.create({"apps/web.yaml": manifest("web")})
+    git.create({"apps/web.yaml": manifest("web"), "charts/web/Chart.yaml": "apiVersion: v2\nname: web\n",
+                "charts/web/templates/deployment.yaml": manifest("web")})
     git.configure()
     create(api_client, configmap("app-config", {"url": "a"}))
     body = git_workload("web")
@@ -144,6 +145,14 @@ def test_refusals_are_reported(server: ApiServer, api_client: ApiClient, git: Gi
     found = explain_manifest(capsys, server, git)
     assert (found["method"], found["refused"]) == (
         "git-path", f"ns/Deployment/web: {REPO}:apps/missing.yaml does not exist")
+
+    # Found, but the git sink's own editability check refuses it (a Helm chart template).
+    call(api_client, "PATCH", "/apis/apps/v1/namespaces/ns/deployments/web",
+         {"metadata": {"annotations": {GIT_PATH_ANNOTATION: "charts/web/templates/deployment.yaml"}}},
+         "application/merge-patch+json")
+    found = explain_manifest(capsys, server, git)
+    assert found["refused"].startswith("ns/Deployment/web: charts/web/templates/deployment.yaml "
+                                       "is a template of the Helm chart in charts/web/")
 
 
 def test_no_git_config_is_a_refusal(server: ApiServer, api_client: ApiClient, git: GitSetup,  # noqa: F811
