@@ -182,7 +182,9 @@ def pause_state(record: WorkloadRecord, config: Config) -> dict[str, Any]:
 def _find_adapter(kind: str, config: Config) -> tuple[WorkloadAdapter | None, WorkloadAdapter | None]:
     """(the enabled adapter for ``kind``, the adapter if every type were enabled)."""
     behaviour = config.behaviour
-    enabled = adapters_for(argo_rollouts=behaviour.is_argo_rollouts, openshift=bool(behaviour.is_openshift),
+    # --is-openshift unset: ``run`` discovers the group; a DeploymentConfig we can read proves it.
+    enabled = adapters_for(argo_rollouts=behaviour.is_argo_rollouts,
+                           openshift=behaviour.is_openshift is not False,
                            ignored=config.filters.ignored_workload_types)
     everything = adapters_for(argo_rollouts=True, openshift=True)
     by_lower = {k.lower(): k for k in everything} | {k: v for k, v in _SHORT_NAMES.items()}

@@ -91,6 +91,9 @@ def test_unknown_kind_and_ignored_type() -> None:
     assert _find_adapter("pod", Config()) == (None, None)
     enabled, anyway = _find_adapter("rollout", Config())  # not enabled without --is-argo-rollouts
     assert enabled is None and anyway is not None
+    assert _find_adapter("dc", Config())[0] is not None  # --is-openshift unset: discovered by run
+    no_openshift = Config(behaviour=Behaviour(is_openshift=False))
+    assert _find_adapter("dc", no_openshift)[0] is None
 
 
 @pytest.mark.parametrize(("url", "expected"), [
