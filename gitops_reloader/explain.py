@@ -25,6 +25,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from prometheus_client import CollectorRegistry
+
 from gitops_reloader import policy
 from gitops_reloader.config import Config, load_config, parse_duration
 from gitops_reloader.controller import choose_sink, source_transform
@@ -34,7 +36,9 @@ from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.resources import CONFIGMAPS, NAMESPACES, SECRETS, ResourceKind
 from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord, adapters_for
 from gitops_reloader.model import ReloadRequest, SinkName, SourceKind
+from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.regex import RegexError, compile_linear
+from gitops_reloader.sinks import build_live_sinks
 
 __all__ = ["Explanation", "SourceReport", "explain", "main", "render_text", "rule_text"]
 
@@ -338,9 +342,6 @@ def _manifest(api: KubeApi, config: Config, record: WorkloadRecord, sink: SinkNa
 def explain(api: KubeApi, config: Config, kind: str, namespace: str, name: str, *,
             extra: Sequence[tuple[SourceKind, str, str]] = ()) -> Explanation:
     """Read the workload and its sources and explain each decision (reads only)."""
-    from gitops_reloader.observability.metrics import Metrics
-    from gitops_reloader.sinks import build_live_sinks
-
     adapter, any_adapter = _find_adapter(kind, config)
     if any_adapter is None:
         raise ConfigError(f"unknown workload kind {kind!r}")
@@ -354,20 +355,25 @@ def explain(api: KubeApi, config: Config, kind: str, namespace: str, name: str, 
     elif namespace in config.filters.namespaces_to_ignore:
         result.watched, result.note = False, f"namespace {namespace} is in --namespaces-to-ignore"
     adapters = {record.ref.kind: adapter or any_adapter}
-    from prometheus_client import CollectorRegistry
-
     sinks = build_live_sinks(config, api, adapters, metrics=Metrics(CollectorRegistry()))
     sink, result.sink_reason = choose_sink(config, record)
     result.sink = sink.value if sink is not None else None
     result.pause = pause_state(record, config)
     view = policy.WorkloadView(record.ref, record.annotations, record.template_annotations, record.refs)
-    for source_kind, source_ns, source_name, listed in _candidates(api, record, view, config, extra):
-        report = _source_report(api, config, record, view, sinks, sink, source_kind, source_ns, source_name)
-        if listed and report.policy not in (policy.Reason.EXPLICIT, policy.Reason.EXCLUDED):
-            continue  # in the namespace, neither referenced nor named: not worth a line
-        if not result.watched and report.tracked:
-            report.tracked, report.reason, report.rule = False, "workload-not-watched", result.note
-        result.sources.append(report)
+    try:
+        for source_kind, source_ns, source_name, listed in _candidates(api, record, view, config, extra):
+            report = _source_report(api, config, record, view, sinks, sink,
+                                    source_kind, source_ns, source_name)
+            if listed and report.policy not in (policy.Reason.EXPLICIT, policy.Reason.EXCLUDED):
+                continue  # in the namespace, neither referenced nor named: not worth a line
+            if not result.watched and report.tracked:
+                report.tracked, report.reason, report.rule = False, "workload-not-watched", result.note
+            result.sources.append(report)
+    finally:
+        for built in sinks.values():
+            close = getattr(built, "close", None)  # the webhook sink holds an HTTP client
+            if close is not None:
+                close()
     if sink in (SinkName.GIT, SinkName.PULL_REQUEST):
         result.manifest = _manifest(api, config, record, sink)
     return result
