@@ -14,10 +14,12 @@ from gitops_reloader.observability.logging import configure_logging
 
 log = logging.getLogger("gitops_reloader")
 
-USAGE = """usage: gitops-reloader {run,plan,demo} [flags]
+USAGE = """usage: gitops-reloader {run,explain,plan,demo} [flags]
        gitops-reloader --version
 
   run    watch the cluster and reload workloads (flags: gitops-reloader run --help)
+  explain KIND/NAME -n NAMESPACE [--output json] [run flags]
+         why that workload would (or would not) reload, and where
   plan   what a ConfigMap/Secret change would make it write (gitops-reloader plan --help)
   demo   a full loop on the bundled API test server and a local git repository
 """
@@ -63,6 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     command, rest = args[0], args[1:]
     if command == "run":
         return run(rest)
+    if command == "explain":
+        from gitops_reloader.explain import main as explain_main
+
+        return explain_main(rest)
     if command == "plan":
         from gitops_reloader.plan import main as plan_main
 

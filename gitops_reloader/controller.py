@@ -99,6 +99,27 @@ def source_transform(kind: SourceKind, keys: Iterable[str],
     return transform
 
 
+def choose_sink(config: Config, record: WorkloadRecord) -> tuple[SinkName | None, str]:
+    """The sink for ``record`` (None: the annotation names no known sink) and why, in words.
+
+    ``--webhook-url`` wins; then the sink annotation (workload, else pod template); then
+    ``--default-sink``; then ``--reload-strategy``.
+    """
+    behaviour = config.behaviour
+    if behaviour.webhook_url:
+        return SinkName.WEBHOOK, "--webhook-url is set"
+    key = config.keys.sink
+    chosen = record.annotations.get(key) or record.template_annotations.get(key)
+    if chosen:
+        sink = SinkName.from_annotation(chosen)
+        if sink is None:
+            return None, f"annotation {key}={chosen[:64]!r} names no known sink"
+        return sink, f"annotation {key}"
+    if behaviour.default_sink:
+        return behaviour.default_sink, "--default-sink"
+    return behaviour.reload_strategy, "--reload-strategy"
+
+
 def workload_key(ref: ObjectRef) -> WorkloadKey:
     return WorkloadKey(ref.key)
 
@@ -586,13 +607,7 @@ class Controller:
 
     def sink_name(self, record: WorkloadRecord) -> str | None:
         """The sink for this workload (None: the annotation names no known sink)."""
-        if self.config.behaviour.webhook_url:
-            return SinkName.WEBHOOK
-        key = self.config.keys.sink
-        chosen = record.annotations.get(key) or record.template_annotations.get(key)
-        if not chosen:
-            return self.config.behaviour.default_sink or self.config.behaviour.reload_strategy
-        return SinkName.from_annotation(chosen)
+        return choose_sink(self.config, record)[0]
 
     def _sync(self, key: str) -> None:
         pending = self._take_pending(key)

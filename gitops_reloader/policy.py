@@ -138,10 +138,12 @@ class Decision:
     """The outcome of :func:`decide` for one (workload, source) pair.
 
     ``container`` is where the ``env-vars`` sink puts the env var: set only when
-    ``reload`` is true and the pod has a regular container. ``invalid_patterns`` lists the
-    reload-list entries that are not valid patterns, and ``oversized`` the annotation keys
-    whose lists exceed the size caps and were ignored (seen while deciding; the caller logs
-    them and records a Warning Event), whatever the decision.
+    ``reload`` is true and the pod has a regular container. ``matched_entry`` is the
+    reload-list entry that matched (``EXPLICIT`` only; for explanations, not compared).
+    ``invalid_patterns`` lists the reload-list entries that are not valid patterns, and
+    ``oversized`` the annotation keys whose lists exceed the size caps and were ignored
+    (seen while deciding; the caller logs them and records a Warning Event), whatever
+    the decision.
     """
 
     reload: bool
@@ -149,6 +151,7 @@ class Decision:
     container: str | None = None
     invalid_patterns: tuple[str, ...] = ()
     oversized: tuple[str, ...] = ()
+    matched_entry: str | None = field(default=None, compare=False)
 
 
 def is_truthy(value: str | None) -> bool:
@@ -238,20 +241,20 @@ def _compile(pattern: str) -> LinearPattern | None:
         return None
 
 
-def _match_list(name: str, entries: list[str]) -> tuple[bool, tuple[str, ...]]:
-    """Whether an entry fully matches ``name``, and every invalid entry seen.
+def _match_list(name: str, entries: list[str]) -> tuple[str | None, tuple[str, ...]]:
+    """The first entry that fully matches ``name`` (None: none does), and every invalid entry.
 
     All entries are checked for validity even after a match, so that a broken entry is
     reported on every change, not only on those that happen to reach it.
     """
-    matched = False
+    matched: str | None = None
     invalid: list[str] = []
     for entry in entries:
         compiled = _compile(entry)
         if compiled is None:
             invalid.append(entry)
-        elif not matched and compiled.fullmatch(name) is not None:
-            matched = True
+        elif matched is None and compiled.fullmatch(name) is not None:
+            matched = entry
     return matched, tuple(invalid)
 
 
@@ -294,12 +297,13 @@ def decide(view: WorkloadView, source: SourceMeta, options: PolicyOptions) -> De
     too_large = tuple(oversized)
 
     def reload(reason: Reason) -> Decision:
-        return Decision(True, reason, choose_container(view.refs, kind, name), invalid, too_large)
+        return Decision(True, reason, choose_container(view.refs, kind, name), invalid, too_large,
+                        matched if reason is Reason.EXPLICIT else None)
 
     def no_reload(reason: Reason) -> Decision:
         return Decision(False, reason, None, invalid, too_large)
 
-    if matched:
+    if matched is not None:
         return reload(Reason.EXPLICIT)
 
     referenced = name in view.refs.names(kind)

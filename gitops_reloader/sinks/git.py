@@ -259,8 +259,7 @@ class ManifestPlanner:
         for position, request, resolution in items:
             try:
                 location = self.locator.locate(request.workload, resolution, handle.index)
-                self._check_allowed(handle, request, location)
-                self._check_editable(handle, request, location)
+                self.check_location(handle, request, location)
                 value = key.digest(source_digest_inputs(request))
                 result: EditResult | None = None
                 try:
@@ -272,8 +271,7 @@ class ManifestPlanner:
                         result is None or not self._confined(request, location, text, result, value)):
                     # Unconfirmed index hit that the editor disagrees with: confirm the document, redo.
                     location = self.locator.locate(request.workload, resolution, handle.index, confirm=True)
-                    self._check_allowed(handle, request, location)
-                    self._check_editable(handle, request, location)
+                    self.check_location(handle, request, location)
                     text, result = self._apply(handle, plan, request, location, value)
             except _PERMANENT as exc:
                 plan.skipped.append((position, request, exc))
@@ -298,6 +296,16 @@ class ManifestPlanner:
         """The ``already-current`` outcome for a workload whose value is at ``location``."""
         return Outcome(OutcomeStatus.ALREADY_CURRENT, self.sink_name,
                        f"{location} already records these sources")
+
+    @classmethod
+    def check_location(cls, handle: RepositoryHandle, request: ReloadRequest, location: Location) -> None:
+        """Refuse a located manifest this sink must not edit (raises a permanent error).
+
+        Outside the repository's configured paths, through a symlink, a Helm chart
+        template, or a ``git-target`` not ending in an ``annotationKeys`` map.
+        """
+        cls._check_allowed(handle, request, location)
+        cls._check_editable(handle, request, location)
 
     @staticmethod
     def _check_allowed(handle: RepositoryHandle, request: ReloadRequest, location: Location) -> None:

@@ -1,0 +1,478 @@
+"""``gitops-reloader explain KIND/NAME -n NAMESPACE``: why a workload would (not) reload.
+
+Contract: the answer comes from the code the controller runs, never a second copy of it —
+the filters the controller's informers apply (``--namespaces``, ``--namespaces-to-ignore``,
+``--namespace-selector``, ``--resource-label-selector``, ``--resources-to-ignore``,
+``--ignored-workload-types``), :func:`gitops_reloader.policy.decide` per source,
+:func:`gitops_reloader.controller.choose_sink`, the sinks' ``recorded_hash``, and for the
+git and pull-request sinks :class:`~gitops_reloader.gitops.locate.Locator` on a fresh
+clone in a temporary directory. It only reads: no write to the cluster or to git.
+
+Flags: the same as ``run`` (so the same rules apply), plus ``-n/--namespace``,
+``--output text|json`` and ``--source KIND/[NAMESPACE/]NAME`` (repeatable) to ask about
+a source the workload neither references nor names. Exit code: 0 answered, 1 the
+workload or the cluster could not be read, 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from prometheus_client import CollectorRegistry
+
+from gitops_reloader import policy
+from gitops_reloader.config import Config, load_config, parse_duration
+from gitops_reloader.controller import choose_sink, source_transform
+from gitops_reloader.errors import ConfigError, KubeNotFound, ReloaderError
+from gitops_reloader.hashing import env_var_name
+from gitops_reloader.kube.api import KubeApi
+from gitops_reloader.kube.resources import CONFIGMAPS, NAMESPACES, SECRETS, ResourceKind
+from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord, adapters_for
+from gitops_reloader.model import ReloadRequest, SinkName, SourceKind
+from gitops_reloader.observability.metrics import Metrics
+from gitops_reloader.regex import RegexError, compile_linear
+from gitops_reloader.sinks import build_live_sinks
+
+__all__ = ["Explanation", "SourceReport", "explain", "main", "render_text", "rule_text"]
+
+RESOURCES: dict[SourceKind, ResourceKind] = {SourceKind.CONFIGMAP: CONFIGMAPS, SourceKind.SECRET: SECRETS}
+_PAGE = 500
+USAGE = """usage: gitops-reloader explain KIND/NAME [-n NAMESPACE] [--output text|json]
+                               [--source configmap|secret/[NAMESPACE/]NAME ...] [run flags]
+
+Why KIND/NAME would (or would not) reload on a change of each ConfigMap/Secret it
+references or names, through which sink, and (git / pull-request sinks) which manifest
+would be edited. Pass the flags the controller runs with (gitops-reloader run --help)."""
+HIDDEN = "(secret: not shown)"
+"""Printed instead of a Secret's hash; the comparison is still made and reported."""
+_SHORT_NAMES = {"deploy": "Deployment", "ds": "DaemonSet", "sts": "StatefulSet", "cj": "CronJob",
+                "ro": "Rollout", "dc": "DeploymentConfig"}
+"""kubectl's short names for the workload kinds."""
+
+
+@dataclass(slots=True)
+class SourceReport:
+    """One ConfigMap/Secret as the controller sees it for this workload."""
+
+    kind: str
+    namespace: str
+    name: str
+    tracked: bool
+    reason: str
+    """A :class:`~gitops_reloader.policy.Reason` value, or a filter reason (``not-found``,
+    ``resource-type-ignored``, ``namespace-not-watched``, ``namespace-ignored``,
+    ``namespace-not-selected``, ``label-selector``)."""
+    rule: str
+    referenced: bool
+    policy: str | None = None
+    """What :func:`~gitops_reloader.policy.decide` alone says (a filter may stop it first)."""
+    container: str | None = None
+    env_var: str | None = None
+    recorded_hash: str | None = None
+    current_hash: str | None = None
+    out_of_date: bool | None = None
+    invalid_annotations: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Explanation:
+    """Everything ``explain`` found out about one workload."""
+
+    kind: str
+    namespace: str
+    name: str
+    watched: bool
+    note: str = ""
+    sink: str | None = None
+    sink_reason: str = ""
+    pause: dict[str, Any] = field(default_factory=dict)
+    sources: list[SourceReport] = field(default_factory=list)
+    manifest: dict[str, Any] | None = None
+
+
+# --- pure: words for the rules ------------------------------------------------------
+
+
+def _typed_auto_key(kind: SourceKind, keys: Any) -> str:
+    return keys.configmap_auto if kind is SourceKind.CONFIGMAP else keys.secret_auto
+
+
+def rule_text(decision: policy.Decision, kind: SourceKind, config: Config) -> str:
+    """The rule behind ``decision`` in words, naming the annotation or flag."""
+    keys = config.keys
+    reload_key = keys.configmap_reload if kind is SourceKind.CONFIGMAP else keys.secret_reload
+    exclude_key = keys.configmaps_exclude if kind is SourceKind.CONFIGMAP else keys.secrets_exclude
+    texts = {
+        policy.Reason.EXPLICIT: f"explicit list {reload_key}: entry {decision.matched_entry!r} matches",
+        policy.Reason.SEARCH: f"search+match: workload {keys.search}=true, source {keys.match}=true",
+        policy.Reason.AUTO: f"auto: {keys.auto}=true",
+        policy.Reason.TYPED_AUTO: f"typed auto: {_typed_auto_key(kind, keys)}=true",
+        policy.Reason.AUTO_RELOAD_ALL: "--auto-reload-all",
+        policy.Reason.OTHER_NAMESPACE: "other namespace: a workload reloads only for sources "
+                                       "in its own namespace",
+        policy.Reason.IGNORED: f"ignored: the source has {keys.ignore}=true",
+        policy.Reason.EXCLUDED: f"excluded: named in {exclude_key}",
+        policy.Reason.NOT_REFERENCED: "not referenced: the pod template does not use it "
+                                      "(only an explicit list entry works without a reference)",
+        policy.Reason.AUTO_DISABLED: f"--auto-reload-all, but {keys.auto} or "
+                                     f"{_typed_auto_key(kind, keys)} is set to a non-true value",
+        policy.Reason.NOT_MATCHED: "not matched: the workload's reloader annotations select other sources",
+        policy.Reason.NO_ANNOTATION: "no reloader annotation on the workload (and no --auto-reload-all)",
+    }
+    return texts[decision.reason]
+
+
+def invalid_annotations(decision: policy.Decision) -> list[str]:
+    """Each invalid reload-list entry with its parse error, and each oversized list."""
+    out: list[str] = []
+    for entry in decision.invalid_patterns:
+        if len(entry) > policy.MAX_PATTERN_CHARS:
+            out.append(f"entry {entry[:64]!r}... is longer than {policy.MAX_PATTERN_CHARS} characters")
+            continue
+        try:
+            compile_linear(entry, capture=False)
+            error = "invalid"
+        except RegexError as exc:
+            error = str(exc)
+        out.append(f"entry {entry!r} skipped: {error}")
+    out.extend(f"{key} is over {policy.MAX_LIST_BYTES} bytes or {policy.MAX_LIST_ENTRIES} entries; ignored"
+               for key in decision.oversized)
+    return out
+
+
+def method_text(method: str) -> str:
+    """The location rule (a :class:`~gitops_reloader.gitops.locate.Method` value) in words."""
+    from gitops_reloader.gitops import locate
+
+    return {
+        locate.Method.TARGET: f"explicit: {locate.GIT_TARGET_ANNOTATION} annotation",
+        locate.Method.ANNOTATION: f"explicit: {locate.GIT_PATH_ANNOTATION} annotation",
+        locate.Method.ARGOCD: f"Argo CD: {locate.ARGOCD_TRACKING_ANNOTATION} (or instance label)"
+                              " -> Application",
+        locate.Method.FLUX: f"Flux: {locate.FLUX_NAME_LABEL} labels -> Kustomization -> GitRepository",
+        locate.Method.SCAN: "scan: the repository searched for the workload's kind, name and namespace",
+    }[locate.Method(method)]
+
+
+def pause_state(record: WorkloadRecord, config: Config) -> dict[str, Any]:
+    """The Deployment's pause-period annotations and ``spec.paused``, as read from it."""
+    if record.ref.kind != "Deployment":
+        return {}
+    keys = config.keys
+    period = record.annotations.get(keys.pause_period)
+    state: dict[str, Any] = {
+        "paused": bool((record.raw.get("spec") or {}).get("paused")),
+        "period": period,
+        "paused_at": record.annotations.get(keys.paused_at),
+    }
+    if period is not None:
+        try:
+            state["period_seconds"] = parse_duration(period)
+        except ValueError as exc:
+            state["error"] = f"{keys.pause_period}: {exc}"
+    return state
+
+
+# --- I/O: reading the cluster and the repository --------------------------------------
+
+
+def _find_adapter(kind: str, config: Config) -> tuple[WorkloadAdapter | None, WorkloadAdapter | None]:
+    """(the enabled adapter for ``kind``, the adapter if every type were enabled)."""
+    behaviour = config.behaviour
+    # --is-openshift unset: ``run`` discovers the group; a DeploymentConfig we can read proves it.
+    enabled = adapters_for(argo_rollouts=behaviour.is_argo_rollouts,
+                           openshift=behaviour.is_openshift is not False,
+                           ignored=config.filters.ignored_workload_types)
+    everything = adapters_for(argo_rollouts=True, openshift=True)
+    by_lower = {k.lower(): k for k in everything} | {k: v for k, v in _SHORT_NAMES.items()}
+    text = kind.lower()
+    name = by_lower.get(text) or by_lower.get(text.removesuffix("s"))
+    if name is None:
+        return None, None
+    return enabled.get(name), everything[name]
+
+
+def _names(api: KubeApi, resource: ResourceKind, namespace: str | None, label_selector: str) -> set[str]:
+    """The names of every object of ``resource`` the selector lists (all pages)."""
+    names: set[str] = set()
+    token = ""
+    while True:
+        page = api.list(resource, namespace=namespace, label_selector=label_selector,
+                        limit=_PAGE, continue_token=token)
+        names.update(str((item.get("metadata") or {}).get("name")) for item in page.get("items") or [])
+        token = str((page.get("metadata") or {}).get("continue") or "")
+        if not token:
+            return names
+
+
+def _filtered(api: KubeApi, config: Config, kind: SourceKind, namespace: str,
+              name: str) -> tuple[str, str] | None:
+    """Why the controller's informers never see this source (None: they do)."""
+    filters = config.filters
+    if (filters.ignore_configmaps and kind is SourceKind.CONFIGMAP) or (
+            filters.ignore_secrets and kind is SourceKind.SECRET):
+        return "resource-type-ignored", f"resource type ignored: --resources-to-ignore ({kind.plural})"
+    if filters.namespaces and namespace not in filters.namespaces:
+        return "namespace-not-watched", f"namespace {namespace} is not in --namespaces"
+    if namespace in filters.namespaces_to_ignore:
+        return "namespace-ignored", f"namespace {namespace} is in --namespaces-to-ignore"
+    selector = filters.namespace_selector
+    if selector and namespace not in _names(api, NAMESPACES, None, selector):
+        why = f"namespace {namespace} is not selected by --namespace-selector {selector!r}"
+        return "namespace-not-selected", why
+    labels = filters.resource_label_selector
+    if labels and name not in _names(api, RESOURCES[kind], namespace, labels):
+        return "label-selector", f"labels do not match --resource-label-selector {labels!r}"
+    return None
+
+
+def _candidates(api: KubeApi, record: WorkloadRecord, view: policy.WorkloadView, config: Config,
+                extra: Sequence[tuple[SourceKind, str, str]]) -> list[tuple[SourceKind, str, str, bool]]:
+    """(kind, namespace, name, listed-only) of every source worth explaining."""
+    namespace = record.ref.namespace
+    out: dict[tuple[SourceKind, str, str], bool] = {}
+    explicit = policy.has_explicit_lists(view, config.keys)
+    annotations = policy.effective_annotations(view, config.keys)
+    excludes = (config.keys.configmaps_exclude, config.keys.secrets_exclude)
+    for kind in SourceKind:
+        for name in sorted(record.refs.names(kind)):
+            out[(kind, namespace, name)] = False
+        if explicit or any(annotations.get(key) for key in excludes):
+            for name in sorted(_names(api, RESOURCES[kind], namespace, "")):
+                out.setdefault((kind, namespace, name), True)
+    for item in extra:
+        out[item] = False
+    return [(*key, listed) for key, listed in out.items()]
+
+
+def _shown_hash(kind: SourceKind, value: str) -> str:
+    """A ConfigMap's hash as is; a Secret's is never printed (it derives from secret data)."""
+    return HIDDEN if kind is SourceKind.SECRET and value else value
+
+
+def _source_report(api: KubeApi, config: Config, record: WorkloadRecord, view: policy.WorkloadView,
+                   sinks: Mapping[str, Any], sink: str | None,
+                   kind: SourceKind, namespace: str, name: str) -> SourceReport:
+    referenced = namespace == record.ref.namespace and name in record.refs.names(kind)
+    report = SourceReport(kind.kube_kind, namespace, name, False, "", "", referenced)
+    try:
+        raw = api.get(RESOURCES[kind], namespace, name)
+    except KubeNotFound:
+        report.reason, report.rule = "not-found", f"{kind.kube_kind} {namespace}/{name} does not exist"
+        return report
+    meta = source_transform(kind, (config.keys.ignore, config.keys.match), lambda: True)(raw)
+    report.current_hash = _shown_hash(kind, meta.hash)
+    decision = policy.decide(view, meta, policy.PolicyOptions(config.keys, config.behaviour.auto_reload_all))
+    report.policy = decision.reason.value
+    report.invalid_annotations = invalid_annotations(decision)
+    filtered = _filtered(api, config, kind, namespace, name)
+    if filtered is not None:
+        report.reason, report.rule = filtered
+        return report
+    report.tracked, report.reason, report.rule = decision.reload, decision.reason.value, rule_text(
+        decision, kind, config)
+    if decision.reload:
+        report.container = decision.container
+        if sink == SinkName.ENV_VARS:
+            report.env_var = env_var_name(name, kind)
+        recorder = getattr(sinks.get(sink or ""), "recorded_hash", None)
+        if recorder is not None:
+            recorded = recorder(record, meta.ref, decision.container)
+            if recorded is not None:
+                report.recorded_hash = _shown_hash(kind, recorded)
+                report.out_of_date = recorded != meta.hash
+    return report
+
+
+def _without_credentials(url: str) -> str:
+    """``url`` without any ``user:password@`` part (the git config may hold one)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+def _manifest(api: KubeApi, config: Config, record: WorkloadRecord, sink: SinkName) -> dict[str, Any]:
+    """Where the git / pull-request sink would write, found as the sink finds it."""
+    from gitops_reloader.gitops.gitconfig import load_git_config
+    from gitops_reloader.gitops.locate import Locator
+    from gitops_reloader.sinks.git import ManifestPlanner
+    from gitops_reloader.sinks.gitwiring import build_repository_handles
+
+    if not config.gitops.config_file:
+        return {"refused": "no --git-config: the git and pull-request sinks are not configured"}
+    git_config = load_git_config(config.gitops.config_file)
+    locator = Locator(git_config, api)
+    try:
+        resolution = locator.resolve(record)
+    except ReloaderError as exc:
+        return {"refused": str(exc)}
+    out: dict[str, Any] = {"repository": resolution.repo_name, "method": resolution.method.value,
+                           "rule": method_text(resolution.method),
+                           "found_by": [str(t) for t in resolution.refresh], "notes": list(resolution.notes)}
+    repo_config = git_config.get(resolution.repo_name)
+    if repo_config is not None:
+        out.update(url=_without_credentials(repo_config.url), branch=repo_config.branch)
+        if sink is SinkName.PULL_REQUEST and repo_config.pull_request is None:
+            out["refused"] = (f"{record.ref}: repository {repo_config.name} has no pullRequest "
+                              "settings in --git-config")
+    with tempfile.TemporaryDirectory(prefix="gitops-reloader-explain-") as cache:
+        handles = build_repository_handles(git_config, cache)
+        handle = handles.get(resolution.repo_name)
+        if handle is None:
+            return {**out, "refused": f"repository {resolution.repo_name} is not configured"}
+        try:
+            handle.sync()
+            location = locator.locate(record, resolution, handle.index, confirm=True)
+            ManifestPlanner.check_location(handle, ReloadRequest(record.ref, record, (), 0), location)
+        except ReloaderError as exc:
+            return {**out, "refused": str(exc)}
+    out.update(path=location.path, document=location.doc_index,
+               yaml_path=list(location.yaml_path) if location.yaml_path is not None else None)
+    return out
+
+
+def explain(api: KubeApi, config: Config, kind: str, namespace: str, name: str, *,
+            extra: Sequence[tuple[SourceKind, str, str]] = ()) -> Explanation:
+    """Read the workload and its sources and explain each decision (reads only)."""
+    adapter, any_adapter = _find_adapter(kind, config)
+    if any_adapter is None:
+        raise ConfigError(f"unknown workload kind {kind!r}")
+    raw = api.get((adapter or any_adapter).resource, namespace, name)
+    record = (adapter or any_adapter).record(raw)
+    result = Explanation(record.ref.kind, namespace, name, watched=adapter is not None)
+    if adapter is None:
+        result.note = f"workload type ignored: --ignored-workload-types excludes {record.ref.kind}s"
+    elif config.filters.namespaces and namespace not in config.filters.namespaces:
+        result.watched, result.note = False, f"namespace {namespace} is not in --namespaces"
+    elif namespace in config.filters.namespaces_to_ignore:
+        result.watched, result.note = False, f"namespace {namespace} is in --namespaces-to-ignore"
+    adapters = {record.ref.kind: adapter or any_adapter}
+    sinks = build_live_sinks(config, api, adapters, metrics=Metrics(CollectorRegistry()))
+    sink, result.sink_reason = choose_sink(config, record)
+    result.sink = sink.value if sink is not None else None
+    result.pause = pause_state(record, config)
+    view = policy.WorkloadView(record.ref, record.annotations, record.template_annotations, record.refs)
+    try:
+        for source_kind, source_ns, source_name, listed in _candidates(api, record, view, config, extra):
+            report = _source_report(api, config, record, view, sinks, sink,
+                                    source_kind, source_ns, source_name)
+            if listed and report.policy not in (policy.Reason.EXPLICIT, policy.Reason.EXCLUDED):
+                continue  # in the namespace, neither referenced nor named: not worth a line
+            if not result.watched and report.tracked:
+                report.tracked, report.reason, report.rule = False, "workload-not-watched", result.note
+            result.sources.append(report)
+    finally:
+        for built in sinks.values():
+            close = getattr(built, "close", None)  # the webhook sink holds an HTTP client
+            if close is not None:
+                close()
+    if sink in (SinkName.GIT, SinkName.PULL_REQUEST):
+        result.manifest = _manifest(api, config, record, sink)
+    return result
+
+
+# --- output --------------------------------------------------------------------------
+
+
+def _hash_line(report: SourceReport, sink: str | None) -> str:
+    def short(value: str | None) -> str:
+        return value if value == HIDDEN else (value or "")[:12]
+
+    current = short(report.current_hash)
+    if sink not in (SinkName.ENV_VARS, SinkName.ANNOTATIONS):
+        return f"hash: current {current} (the {sink or 'unknown'} sink keeps no per-source hash on it)"
+    if report.recorded_hash is None:
+        return f"hash: current {current}, nothing recorded yet (the next change reloads)"
+    if report.out_of_date:
+        return (f"hash: recorded {short(report.recorded_hash)}, current {current}: out of date\n"
+                "      (the next sync reloads: any change, or a start with --sync-after-restart)")
+    return f"hash: recorded {short(report.recorded_hash)} = current: up to date"
+
+
+def render_text(result: Explanation) -> str:
+    """The explanation as terminal text."""
+    lines = [f"{result.kind} {result.namespace}/{result.name}"]
+    if result.note:
+        lines.append(f"  NOT WATCHED: {result.note}")
+    lines.append(f"  sink: {result.sink or 'none'} ({result.sink_reason})")
+    pause = result.pause
+    if pause:
+        if pause.get("period") is None:
+            lines.append(f"  pause: no pause period{'; spec.paused is true' if pause['paused'] else ''}")
+        else:
+            state = f"paused since {pause['paused_at']}" if pause.get("paused_at") else "not paused now"
+            lines.append(f"  pause: period {pause['period']}, {state}"
+                         + (f" ({pause['error']})" if pause.get("error") else ""))
+    if not result.sources:
+        lines.append("  no ConfigMap or Secret referenced or named")
+    for src in result.sources:
+        verdict = "tracked" if src.tracked else "not tracked"
+        lines.append(f"  {src.kind} {src.namespace}/{src.name}: {verdict} [{src.reason}]")
+        lines.append(f"    rule: {src.rule}")
+        if src.tracked:
+            where = src.container or "none (the pod has no regular container)"
+            lines.append(f"    container: {where}" + (f", env {src.env_var}" if src.env_var else ""))
+            lines.append(f"    {_hash_line(src, result.sink)}")
+        lines.extend(f"    invalid annotation: {text}" for text in src.invalid_annotations)
+    if result.manifest is not None:
+        found = result.manifest
+        lines.append("  manifest:")
+        for key in ("repository", "url", "branch", "path", "document", "yaml_path", "rule"):
+            if found.get(key) is not None:
+                lines.append(f"    {key}: {found[key]}")
+        if found.get("found_by"):
+            lines.append(f"    via: {', '.join(found['found_by'])}")
+        lines.extend(f"    note: {note}" for note in found.get("notes") or ())
+        if found.get("refused"):
+            lines.append(f"    REFUSED: {found['refused']}")
+    return "\n".join(lines)
+
+
+def _source_arg(text: str, namespace: str) -> tuple[SourceKind, str, str]:
+    parts = text.split("/")
+    kinds = {"configmap": SourceKind.CONFIGMAP, "cm": SourceKind.CONFIGMAP, "secret": SourceKind.SECRET}
+    if len(parts) not in (2, 3) or parts[0].lower() not in kinds or not all(parts):
+        raise ConfigError(f"--source {text!r}: expected configmap|secret/[NAMESPACE/]NAME")
+    return kinds[parts[0].lower()], parts[1] if len(parts) == 3 else namespace, parts[-1]
+
+
+def main(argv: Sequence[str]) -> int:
+    """``gitops-reloader explain KIND/NAME -n NAMESPACE [--output json] [run flags]``."""
+    from gitops_reloader.kube.client import load_api_client
+
+    if any(arg in ("-h", "--help") for arg in argv):
+        print(USAGE)
+        return 0
+    parser = argparse.ArgumentParser(prog="gitops-reloader explain", allow_abbrev=False, add_help=False)
+    parser.add_argument("workload")
+    parser.add_argument("-n", "--namespace", default="default")
+    parser.add_argument("--output", "-o", choices=("text", "json"), default="text")
+    parser.add_argument("--source", action="append", default=[])
+    args, rest = parser.parse_known_args(list(argv))
+    kind, _, name = args.workload.partition("/")
+    try:
+        if not kind or not name:
+            raise ConfigError(f"expected KIND/NAME, got {args.workload!r}")
+        config = load_config(rest)
+        extra = [_source_arg(text, args.namespace) for text in args.source]
+        api = KubeApi(load_api_client(config.runtime.kubeconfig))
+        result = explain(api, config, kind, args.namespace, name, extra=extra)
+    except ConfigError as exc:
+        print(f"gitops-reloader explain: {exc}", file=sys.stderr)
+        return 2
+    except KubeNotFound:
+        print(f"gitops-reloader explain: {kind} {args.namespace}/{name} not found", file=sys.stderr)
+        return 1
+    except ReloaderError as exc:
+        print(f"gitops-reloader explain: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(asdict(result), indent=2) if args.output == "json" else render_text(result))
+    return 0
