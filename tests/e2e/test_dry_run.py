@@ -19,10 +19,19 @@ from typing import Any
 
 import pytest
 from kubernetes.client import ApiClient
+from prometheus_client import CollectorRegistry
 from reload_helpers import call, configmap, create
 
 from gitops_reloader.app import App
 from gitops_reloader.config import load_config
+from gitops_reloader.gitops.digestkey import DigestKeyStore
+from gitops_reloader.kube.api import KubeApi
+from gitops_reloader.kube.workloads import WorkloadRecord, adapters_for
+from gitops_reloader.model import ReloadItem, ReloadRequest, Source, SourceKind, SourceRef
+from gitops_reloader.observability.metrics import Metrics
+from gitops_reloader.sinks import build_live_sinks
+from gitops_reloader.sinks.annotations import LAST_RELOADED_FROM
+from gitops_reloader.sinks.dryrun import dry_run_sinks
 from gitops_reloader.testing.apiserver import ApiServer
 from gitops_reloader.testing.githost import GitHostServer
 from gitops_reloader.testing.harness import deployment, env_from_configmap, settle, wait_for
@@ -208,3 +217,65 @@ def test_dry_run_reports_every_sink_and_writes_nothing(
     assert {r.method for r in prhost.requests} <= {"GET"}
     # ... and the webhook receiver.
     assert receiver.requests == []
+
+
+# --------------------------------------------------------------------------- each sink's decision
+
+CM = SourceRef(SourceKind.CONFIGMAP, "ns", "app-config")
+DB = SourceRef(SourceKind.SECRET, "ns", "db")
+ENV = "STAKATER_APP_CONFIG_CONFIGMAP"
+RECORDED = '{"type":"CONFIGMAP","name":"app-config","namespace":"ns","hash":"h1"}'
+
+
+def record(env: dict[str, str] | None = None, recorded: str = "") -> WorkloadRecord:
+    app = {"name": "app", "image": "nginx", "envFrom": [{"configMapRef": {"name": "app-config"}}],
+           "env": [{"name": k, "value": v} for k, v in (env or {}).items()]}
+    body = deployment("web", containers=[app],
+                      template_annotations={LAST_RELOADED_FROM: recorded} if recorded else None)
+    return adapters_for()["Deployment"].record(body)
+
+
+@pytest.mark.parametrize(("sink", "workload", "item", "status", "detail"), [
+    ("env-vars", record(), ReloadItem(Source(CM, "h1"), "app"), "would-apply", f"would patch env {ENV}"),
+    ("env-vars", record({ENV: "h1"}), ReloadItem(Source(CM, "h1"), "app"), "already-current", ""),
+    ("env-vars", record({ENV: "h1"}), ReloadItem(Source(CM, "h1"), "app", deleted=True), "would-apply",
+     f"would patch env {ENV}"),
+    ("env-vars", record({ENV: "h1"}), ReloadItem(Source(CM, "h2"), "app"), "would-apply",
+     f"would patch env {ENV}"),
+    ("annotations", record(), ReloadItem(Source(CM, "h1"), "app"), "would-apply",
+     "would patch configmap/app-config"),
+    ("annotations", record(recorded=RECORDED), ReloadItem(Source(CM, "h1"), "app"), "already-current", ""),
+    ("annotations", record(recorded=RECORDED), ReloadItem(Source(DB, "h9"), "app"), "would-apply",
+     "would patch secret/db"),
+    ("webhook", record(), ReloadItem(Source(DB, "h9"), "app"), "would-apply",
+     "would POST secret/db to {url}"),
+])
+def test_each_sink_decides_as_it_would_write_and_sends_nothing(
+        server: ApiServer, api_client: ApiClient, receiver: HttpReceiver, sink: str, workload: WorkloadRecord,
+        item: ReloadItem, status: str, detail: str) -> None:
+    config = load_config(["--dry-run", f"--webhook-url={receiver.url}/hook?token=s3cr3t"],
+                         environ={"HOME": "/nonexistent"})
+    api = KubeApi(api_client)
+    sinks = dry_run_sinks(build_live_sinks(config, api, adapters_for(), metrics=Metrics(CollectorRegistry())),
+                          webhook_url=config.behaviour.webhook_url)
+    server.reset_request_counts()
+    try:
+        outcome = sinks[sink].emit(ReloadRequest(workload.ref, workload, (item,), 1_700_000_000))
+    finally:
+        close = getattr(sinks["webhook"], "close", None)
+        assert close is not None
+        close()
+    assert (outcome.status.value, outcome.sink, outcome.detail) == (
+        status, sink, detail.format(url=receiver.url))
+    assert server.request_counts() == {}
+    assert receiver.requests == []
+
+
+def test_the_digest_key_is_read_but_never_created(server: ApiServer, api_client: ApiClient) -> None:
+    api = KubeApi(api_client)
+    stand_in = DigestKeyStore(api, namespace="gitops-system", name="key", create=False).get()
+    assert len(stand_in.value) == 32
+    assert {verb for verb, _ in server.request_counts()} == {"get"}
+    real = DigestKeyStore(api, namespace="gitops-system", name="key").get()  # creates it
+    assert DigestKeyStore(api, namespace="gitops-system", name="key", create=False).get() == real
+    assert real != stand_in
