@@ -279,3 +279,22 @@ def test_the_digest_key_is_read_but_never_created(server: ApiServer, api_client:
     real = DigestKeyStore(api, namespace="gitops-system", name="key").get()  # creates it
     assert DigestKeyStore(api, namespace="gitops-system", name="key", create=False).get() == real
     assert real != stand_in
+
+
+def test_a_deployment_paused_by_a_real_run_is_left_paused(
+        server: ApiServer, api_client: ApiClient, tmp_path: Path) -> None:
+    body = deployment("paused-web", annotations={
+        "deployment.reloader.stakater.com/pause-period": "1s",
+        "deployment.reloader.stakater.com/paused-at": "2020-01-01T00:00:00Z"})
+    body["spec"]["paused"] = True
+    create(api_client, body)
+    server.reset_request_counts()
+    app = dry_run_app(api_client, tmp_path)
+    app.start()
+    try:
+        settle(app, timeout=30)  # the overdue unpause is queued at once and handled
+    finally:
+        app.stop()
+    live = call(api_client, "GET", "/apis/apps/v1/namespaces/ns/deployments/paused-web")
+    assert live["spec"]["paused"] is True
+    assert not {verb for verb, _ in server.request_counts()} & WRITES
