@@ -23,6 +23,7 @@ from gitops_reloader.observability.alerts import Alerter, alert_config_from_env,
 from gitops_reloader.observability.http import HttpServer
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.sinks import build_live_sinks
+from gitops_reloader.sinks.dryrun import dry_run_sinks
 from gitops_reloader.sinks.gitwiring import build_git_sink, build_pull_request_sink
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,10 @@ class App:
         pr_sink = build_pull_request_sink(config, self.api, self.metrics, self.recorder, clock=self.clock)
         if pr_sink is not None:
             sinks[pr_sink.name] = pr_sink
+        if config.runtime.dry_run:
+            sinks = dry_run_sinks(sinks, webhook_url=config.behaviour.webhook_url)
+            log.info("dry run: reloads are decided and reported as WouldReload events; "
+                     "nothing is written to workloads or git")
         alert_config = alert_config_from_env(config.alerts)
         self.alerter = (Alerter(alert_config, metrics=self.metrics)
                         if alert_config.enabled else None)

@@ -132,6 +132,8 @@ class Runtime:
     log_format: str = "text"
     log_level: str = "info"
     kubeconfig: str = ""
+    dry_run: bool = False
+    """Decide every reload as usual; write nothing but ``WouldReload`` Events."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +221,7 @@ FLAGS: tuple[FlagSpec, ...] = (
     FlagSpec(("--digest-key-secret",), "Secret holding the HMAC key for digests written to git (created if missing).", "gitops-reloader-digest-key", stakater=False),
     FlagSpec(("--pr-grouping",), "One pull request per workload or per repository.", "workload", stakater=False),
     FlagSpec(("--request-refresh",), "After a push, ask Argo CD / Flux to reconcile now.", "true", True, stakater=False),
+    FlagSpec(("--dry-run",), "Decide every reload as usual but write nothing to the cluster or git; record each as a WouldReload Event, a log line and a metric.", "false", True, stakater=False),
     FlagSpec(("--lease-namespace",), "Lease namespace for --enable-ha (default: POD_NAMESPACE or default).", "", stakater=False),
 )
 
@@ -369,6 +372,7 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
         log_format=log_format,
         log_level=log_level,
         kubeconfig=_kubeconfig_path(raw["kubeconfig"], env),
+        dry_run=flag_bool["dry_run"],
     )
     gitops = GitOps(
         config_file=raw["git_config"].strip(),

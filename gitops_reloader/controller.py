@@ -561,6 +561,9 @@ class Controller:
         if remaining > 0:
             self.queue.add_after(key, remaining)
             return
+        if self.config.runtime.dry_run:
+            log.info("would unpause after pause period (dry run)", extra={"object": ref.key})
+            return
         body = {"spec": {"paused": False},
                 "metadata": {"annotations": {self.config.keys.paused_at: None}}}
         self.api.patch(self.adapters["Deployment"].resource, ref.namespace, ref.name, body,
@@ -684,6 +687,9 @@ class Controller:
                                                 self.clock.monotonic() - min(detected))
 
     def _report(self, record: WorkloadRecord, request: ReloadRequest, outcome: Outcome) -> None:
+        if outcome.status is OutcomeStatus.WOULD_APPLY:
+            self._report_dry_run(record, outcome)
+            return
         if outcome.status is not OutcomeStatus.APPLIED:
             return
         ref = record.ref
@@ -697,6 +703,19 @@ class Controller:
                 listener(request, outcome)
             except Exception:  # a listener (alerts) must never break a reload
                 log.exception("reload listener failed", extra={"object": ref.key})
+
+    def _report_dry_run(self, record: WorkloadRecord, outcome: Outcome) -> None:
+        """``--dry-run``: what would have been written, as a log line, a metric and an Event.
+
+        No reload is counted and no listener (alerts) is called: nothing happened.
+        """
+        ref = record.ref
+        self.metrics.dry_run_decision(outcome.sink, ref.namespace)
+        log.info("would reload (dry run)", extra={"object": ref.key, "sink": outcome.sink,
+                                                  "detail": outcome.detail})
+        if self.recorder is not None:
+            self.recorder.normal(ref, "WouldReload", f"dry run, {outcome.sink} sink: {outcome.detail}",
+                                 uid=record.uid)
 
     def _items(self, record: WorkloadRecord, pending: Mapping[SourceRef, PendingSource], *,
                lookup: Callable[[SourceRef], SourceMeta | None] | None = None) -> list[ReloadItem]:

@@ -177,6 +177,8 @@ class OutcomeStatus(enum.StrEnum):
     APPLIED = "applied"
     ALREADY_CURRENT = "already-current"
     SKIPPED = "skipped"
+    WOULD_APPLY = "would-apply"
+    """``--dry-run``: the sink decided to write and wrote nothing."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,7 +56,7 @@ from gitops_reloader.model import ReloadRequest, SinkName, SourceKind, SourceMet
 from gitops_reloader.observability.logging import configure_logging
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.sinks import build_live_sinks
-from gitops_reloader.sinks.annotations import AnnotationsSink
+from gitops_reloader.sinks.annotations import AnnotationsSink, describe_annotation
 from gitops_reloader.sinks.base import Sink
 from gitops_reloader.sinks.envvars import EnvVarsSink
 from gitops_reloader.sinks.git import EditPlan, GitSink, RepositoryHandle, failure_reason
@@ -231,12 +231,11 @@ def live_plan(sink: Sink, request: ReloadRequest, controller: Controller) -> Wor
     key, sources = request.ref.key, _sources(request)
     record = request.workload
     if isinstance(sink, EnvVarsSink | AnnotationsSink):
+        edit = sink.edit_for(request)
         if isinstance(sink, EnvVarsSink):
-            edit = sink.edit_for(request)
             detail = ", ".join(f"{c}: {n}={v}" for c, n, v in edit.set_env) or "env vars removed"
         else:
-            planned = sink.edit_for(request)
-            edit, detail = planned if planned is not None else (None, "")
+            detail = describe_annotation(edit) if edit else ""
         if not edit:
             return WorkloadPlan(key, sink.name, sources, "already-current", "the workload records this hash")
         adapter = controller.adapters[record.ref.kind]

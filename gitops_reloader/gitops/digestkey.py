@@ -10,6 +10,11 @@ a mass re-commit.
 A Secret that exists but has no (or an empty) ``digest-key`` entry is a configuration
 error: it is never overwritten, because changing the key changes every digest in git.
 
+With ``create=False`` (``--dry-run``, which writes nothing to the cluster) a missing
+Secret is not created: a key held only in memory stands in, so the digests computed
+differ from the ones a real run would write, and every located manifest looks out of
+date. This is logged once.
+
 The key is never logged, never put in an exception message, and hidden from ``repr``.
 """
 
@@ -108,10 +113,11 @@ class DigestKeyStore:
     unavailable; a failed load raises and is tried again on the next call.
     """
 
-    def __init__(self, api: KubeApi, *, namespace: str, name: str) -> None:
+    def __init__(self, api: KubeApi, *, namespace: str, name: str, create: bool = True) -> None:
         self.api = api
         self.namespace = namespace
         self.name = name
+        self.create = create
         self._key: DigestKey | None = None
         self._lock = threading.Lock()
 
@@ -122,8 +128,18 @@ class DigestKeyStore:
         """The key (loaded or created on the first call)."""
         with self._lock:
             if self._key is None:
-                self._key = load_or_create_digest_key(self.api, namespace=self.namespace, name=self.name)
+                self._key = (load_or_create_digest_key(self.api, namespace=self.namespace, name=self.name)
+                             if self.create else self._read_or_stand_in())
             return self._key
+
+    def _read_or_stand_in(self) -> DigestKey:
+        key = read_digest_key(self.api, namespace=self.namespace, name=self.name)
+        if key is None:
+            log.warning("digest key secret missing and not created (dry run); using a key held in "
+                        "memory: every located manifest will look out of date",
+                        extra={"object": f"{self.namespace}/Secret/{self.name}"})
+            return DigestKey(secrets.token_bytes(_KEY_BYTES))
+        return key
 
 
 def read_digest_key(api: KubeApi, *, namespace: str, name: str) -> DigestKey | None:

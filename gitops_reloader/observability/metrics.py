@@ -33,7 +33,7 @@ from prometheus_client.registry import Collector
 
 PREFIX = "gitops_reloader_"
 
-SINK_OUTCOMES = frozenset({"applied", "already-current", "skipped", "error"})
+SINK_OUTCOMES = frozenset({"applied", "already-current", "skipped", "would-apply", "error"})
 """Allowed ``outcome`` label values of ``gitops_reloader_sink_outcomes_total``."""
 
 WATCH_RESTART_REASONS = frozenset({"expired", "error", "closed"})
@@ -82,7 +82,9 @@ class Metrics:
     Families (``gitops_reloader_`` prefix omitted):
 
     ========================================  =========================================
-    ``sink_outcomes_total{sink,outcome}``     outcome: applied, already-current, skipped, error
+    ``sink_outcomes_total{sink,outcome}``     outcome: applied, already-current, skipped,
+                                              would-apply (``--dry-run``), error
+    ``dry_run_decisions_total{sink,namespace}`` ``--dry-run``: reloads decided, not written
     ``sink_errors_total{sink,reason}``        reason: a short fixed word (``not-found``...)
     ``emit_duration_seconds{sink}``           histogram of one ``Sink.emit`` call
     ``change_to_emit_seconds{sink}``          histogram: change detected → applied emission
@@ -161,6 +163,9 @@ class Metrics:
             "alerts_total", "Reload alerts by sink and success.", ("sink", "success"))
         self._webhook_posts = counter(
             "webhook_posts_total", "POSTs made by the webhook sink.", ("success",))
+        self._dry_run_decisions = counter(
+            "dry_run_decisions_total", "Reloads decided but not written (--dry-run).",
+            ("sink", "namespace"))
         self._leader = gauge("leader", "1 while this replica is the leader, else 0.")
         self._informer_synced = gauge(
             "informer_synced", "1 once the informer's cache has synced.", ("resource",))
@@ -181,6 +186,10 @@ class Metrics:
         if value not in SINK_OUTCOMES:
             raise ValueError(f"unknown sink outcome {value!r}; use one of {sorted(SINK_OUTCOMES)}")
         self._sink_outcomes.labels(sink=str(sink), outcome=value).inc()
+
+    def dry_run_decision(self, sink: str, namespace: str) -> None:
+        """Count one reload ``--dry-run`` decided and did not write (namespace: the workload's)."""
+        self._dry_run_decisions.labels(sink=str(sink), namespace=str(namespace)).inc()
 
     def sink_error(self, sink: str, reason: str) -> None:
         """Count one failed emission; ``reason`` is a short fixed word, never a message."""

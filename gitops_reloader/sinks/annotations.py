@@ -61,13 +61,12 @@ class AnnotationsSink:
             return None
         return recorded[3]
 
-    def edit_for(self, request: ReloadRequest) -> tuple[TemplateEdit, str] | None:
-        """The annotation to write and what it records (``configmap/name``); None if current."""
-        record: WorkloadRecord = request.workload
-        recorded = recorded_source(record)
+    def edit_for(self, request: ReloadRequest) -> TemplateEdit:
+        """The annotation write that records the latest pending source (empty: already current)."""
+        recorded = recorded_source(request.workload)
         pending = [item for item in request.items if _identity(item) != recorded]
         if not pending:
-            return None
+            return TemplateEdit()
         item = pending[-1]
         kind, name, namespace, digest = _identity(item)
         value = json.dumps({
@@ -75,12 +74,17 @@ class AnnotationsSink:
             "containerRefs": [item.container] if item.container else [],
             "observedAt": int(request.observed_at),
         }, separators=(",", ":"))
-        return TemplateEdit(annotations={LAST_RELOADED_FROM: value}), f"{kind.lower()}/{name}"
+        return TemplateEdit(annotations={LAST_RELOADED_FROM: value})
 
     def emit(self, request: ReloadRequest) -> Outcome:
-        planned = self.edit_for(request)
-        if planned is None:
+        edit = self.edit_for(request)
+        if not edit:
             return Outcome(OutcomeStatus.ALREADY_CURRENT, self.name)
-        edit, detail = planned
         self.patcher.apply(request.workload, edit, now=request.observed_at)
-        return Outcome(OutcomeStatus.APPLIED, self.name, detail)
+        return Outcome(OutcomeStatus.APPLIED, self.name, describe_annotation(edit))
+
+
+def describe_annotation(edit: TemplateEdit) -> str:
+    """``configmap/<name>`` (or ``secret/...``) of the source an annotation edit records."""
+    data = json.loads(edit.annotations[LAST_RELOADED_FROM])
+    return f"{str(data['type']).lower()}/{data['name']}"

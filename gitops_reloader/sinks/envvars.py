@@ -75,6 +75,10 @@ class EnvVarsSink:
         if not edit:
             return Outcome(OutcomeStatus.ALREADY_CURRENT, self.name)
         self.patcher.apply(request.workload, edit, now=request.observed_at)
-        names = {n for _, n, _ in edit.set_env} | {n for _, n in edit.remove_env}
-        changed = ", ".join(sorted(names))
-        return Outcome(OutcomeStatus.APPLIED, self.name, f"env {changed}")
+        return Outcome(OutcomeStatus.APPLIED, self.name, describe_env(edit))
+
+
+def describe_env(edit: TemplateEdit) -> str:
+    """``env NAME, ...``: the env vars an edit sets or removes (names only, never values)."""
+    names = {n for _, n, _ in edit.set_env} | {n for _, n in edit.remove_env}
+    return "env " + ", ".join(sorted(names))

@@ -447,6 +447,20 @@ class GitSink:
         synced or pushed (or an API read failed); edits already pushed for other
         repositories stay, and a retry finds them ``already-current``.
         """
+        return self._batch(requests, self._emit_repository)
+
+    def preview_batch(self, requests: Sequence[ReloadRequest]) -> list[Outcome]:
+        """What :meth:`emit_batch` would do (``--dry-run``): same resolve, sync, locate and edit.
+
+        Nothing is written, committed or pushed; a workload whose file would change gets
+        ``would-apply`` naming the file and branch. Per-workload refusals are reported as
+        in :meth:`emit_batch` (Warning Event, ``skipped``).
+        """
+        return self._batch(requests, self._preview_repository)
+
+    def _batch(self, requests: Sequence[ReloadRequest],
+               per_repository: Callable[[RepositoryHandle, Sequence[tuple[int, ReloadRequest, Resolution]],
+                                         DigestKey], dict[int, Outcome]]) -> list[Outcome]:
         outcomes: dict[int, Outcome] = {}
         by_repo: dict[str, list[tuple[int, ReloadRequest, Resolution]]] = {}
         retry: ReloaderError | None = None
@@ -469,7 +483,7 @@ class GitSink:
             key = self.digest_key()  # KubeError: retryable, nothing done yet
             for repo_name, items in by_repo.items():
                 try:
-                    outcomes.update(self._emit_repository(self.repositories[repo_name], items, key))
+                    outcomes.update(per_repository(self.repositories[repo_name], items, key))
                 except ReloaderError as exc:
                     if exc.retryable:
                         retry = retry or exc
@@ -532,6 +546,25 @@ class GitSink:
         raise PushRejected(
             f"{name}: push rejected {self.max_push_attempts} times in a row (the branch keeps moving); "
             "will retry with backoff")
+
+    def _preview_repository(self, handle: RepositoryHandle,
+                            items: Sequence[tuple[int, ReloadRequest, Resolution]],
+                            key: DigestKey) -> dict[int, Outcome]:
+        """Sync the clone and plan the edits of ``items``; the work tree and remote stay untouched."""
+        name = handle.config.name
+        with handle.lock:
+            try:
+                handle.sync()
+            except GitError as exc:
+                self.metrics.git_error(name, "sync")
+                log.warning("git sync failed", extra={"repo": name, "error": str(exc)})
+                raise
+            plan = self.planner.plan(handle, items, key)
+            for position, _, location in plan.applied:
+                plan.outcomes[position] = Outcome(
+                    OutcomeStatus.WOULD_APPLY, self.name,
+                    f"would commit to {location} ({handle.config.branch})")
+            return self._finish(plan, name)
 
     def _finish(self, plan: EditPlan, repo_name: str) -> dict[int, Outcome]:
         for position, request, exc in plan.skipped:

@@ -13,6 +13,9 @@ repositories with a ``pullRequest`` block take part, each with its own clone und
 check out different branches) and a git-host client built from the block's API URL and
 token file. Without such a repository there is no pull-request sink (``None``).
 
+With ``--dry-run`` the digest key Secret is read but never created (see
+:class:`~gitops_reloader.gitops.digestkey.DigestKeyStore`).
+
 Start-up fails with a :class:`~gitops_reloader.errors.ConfigError` naming the file or
 field when the configuration or a credential file is unusable; no network access
 happens here.
@@ -84,7 +87,8 @@ def build_git_sink(config: Config, api: KubeApi, metrics: Metrics, recorder: Eve
     git_config = load_git_config(gitops.config_file)
     if not git_config.repositories:
         raise ConfigError(f"--git-config {gitops.config_file}: no repositories configured")
-    digest_keys = DigestKeyStore(api, namespace=gitops.digest_key_namespace, name=gitops.digest_key_secret)
+    digest_keys = DigestKeyStore(api, namespace=gitops.digest_key_namespace, name=gitops.digest_key_secret,
+                                 create=not config.runtime.dry_run)
     return GitSink(
         git_config=git_config,
         repositories=build_repository_handles(git_config, gitops.cache_dir),
@@ -122,7 +126,8 @@ def build_pull_request_sink(config: Config, api: KubeApi, metrics: Metrics, reco
     handles = build_repository_handles(
         replace(git_config, repositories=with_pull_requests), Path(gitops.cache_dir) / PULL_REQUEST_CACHE,
         repository_class=PullRequestRepository)
-    digest_keys = DigestKeyStore(api, namespace=gitops.digest_key_namespace, name=gitops.digest_key_secret)
+    digest_keys = DigestKeyStore(api, namespace=gitops.digest_key_namespace, name=gitops.digest_key_secret,
+                                 create=not config.runtime.dry_run)
     return PullRequestSink(
         git_config=git_config,
         repositories=handles,

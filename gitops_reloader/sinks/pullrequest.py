@@ -208,6 +208,21 @@ class PullRequestSink:
         its host could not be reached (or a lease was lost); branches already handled
         stay, and the retry finds them current.
         """
+        return self._batch(requests, self._emit_branch)
+
+    def preview_batch(self, requests: Sequence[ReloadRequest]) -> list[Outcome]:
+        """What :meth:`emit_batch` would do (``--dry-run``), judged against the base branch.
+
+        Syncs the base, asks the host for the open pull request (a read) and plans the
+        edits; nothing is committed or pushed and no pull request is opened, updated or
+        closed. A workload whose file differs from the base gets ``would-apply``.
+        """
+        return self._batch(requests, self._preview_branch)
+
+    def _batch(self, requests: Sequence[ReloadRequest],
+               per_branch: Callable[[RepositoryHandle, _Target, str,
+                                     Sequence[tuple[int, ReloadRequest, Resolution]], DigestKey],
+                                    dict[int, Outcome]]) -> list[Outcome]:
         outcomes: dict[int, Outcome] = {}
         groups: dict[tuple[str, str], list[tuple[int, ReloadRequest, Resolution]]] = {}
         retry: ReloaderError | None = None
@@ -233,8 +248,8 @@ class PullRequestSink:
             digest_key = self.digest_key()  # KubeError: retryable, nothing done yet
             for (name, key), items in groups.items():
                 try:
-                    outcomes.update(self._emit_branch(self.repositories[name], self.targets[name], key,
-                                                      items, digest_key))
+                    outcomes.update(per_branch(self.repositories[name], self.targets[name], key,
+                                               items, digest_key))
                 except ReloaderError as exc:
                     if exc.retryable:
                         retry = retry or exc
@@ -323,6 +338,26 @@ class PullRequestSink:
             log.info("pull request branch handled", extra={
                 "repo": name, "branch": branch, "number": pull.number, "pushed": pushed,
                 "pr_changed": changed, "workloads": len(entries)})
+            return outcomes
+
+    def _preview_branch(self, handle: RepositoryHandle, target: _Target, key: str,
+                        items: Sequence[tuple[int, ReloadRequest, Resolution]],
+                        digest_key: DigestKey) -> dict[int, Outcome]:
+        """Plan the branch's edits against the base; read the host, write nothing."""
+        name = handle.config.name
+        base = handle.config.branch
+        branch = prpolicy.branch_name(base, key)
+        with handle.lock:
+            self._git_step(name, "sync", handle.sync)
+            pull = self._host_step(name, lambda: target.host.find_open(
+                target.config.repository, head=branch, base=base))
+            wanted = self.planner.plan(handle, items, digest_key)
+            outcomes = {position: self._skip(request, name, exc) for position, request, exc in wanted.skipped}
+            action = f"update pull request #{pull.number}" if pull is not None else "open a pull request"
+            for position, _, location in wanted.applied:
+                outcomes[position] = Outcome(OutcomeStatus.WOULD_APPLY, self.name,
+                                             f"would push {branch} and {action}: {location.path} into {base}")
+            outcomes.update(wanted.outcomes)
             return outcomes
 
     def _rebuild_start(self, handle: RepositoryHandle, branch: str, base_sha: str,

@@ -239,6 +239,7 @@ BOOLEAN_FIELDS = {
     "--is-openshift": ("behaviour", "is_openshift"),
     "--enable-ha": ("runtime", "enable_ha"),
     "--request-refresh": ("gitops", "request_refresh"),
+    "--dry-run": ("runtime", "dry_run"),
 }
 SPELLINGS = [
     (lambda f: [f], True),

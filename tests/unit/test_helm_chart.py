@@ -232,6 +232,12 @@ def test_ha_args(rendered: dict[str, list[Obj]]) -> None:
     assert one(rendered["ha"], "Deployment")["spec"]["replicas"] == 2
 
 
+def test_dry_run_arg(helm: Path, helm_home: Path) -> None:
+    docs = render(helm, CHART_DIR, home=helm_home, set_values={"reloader.dryRun": "true"})
+    assert flag_values(docs)["--dry-run"] == "true"
+    assert load_config(args_of(docs), environ={"POD_NAMESPACE": NAMESPACE}).runtime.dry_run
+
+
 def test_replicas_need_ha(helm: Path, helm_home: Path) -> None:
     docs = render(helm, CHART_DIR, home=helm_home,
                   set_values={"reloader.deployment.replicas": "3"})

@@ -283,6 +283,7 @@ Container args, each "--flag=value" with a flag from gitops_reloader.config.FLAG
 {{- $args = append $args "--enable-ha=true" }}
 {{- $args = append $args (printf "--lease-name=%s" (include "gitops-reloader.leaseName" .)) }}
 {{- end }}
+{{- if $r.dryRun }}{{ $args = append $args "--dry-run=true" }}{{ end }}
 {{- with $r.logFormat }}{{ $args = append $args (printf "--log-format=%s" .) }}{{ end }}
 {{- with $r.logLevel }}{{ $args = append $args (printf "--log-level=%s" .) }}{{ end }}
 {{- with $r.coalesceWindow }}{{ $args = append $args (printf "--coalesce-window=%s" (toString .)) }}{{ end }}
