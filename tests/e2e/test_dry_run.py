@@ -25,9 +25,10 @@ from reload_helpers import call, configmap, create
 from gitops_reloader.app import App
 from gitops_reloader.config import load_config
 from gitops_reloader.gitops.digestkey import DigestKeyStore
+from gitops_reloader.gitops.prpolicy import branch_name, workload_branch_key
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.workloads import WorkloadRecord, adapters_for
-from gitops_reloader.model import ReloadItem, ReloadRequest, Source, SourceKind, SourceRef
+from gitops_reloader.model import ObjectRef, ReloadItem, ReloadRequest, Source, SourceKind, SourceRef
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.sinks import build_live_sinks
 from gitops_reloader.sinks.annotations import LAST_RELOADED_FROM
@@ -190,8 +191,8 @@ def test_dry_run_reports_every_sink_and_writes_nothing(
     assert details["ann-web"] == "dry run, annotations sink: would patch configmap/app-config"
     assert details["git-web"].startswith("dry run, git sink: would commit to ")
     assert "apps/git-web.yaml" in details["git-web"] and "(main)" in details["git-web"]
-    assert details["pr-web"] == ("dry run, pull-request sink: would push "
-                                 "gitops-reloader/main/ns-deployment-pr-web and open a pull request: "
+    branch = branch_name("main", workload_branch_key(ObjectRef("Deployment", "ns", "pr-web")))
+    assert details["pr-web"] == (f"dry run, pull-request sink: would push {branch} and open a pull request: "
                                  "apps/pr-web.yaml into main")
     assert details["hook-web"].startswith("dry run, webhook sink: would POST configmap/app-config to http://")
     assert "s3cr3t" not in details["hook-web"]
