@@ -120,14 +120,7 @@ class PullRequestRepository(Repository):
         Signs like :meth:`commit` when the repository signs commits.
         """
         repo = self._require()
-        if not message.strip():
-            raise GitError(f"{self._where}: empty commit message")
-        clean = [self._relative(p) for p in paths]
-        if not clean:
-            return None
-        self._git(repo, "add", "--all", "--", *clean)
-        staged = self._git(repo, "diff", "--cached", "--name-only", "-z", "HEAD", "--", *clean)
-        if not staged.strip("\0"):
+        if self._stage(repo, message, paths) is None:
             return None
         parent = self.head()
         tree = self._git(repo, "write-tree")

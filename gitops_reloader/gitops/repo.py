@@ -269,6 +269,18 @@ class Repository:
         except OSError as exc:
             raise GitError(f"{self._where}: cannot write {path}: {exc.strerror}") from None
 
+    def _stage(self, repo: git.Repo, message: str, paths: Sequence[str]) -> list[str] | None:
+        """Stage exactly ``paths`` (deletions too); their clean relative paths, or ``None``
+        when none of them differs from ``HEAD`` (nothing to commit)."""
+        if not message.strip():
+            raise GitError(f"{self._where}: empty commit message")
+        clean = [self._relative(p) for p in paths]
+        if not clean:
+            return None
+        self._git(repo, "add", "--all", "--", *clean)
+        staged = self._git(repo, "diff", "--cached", "--name-only", "-z", "HEAD", "--", *clean)
+        return clean if staged.strip("\0") else None
+
     def commit(self, message: str, paths: Sequence[str]) -> str | None:
         """Commit the current content of exactly ``paths``; return the new sha.
 
@@ -277,14 +289,8 @@ class Repository:
         neither staged nor committed.
         """
         repo = self._require()
-        if not message.strip():
-            raise GitError(f"{self._where}: empty commit message")
-        clean = [self._relative(p) for p in paths]
-        if not clean:
-            return None
-        self._git(repo, "add", "--all", "--", *clean)
-        staged = self._git(repo, "diff", "--cached", "--name-only", "-z", "HEAD", "--", *clean)
-        if not staged.strip("\0"):
+        clean = self._stage(repo, message, paths)
+        if clean is None:
             return None
         self._git(
             repo,

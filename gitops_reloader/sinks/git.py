@@ -497,18 +497,22 @@ class GitSink:
 
     # -- one repository --------------------------------------------------------------------
 
+    def _sync(self, handle: RepositoryHandle) -> None:
+        """Bring the clone to the remote's tip; a failure is counted and logged, then raised."""
+        try:
+            handle.sync()
+        except GitError as exc:
+            self.metrics.git_error(handle.config.name, "sync")
+            log.warning("git sync failed", extra={"repo": handle.config.name, "error": str(exc)})
+            raise
+
     def _emit_repository(self, handle: RepositoryHandle,
                          items: Sequence[tuple[int, ReloadRequest, Resolution]],
                          key: DigestKey) -> dict[int, Outcome]:
         name = handle.config.name
         with handle.lock:
             for attempt in range(1, self.max_push_attempts + 1):
-                try:
-                    handle.sync()
-                except GitError as exc:
-                    self.metrics.git_error(name, "sync")
-                    log.warning("git sync failed", extra={"repo": name, "error": str(exc)})
-                    raise
+                self._sync(handle)
                 plan = self.planner.plan(handle, items, key)
                 if not plan.changed:
                     return self._finish(plan, name)
@@ -553,12 +557,7 @@ class GitSink:
         """Sync the clone and plan the edits of ``items``; the work tree and remote stay untouched."""
         name = handle.config.name
         with handle.lock:
-            try:
-                handle.sync()
-            except GitError as exc:
-                self.metrics.git_error(name, "sync")
-                log.warning("git sync failed", extra={"repo": name, "error": str(exc)})
-                raise
+            self._sync(handle)
             plan = self.planner.plan(handle, items, key)
             for position, _, location in plan.applied:
                 plan.outcomes[position] = Outcome(
