@@ -39,6 +39,7 @@ from gitops_reloader.model import ReloadRequest, SinkName, SourceKind
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.regex import RegexError, compile_linear
 from gitops_reloader.sinks import build_live_sinks
+from gitops_reloader.sinks.pullrequest import PullRequestNotConfigured
 
 __all__ = ["Explanation", "SourceReport", "explain", "main", "render_text", "rule_text"]
 
@@ -321,8 +322,7 @@ def _manifest(api: KubeApi, config: Config, record: WorkloadRecord, sink: SinkNa
     if repo_config is not None:
         out.update(url=_without_credentials(repo_config.url), branch=repo_config.branch)
         if sink is SinkName.PULL_REQUEST and repo_config.pull_request is None:
-            out["refused"] = (f"{record.ref}: repository {repo_config.name} has no pullRequest "
-                              "settings in --git-config")
+            out["refused"] = str(PullRequestNotConfigured(record.ref, repo_config.name))
     with tempfile.TemporaryDirectory(prefix="gitops-reloader-explain-") as cache:
         handles = build_repository_handles(git_config, cache)
         handle = handles.get(resolution.repo_name)

@@ -110,6 +110,9 @@ _BODY_LINES = 200
 class PullRequestNotConfigured(ConfigError):
     """The workload's repository has no ``pullRequest`` block in ``--git-config``."""
 
+    def __init__(self, ref: object, repo_name: str) -> None:
+        super().__init__(f"{ref}: repository {repo_name} has no pullRequest settings in --git-config")
+
 
 @dataclass(frozen=True, slots=True)
 class _Target:
@@ -239,8 +242,7 @@ class PullRequestSink:
             name = resolution.repo_name
             target = self.targets.get(name)
             if target is None or name not in self.repositories:
-                outcomes[position] = self._skip(request, name, PullRequestNotConfigured(
-                    f"{request.ref}: repository {name} has no pullRequest settings in --git-config"))
+                outcomes[position] = self._skip(request, name, PullRequestNotConfigured(request.ref, name))
                 continue
             key = self._branch_key(target, request.ref)
             groups.setdefault((name, key), []).append((position, request, resolution))
