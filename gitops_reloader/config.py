@@ -81,6 +81,10 @@ class AnnotationKeys:
     sink: str = "gitops-reloader.io/sink"
 
 
+HELM_RELEASE_SECRET_TYPE = "helm.sh/release.v1"
+"""Helm 3 release records: up to ~1 MB each, never referenced by a workload."""
+
+
 @dataclass(frozen=True, slots=True)
 class Filters:
     """Which objects the controller watches at all."""
@@ -94,6 +98,8 @@ class Filters:
     ignore_secrets: bool = False
     ignored_workload_types: tuple[str, ...] = ()
     """Lower-case plurals: ``jobs``, ``cronjobs``."""
+    ignore_secret_types: tuple[str, ...] = (HELM_RELEASE_SECRET_TYPE,)
+    """Secret ``type`` values excluded server-side (field selector) from list and watch."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +229,7 @@ FLAGS: tuple[FlagSpec, ...] = (
     FlagSpec(("--request-refresh",), "After a push, ask Argo CD / Flux to reconcile now.", "true", True, stakater=False),
     FlagSpec(("--dry-run",), "Decide every reload as usual but write nothing to the cluster or git; record each as a WouldReload Event, a log line and a metric.", "false", True, stakater=False),
     FlagSpec(("--lease-namespace",), "Lease namespace for --enable-ha (default: POD_NAMESPACE or default).", "", stakater=False),
+    FlagSpec(("--ignore-secret-types",), "Comma list of Secret types never listed or watched (a server-side field selector); empty watches all.", HELM_RELEASE_SECRET_TYPE, stakater=False),
 )
 
 
@@ -343,6 +350,7 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
         ignore_configmaps=flag_bool["ignore_configmaps"] or resources_to_ignore.lower() == "configmaps",
         ignore_secrets=flag_bool["ignore_secrets"] or resources_to_ignore == "secrets",
         ignored_workload_types=ignored_types,
+        ignore_secret_types=split_csv(raw["ignore_secret_types"]),
     )
     if filters.ignore_configmaps and filters.ignore_secrets:
         raise ConfigError("--resources-to-ignore/--ignore-*: ignoring both ConfigMaps and Secrets leaves nothing to watch")

@@ -31,6 +31,7 @@ from gitops_reloader.hashing import data_fingerprint, hash_object
 from gitops_reloader.index import ReferenceIndex
 from gitops_reloader.kube.api import JSON, STRATEGIC, KubeApi
 from gitops_reloader.kube.events import EventRecorder
+from gitops_reloader.kube.fieldselectors import field_selector
 from gitops_reloader.kube.informer import Informer, InformerEvent, InformerOptions
 from gitops_reloader.kube.resources import CONFIGMAPS, NAMESPACES, SECRETS, ResourceKind
 from gitops_reloader.kube.store import object_key
@@ -249,9 +250,6 @@ class Controller:
     def _scopes(self) -> list[str | None]:
         return list(self.config.filters.namespaces) or [None]
 
-    def _field_selector(self) -> str:
-        return ",".join(f"metadata.namespace!={ns}" for ns in self.config.filters.namespaces_to_ignore)
-
     def _build_informers(self) -> None:
         filters = self.config.filters
         observer = self.metrics_observer()
@@ -278,7 +276,7 @@ class Controller:
                     self._on_source,
                     options=InformerOptions(
                         namespace=scope, label_selector=filters.resource_label_selector,
-                        field_selector=self._field_selector(),
+                        field_selector=field_selector(filters, secrets=source_kind is SourceKind.SECRET),
                     ),
                     observer=observer,
                 )
@@ -288,7 +286,7 @@ class Controller:
             self._workload_informers[kind] = [
                 Informer(
                     self.api, adapter.resource, adapter.record, self._on_workload,
-                    options=InformerOptions(namespace=scope, field_selector=self._field_selector()),
+                    options=InformerOptions(namespace=scope, field_selector=field_selector(filters)),
                     observer=observer,
                 )
                 for scope in self._scopes()

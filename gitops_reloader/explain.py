@@ -234,6 +234,14 @@ def _filtered(api: KubeApi, config: Config, kind: SourceKind, namespace: str,
     return None
 
 
+def _type_ignored(config: Config, kind: SourceKind, raw: Mapping[str, Any]) -> tuple[str, str] | None:
+    """A Secret whose ``type`` the informers exclude with ``--ignore-secret-types``."""
+    secret_type = str(raw.get("type") or "")
+    if kind is SourceKind.SECRET and secret_type in config.filters.ignore_secret_types:
+        return "secret-type-ignored", f"Secret type {secret_type} is in --ignore-secret-types"
+    return None
+
+
 def _candidates(api: KubeApi, record: WorkloadRecord, view: policy.WorkloadView, config: Config,
                 extra: Sequence[tuple[SourceKind, str, str]]) -> list[tuple[SourceKind, str, str, bool]]:
     """(kind, namespace, name, listed-only) of every source worth explaining."""
@@ -273,7 +281,7 @@ def _source_report(api: KubeApi, config: Config, record: WorkloadRecord, view: p
     decision = policy.decide(view, meta, policy.PolicyOptions(config.keys, config.behaviour.auto_reload_all))
     report.policy = decision.reason.value
     report.invalid_annotations = invalid_annotations(decision)
-    filtered = _filtered(api, config, kind, namespace, name)
+    filtered = _filtered(api, config, kind, namespace, name) or _type_ignored(config, kind, raw)
     if filtered is not None:
         report.reason, report.rule = filtered
         return report

@@ -8,6 +8,7 @@ the container args are fed to the controller's own flag parser.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -717,3 +718,20 @@ def test_helm_tools_locates_helm_from_env(monkeypatch: pytest.MonkeyPatch, helm:
     assert helm_tools.find_helm() == helm
     monkeypatch.setenv("HELM_BIN", "/nonexistent/helm")
     assert helm_tools.find_helm() is None
+
+
+@pytest.mark.parametrize(("value", "flag", "types"), [
+    (None, None, ("helm.sh/release.v1",)),
+    ("", "--ignore-secret-types=", ()),
+    ("helm.sh/release.v1,example.com/big", "--ignore-secret-types=helm.sh/release.v1,example.com/big",
+     ("helm.sh/release.v1", "example.com/big")),
+])
+def test_ignore_secret_types(helm: Path, helm_home: Path, tmp_path: Path, value: str | None,
+                             flag: str | None, types: tuple[str, ...]) -> None:
+    """Helm release Secrets stay server-side by default; the value reaches the flag as given."""
+    values = tmp_path / "values.yaml"
+    values.write_text("{}" if value is None else json.dumps({"reloader": {"ignoreSecretTypes": value}}))
+    docs = render(helm, CHART_DIR, home=helm_home, values_files=[values])
+    args = args_of(docs)
+    assert [a for a in args if a.startswith("--ignore-secret-types")] == ([flag] if flag else [])
+    assert load_config(args, environ={}).filters.ignore_secret_types == types

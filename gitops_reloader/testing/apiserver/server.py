@@ -26,10 +26,10 @@ import select
 import socket
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 from urllib.parse import parse_qsl, unquote
 
 from .crdschema import CrdSchemas, default_crd_paths
@@ -48,7 +48,7 @@ from .storage import Record, Store, Watcher, dumps
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
-__all__ = ["ApiServer"]
+__all__ = ["ApiServer", "ListQuery"]
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +93,16 @@ _FLUSH_BYTES: Final = 256 * 1024
 
 def _truthy(value: str | None) -> bool:
     return value is not None and value.lower() in ("true", "1")
+
+
+class ListQuery(NamedTuple):
+    """One list or watch request as the server saw it (for tests: what crossed the wire)."""
+
+    verb: str
+    resource: str
+    namespace: str
+    label_selector: str
+    field_selector: str
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -379,6 +389,9 @@ class _Handler(BaseHTTPRequestHandler):
         if route.subresource and verb not in ("get", "update", "patch"):
             raise ApiError(405, "the server does not allow this method on the requested resource")
         api._count(verb, resource)
+        if verb in ("list", "watch"):
+            api._log_query(ListQuery(verb, resource, route.namespace, params.get("labelSelector", ""),
+                                     params.get("fieldSelector", "")))
         fault = api.faults.take(verb, resource, route.namespace, route.name)
         if fault is not None:
             if fault.latency > 0:
@@ -783,6 +796,7 @@ class ApiServer:
         self.faults = FaultBook()
         self.requests: Counter[tuple[str, str]] = Counter()
         self._requests_lock = threading.Lock()
+        self._queries: deque[ListQuery] = deque(maxlen=10_000)
         self._cut_after: int | None = None
         self._prefixes: dict[str, bytes] = {}
         self._httpd: _HTTPServer | None = None
@@ -884,6 +898,15 @@ class ApiServer:
         with self._requests_lock:
             self.requests[(verb, resource)] += 1
 
+    def _log_query(self, query: ListQuery) -> None:
+        with self._requests_lock:
+            self._queries.append(query)
+
+    def list_queries(self, resource: str | None = None) -> list[ListQuery]:
+        """The last 10,000 list and watch requests (of ``resource`` if given), oldest first."""
+        with self._requests_lock:
+            return [q for q in self._queries if resource is None or q.resource == resource]
+
     def request_counts(self) -> dict[tuple[str, str], int]:
         """A snapshot of ``(verb, resource) -> count``."""
         with self._requests_lock:
@@ -893,6 +916,7 @@ class ApiServer:
         """Forget every counted request."""
         with self._requests_lock:
             self.requests.clear()
+            self._queries.clear()
 
     def _item_prefix(self, rt: ResourceType) -> bytes:
         prefix = self._prefixes.get(rt.key)

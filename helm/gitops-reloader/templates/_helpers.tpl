@@ -267,6 +267,7 @@ Container args, each "--flag=value" with a flag from gitops_reloader.config.FLAG
 {{- if $ignored }}{{ $args = append $args (printf "--ignored-workload-types=%s" (join "," $ignored)) }}{{ end }}
 {{- if not $r.watchGlobally }}{{ $args = append $args (printf "--namespaces=%s" .Release.Namespace) }}{{ end }}
 {{- with $r.ignoreNamespaces }}{{ $args = append $args (printf "--namespaces-to-ignore=%s" .) }}{{ end }}
+{{- if and (hasKey $r "ignoreSecretTypes") (ne (toString $r.ignoreSecretTypes) "helm.sh/release.v1") }}{{ $args = append $args (printf "--ignore-secret-types=%s" (toString $r.ignoreSecretTypes)) }}{{ end }}
 {{- with $r.namespaceSelector }}{{ $args = append $args (printf "--namespace-selector=%s" .) }}{{ end }}
 {{- with $r.resourceLabelSelector }}{{ $args = append $args (printf "--resource-label-selector=%s" .) }}{{ end }}
 {{- $annotationFlags := dict "auto" "--auto-annotation" "configmap" "--configmap-annotation" "secret" "--secret-annotation" "configmap_auto" "--configmap-auto-annotation" "secret_auto" "--secret-auto-annotation" "search" "--auto-search-annotation" "match" "--search-match-annotation" "pause_deployment" "--pause-deployment-annotation" "pause_deployment_time" "--pause-deployment-time-annotation" }}
