@@ -76,11 +76,16 @@ class App:
             adapters=self.adapters, clock=self.clock,
             listeners=[self._alert] if self.alerter is not None else [],
         )
-        self.http = (HttpServer(config.runtime.http_address, registry=self.registry,
-                                ready=self.controller.ready) if serve_http else None)
+        addresses = [a for a in (config.runtime.http_address, config.runtime.health_address) if a]
+        self.http_servers = ([HttpServer(address, registry=self.registry, ready=self.controller.ready)
+                              for address in addresses] if serve_http else [])
+        for flag in config.inert_flags:
+            log.warning("flag accepted for Stakater compatibility but has no effect here: %s "
+                        "(docs/migrating-from-stakater.md)", flag)
         self.identity = identity or f"{socket.gethostname()}-{os.getpid()}"
         self._stop = threading.Event()
         self.elector: LeaderElector | None = None
+        self._election: threading.Thread | None = None
         self._lost_leadership = threading.Event()
 
     def _alert(self, request: ReloadRequest, outcome: Outcome) -> None:
@@ -96,8 +101,8 @@ class App:
 
     def start(self) -> None:
         """Start serving; returns when caches are synced (and, without HA, workers run)."""
-        if self.http is not None:
-            self.http.start()
+        for server in self.http_servers:
+            server.start()
         runtime = self.config.runtime
         if not runtime.enable_ha:
             self.metrics.set_leader(True)
@@ -107,13 +112,16 @@ class App:
         self.elector = LeaderElector(self.api, namespace=runtime.lease_namespace,
                                      name=runtime.lease_name, identity=self.identity,
                                      clock=self.clock, **self._lease_timing())
-        threading.Thread(target=self.elector.run, name="leader-election", daemon=True,
-                         args=(self._became_leader, self._lost, self._stop)).start()
+        self._election = threading.Thread(target=self.elector.run, name="leader-election", daemon=True,
+                                          args=(self._became_leader, self._lost, self._stop))
+        self._election.start()
 
     def _lease_timing(self) -> dict[str, float]:
-        duration = self.config.runtime.lease_duration
-        return {"lease_duration": duration, "renew_deadline": duration * 2 / 3,
-                "retry_period": max(duration / 7.5, 0.1)}
+        runtime = self.config.runtime
+        duration = runtime.lease_duration
+        return {"lease_duration": duration,
+                "renew_deadline": runtime.renew_deadline or duration * 2 / 3,
+                "retry_period": runtime.retry_period or max(duration / 7.5, 0.1)}
 
     def _became_leader(self) -> None:
         self.metrics.set_leader(True)
@@ -134,6 +142,9 @@ class App:
     def stop(self) -> None:
         self._stop.set()
         self.controller.stop()
+        if self.elector is not None and self._election is not None and self.config.runtime.release_on_cancel:
+            self._election.join(timeout=self.config.runtime.lease_duration)  # no renewal in flight
+            self.elector.release()  # only if the Lease still names us
         for sink in self.controller.sinks.values():
             close = getattr(sink, "close", None)  # sinks holding HTTP clients
             if close is not None:
@@ -141,5 +152,5 @@ class App:
         self.recorder.close()
         if self.alerter is not None:
             self.alerter.close()
-        if self.http is not None:
-            self.http.stop()
+        for server in self.http_servers:
+            server.stop()

@@ -12,6 +12,7 @@ import argparse
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 import durationpy
 
@@ -135,6 +136,14 @@ class Runtime:
     lease_name: str = "gitops-reloader"
     lease_namespace: str = ""
     lease_duration: float = 15.0
+    renew_deadline: float | None = None
+    """``None``: two thirds of ``lease_duration``."""
+    retry_period: float | None = None
+    """``None``: ``lease_duration / 7.5`` (at least 0.1 s)."""
+    release_on_cancel: bool = False
+    """On a clean stop, the leader hands the Lease back at once (client-go ``ReleaseOnCancel``)."""
+    health_address: str = ""
+    """A second listener for the probes (Stakater v2 ``--health-addr``); "" means none."""
     log_format: str = "text"
     log_level: str = "info"
     kubeconfig: str = ""
@@ -170,6 +179,8 @@ class Config:
     """ALERT_* environment variables (ALERT_ON_RELOAD, ALERT_SINK, ...)."""
     metrics_count_by_namespace: bool = False
     """Stakater's ``METRICS_COUNT_BY_NAMESPACE=enabled``: export reloads by namespace."""
+    inert_flags: tuple[str, ...] = ()
+    """Stakater flags that were set but do nothing here (logged once at start-up)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +192,11 @@ class FlagSpec:
     default: str
     boolean: bool = False
     stakater: bool = True
+    """Stakater's flag (v1 or v2): bound to the environment as Stakater v2 binds it."""
+    repeatable: bool = False
+    """A Stakater string-slice flag: repeats are joined with commas."""
+    inert: bool = False
+    """Accepted for Stakater compatibility; setting it changes nothing here."""
 
 
 FLAGS: tuple[FlagSpec, ...] = (
@@ -200,14 +216,14 @@ FLAGS: tuple[FlagSpec, ...] = (
     FlagSpec(("--search-match-annotation",), "Annotation on a ConfigMap/Secret picked up by search.", "reloader.stakater.com/match"),
     FlagSpec(("--pause-deployment-annotation",), "Annotation: pause a Deployment for this period after a reload.", "deployment.reloader.stakater.com/pause-period"),
     FlagSpec(("--pause-deployment-time-annotation",), "Annotation where the pause start is recorded.", "deployment.reloader.stakater.com/paused-at"),
-    FlagSpec(("--resources-to-ignore",), "configMaps or secrets: do not watch that type.", ""),
+    FlagSpec(("--resources-to-ignore",), "configMaps or secrets: do not watch that type.", "", repeatable=True),
     FlagSpec(("--ignore-configmaps",), "Do not watch ConfigMaps (older Stakater spelling).", "false", True),
     FlagSpec(("--ignore-secrets",), "Do not watch Secrets (older Stakater spelling).", "false", True),
-    FlagSpec(("--ignored-workload-types",), "Comma list of jobs, cronjobs to leave alone.", ""),
-    FlagSpec(("--namespaces-to-ignore",), "Comma list of namespaces to ignore.", ""),
-    FlagSpec(("--namespace-selector",), "Label selector: watch only namespaces that match.", ""),
-    FlagSpec(("--resource-label-selector",), "Label selector: watch only ConfigMaps/Secrets that match.", ""),
-    FlagSpec(("--namespaces",), "Comma list: watch only these namespaces (env KUBERNETES_NAMESPACE: one).", "", stakater=False),
+    FlagSpec(("--ignored-workload-types",), "Comma list of jobs, cronjobs to leave alone.", "", repeatable=True),
+    FlagSpec(("--namespaces-to-ignore",), "Comma list of namespaces to ignore.", "", repeatable=True),
+    FlagSpec(("--namespace-selector",), "Label selector: watch only namespaces that match.", "", repeatable=True),
+    FlagSpec(("--resource-label-selector",), "Label selector: watch only ConfigMaps/Secrets that match.", "", repeatable=True),
+    FlagSpec(("--namespaces",), "Comma list: watch only these namespaces (env KUBERNETES_NAMESPACE: one).", "", repeatable=True),
     FlagSpec(("--webhook-url",), "POST a JSON description of each change here instead of reloading.", ""),
     FlagSpec(("--is-Argo-Rollouts", "--is-argo-rollouts"), "Also reload Argo Rollouts.", "false", True),
     FlagSpec(("--is-openshift",), "Also reload DeploymentConfigs (default: detect through discovery).", "", True),
@@ -229,6 +245,30 @@ FLAGS: tuple[FlagSpec, ...] = (
     FlagSpec(("--request-refresh",), "After a push, ask Argo CD / Flux to reconcile now.", "true", True, stakater=False),
     FlagSpec(("--dry-run",), "Decide every reload as usual but write nothing to the cluster or git; record each as a WouldReload Event, a log line and a metric.", "false", True, stakater=False),
     FlagSpec(("--lease-namespace",), "Lease namespace for --enable-ha (default: POD_NAMESPACE or default).", "", stakater=False),
+    # Stakater v1 and v2 flags accepted for a drop-in swap (docs/migrating-from-stakater.md).
+    FlagSpec(("--ignore-annotation",), "Annotation on a ConfigMap/Secret: never reload for it.", "reloader.stakater.com/ignore"),
+    FlagSpec(("--configmap-exclude-annotation",), "Annotation on a workload: ConfigMaps (comma list) that never reload it.", "configmaps.exclude.reloader.stakater.com/reload"),
+    FlagSpec(("--secret-exclude-annotation",), "Annotation on a workload: Secrets (comma list) that never reload it.", "secrets.exclude.reloader.stakater.com/reload"),
+    FlagSpec(("--metrics-addr",), "Stakater v2: address for /metrics (sets --http-address).", ""),
+    FlagSpec(("--health-addr",), "Stakater v2: a second address serving /live, /healthz, /readyz (and /metrics).", ""),
+    FlagSpec(("--leader-election-id",), "Stakater v2: Lease name (sets --lease-name).", ""),
+    FlagSpec(("--leader-election-namespace",), "Stakater v2: Lease namespace (sets --lease-namespace).", ""),
+    FlagSpec(("--leader-election-lease-duration",), "How long a standby waits for a silent leader (sets --lease-duration).", ""),
+    FlagSpec(("--leader-election-renew-deadline",), "How long a leader retries renewing before it steps down (default 2/3 of the lease duration).", ""),
+    FlagSpec(("--leader-election-retry-period",), "Interval between acquire/renew attempts (default lease duration / 7.5).", ""),
+    FlagSpec(("--leader-election-release-on-cancel",), "On a clean stop, the leader releases the Lease so a standby takes over at once.", "false", True),
+    FlagSpec(("--alert-on-reload",), "Send an alert per reloaded workload (env ALERT_ON_RELOAD).", "false", True),
+    FlagSpec(("--alert-webhook-url",), "Where alerts are POSTed; setting it turns alerts on (env ALERT_WEBHOOK_URL).", ""),
+    FlagSpec(("--alert-sink",), "Alert format: slack, teams, gchat, raw/webhook (env ALERT_SINK).", ""),
+    FlagSpec(("--alert-proxy",), "HTTP(S) proxy for alerts (env ALERT_PROXY or ALERT_WEBHOOK_PROXY).", ""),
+    FlagSpec(("--alert-additional-info",), "Text prefixed to every alert, e.g. the cluster name (env ALERT_ADDITIONAL_INFO).", ""),
+    FlagSpec(("--alert-structured",), "Stakater v2 raw sink's structured JSON: accepted, alerts stay Stakater v1's text.", "false", True, inert=True),
+    FlagSpec(("--enable-pprof",), "Go pprof server: accepted, not applicable to this Python process (use py-spy).", "false", True, inert=True),
+    FlagSpec(("--pprof-addr",), "Go pprof address: accepted, not applicable (see --enable-pprof).", ":6060", inert=True),
+    FlagSpec(("--enable-csi-integration",), "Secrets Store CSI integration: accepted, not implemented yet (SecretProviderClass changes do not reload).", "false", True, inert=True),
+    FlagSpec(("--secretproviderclass-annotation",), "CSI annotation key: accepted, not implemented yet (see --enable-csi-integration).", "secretproviderclass.reloader.stakater.com/reload", inert=True),
+    FlagSpec(("--secretproviderclass-auto-annotation",), "CSI annotation key: accepted, not implemented yet.", "secretproviderclass.reloader.stakater.com/auto", inert=True),
+    FlagSpec(("--secretproviderclass-exclude-annotation",), "CSI annotation key: accepted, not implemented yet.", "secretproviderclasses.exclude.reloader.stakater.com/reload", inert=True),
     FlagSpec(("--ignore-secret-types",), "Comma list of Secret types never listed or watched (a server-side field selector); empty watches all.", HELM_RELEASE_SECRET_TYPE, stakater=False),
 )
 
@@ -237,21 +277,56 @@ def _dest(spec: FlagSpec) -> str:
     return spec.names[0].lstrip("-").lower().replace("-", "_")
 
 
+def env_names(spec: FlagSpec) -> tuple[str, ...]:
+    """The environment variables that set ``spec`` when the flag is not given.
+
+    Stakater's flags bind as Stakater v2 binds them (viper ``AutomaticEnv``: the flag name
+    upper-cased, ``-`` → ``_``, e.g. ``RELOAD_STRATEGY``, ``IS_ARGO_ROLLOUTS``; plus the
+    legacy ``ALERT_WEBHOOK_PROXY``); ours carry a ``GITOPS_RELOADER_`` prefix so generic
+    names such as ``WORKERS`` are never picked up by accident. ``--kubeconfig`` reads
+    ``KUBECONFIG`` as kubectl does (see :func:`load_config`).
+    """
+    if spec.names[0] == "--kubeconfig":
+        return ()
+    name = spec.names[0].lstrip("-").upper().replace("-", "_")
+    if not spec.stakater:
+        return (f"GITOPS_RELOADER_{name}",)
+    return (name, "ALERT_WEBHOOK_PROXY") if name == "ALERT_PROXY" else (name,)
+
+
 def build_parser(prog: str = "gitops-reloader run") -> argparse.ArgumentParser:
-    """An argparse parser for every flag in :data:`FLAGS` (values kept as strings)."""
+    """An argparse parser for every flag in :data:`FLAGS` (values kept as strings).
+
+    Every default is ``None`` so :func:`load_config` can tell a given flag from the
+    environment and the built-in default; help texts show the built-in default.
+    """
     parser = argparse.ArgumentParser(prog=prog, allow_abbrev=False)
     for spec in FLAGS:
+        env = " / ".join(f"${name}" for name in env_names(spec))
+        shown = f"(default {spec.default if spec.boolean else repr(spec.default)}{'; env ' + env if env else ''})"
         if spec.boolean:
-            parser.add_argument(
-                *spec.names, dest=_dest(spec), nargs="?", const="true", default=spec.default,
-                metavar="BOOL", help=f"{spec.help} (default {spec.default})",
-            )
+            parser.add_argument(*spec.names, dest=_dest(spec), nargs="?", const="true", default=None,
+                                metavar="BOOL", help=f"{spec.help} {shown}")
         else:
-            parser.add_argument(
-                *spec.names, dest=_dest(spec), default=spec.default,
-                help=f"{spec.help} (default {spec.default!r})",
-            )
+            parser.add_argument(*spec.names, dest=_dest(spec), default=None,
+                                action="append" if spec.repeatable else "store",
+                                help=f"{spec.help}{' Repeatable.' if spec.repeatable else ''} {shown}")
     return parser
+
+
+def _resolve(spec: FlagSpec, given: str | list[str] | None, env: Mapping[str, str]) -> tuple[str, bool]:
+    """A flag's text: given on the command line > environment > built-in default.
+
+    The boolean says whether the user set it (flag or environment).
+    """
+    if isinstance(given, list):
+        return ",".join(given), True
+    if given is not None:
+        return given, True
+    for name in env_names(spec):
+        if name in env:
+            return env[name], True
+    return spec.default, False
 
 
 def _flag(name: str, value: str, parse):  # type: ignore[no-untyped-def]
@@ -309,13 +384,19 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
     ns, extra = parser.parse_known_args(list(argv))
     if extra:
         raise ConfigError(f"unknown arguments: {' '.join(extra)}")
-    raw: dict[str, str] = vars(ns)
+    given = vars(ns)
+    raw: dict[str, str] = {}
+    inert: list[str] = []
+    for spec in FLAGS:
+        raw[_dest(spec)], was_set = _resolve(spec, given[_dest(spec)], env)
+        if spec.inert and was_set and raw[_dest(spec)] != spec.default:
+            inert.append(f"{spec.names[0]}={raw[_dest(spec)]}")
     b = {spec: _flag(spec.names[0].lstrip("-"), raw[_dest(spec)], parse_bool)
          for spec in FLAGS if spec.boolean and spec.default}  # "" default: tri-state, read below
     flag_bool = {_dest(s): v for s, v in b.items()}
 
     resources_to_ignore = raw["resources_to_ignore"].strip()
-    _flag("resources-to-ignore", resources_to_ignore, _choice("", "configMaps", "configmaps", "secrets"))
+    _flag("resources-to-ignore", resources_to_ignore.lower(), _choice("", "configmaps", "secrets"))
     ignored_types = split_csv(raw["ignored_workload_types"].lower())
     for kind in ignored_types:
         _flag("ignored-workload-types", kind, _choice("jobs", "cronjobs"))
@@ -338,6 +419,9 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
         configmap_reload=raw["configmap_annotation"],
         secret_reload=raw["secret_annotation"],
         search=raw["auto_search_annotation"],
+        ignore=raw["ignore_annotation"],
+        configmaps_exclude=raw["configmap_exclude_annotation"],
+        secrets_exclude=raw["secret_exclude_annotation"],
         match=raw["search_match_annotation"],
         pause_period=raw["pause_deployment_annotation"],
         paused_at=raw["pause_deployment_time_annotation"],
@@ -348,7 +432,7 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
         namespace_selector=raw["namespace_selector"].strip(),
         resource_label_selector=raw["resource_label_selector"].strip(),
         ignore_configmaps=flag_bool["ignore_configmaps"] or resources_to_ignore.lower() == "configmaps",
-        ignore_secrets=flag_bool["ignore_secrets"] or resources_to_ignore == "secrets",
+        ignore_secrets=flag_bool["ignore_secrets"] or resources_to_ignore.lower() == "secrets",
         ignored_workload_types=ignored_types,
         ignore_secret_types=split_csv(raw["ignore_secret_types"]),
     )
@@ -366,17 +450,24 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
         is_argo_rollouts=flag_bool["is_argo_rollouts"],
         is_openshift=is_openshift,
     )
+    http_address = raw["metrics_addr"] or raw["http_address"]
     runtime = Runtime(
         coalesce_window=_flag("coalesce-window", raw["coalesce_window"], parse_duration),
         workers=_flag("workers", raw["workers"], _positive_int),
         write_qps=_flag("write-qps", raw["write_qps"], _positive_float),
         write_burst=_flag("write-burst", raw["write_burst"], _positive_int),
         max_retries=_flag("max-retries", raw["max_retries"], _positive_int),
-        http_address=raw["http_address"],
+        http_address=http_address,
+        health_address=raw["health_addr"] if raw["health_addr"] not in ("", http_address) else "",
         enable_ha=flag_bool["enable_ha"],
-        lease_name=raw["lease_name"],
-        lease_namespace=raw["lease_namespace"] or env.get("POD_NAMESPACE", "") or "default",
-        lease_duration=_flag("lease-duration", raw["lease_duration"], parse_duration) or 15.0,
+        lease_name=raw["leader_election_id"] or raw["lease_name"],
+        lease_namespace=(raw["leader_election_namespace"] or raw["lease_namespace"]
+                         or env.get("POD_NAMESPACE", "") or "default"),
+        lease_duration=_flag("lease-duration", raw["leader_election_lease_duration"] or raw["lease_duration"],
+                             parse_duration) or 15.0,
+        renew_deadline=_optional_duration("leader-election-renew-deadline", raw),
+        retry_period=_optional_duration("leader-election-retry-period", raw),
+        release_on_cancel=flag_bool["leader_election_release_on_cancel"],
         log_format=log_format,
         log_level=log_level,
         kubeconfig=_kubeconfig_path(raw["kubeconfig"], env),
@@ -390,8 +481,36 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
         pr_grouping=_flag("pr-grouping", raw["pr_grouping"], _choice("workload", "repository")),
         request_refresh=flag_bool["request_refresh"],
     )
-    alerts = {k: v for k, v in env.items() if k.startswith("ALERT_")}
+    alerts = _alerts(env, raw, given)
     return Config(
         keys=keys, filters=filters, behaviour=behaviour, runtime=runtime, gitops=gitops, alerts=alerts,
         metrics_count_by_namespace=env.get("METRICS_COUNT_BY_NAMESPACE", "") == "enabled",
+        inert_flags=tuple(inert),
     )
+
+
+def _optional_duration(name: str, raw: Mapping[str, str]) -> float | None:
+    text = raw[name.replace("-", "_")].strip()
+    return _flag(name, text, parse_duration) if text else None
+
+
+_ALERT_FLAGS: Final = {
+    "alert_on_reload": "ALERT_ON_RELOAD", "alert_webhook_url": "ALERT_WEBHOOK_URL",
+    "alert_sink": "ALERT_SINK", "alert_proxy": "ALERT_WEBHOOK_PROXY",
+    "alert_additional_info": "ALERT_ADDITIONAL_INFO",
+}
+
+
+def _alerts(env: Mapping[str, str], raw: Mapping[str, str], given: Mapping[str, object]) -> dict[str, str]:
+    """Stakater's ``ALERT_*`` variables, overridden by the v2 ``--alert-*`` flags.
+
+    As v2 does, ``--alert-webhook-url`` on the command line turns alerting on by itself;
+    the v1 environment keeps v1's rule (``ALERT_ON_RELOAD`` must say true).
+    """
+    alerts = {k: v for k, v in env.items() if k.startswith("ALERT_")}
+    for dest, name in _ALERT_FLAGS.items():
+        if given.get(dest) is not None or (raw[dest] and name not in alerts):  # e.g. v2's ALERT_PROXY
+            alerts[name] = raw[dest]
+    if given.get("alert_webhook_url") and given.get("alert_on_reload") is None:
+        alerts["ALERT_ON_RELOAD"] = "true"
+    return alerts

@@ -77,6 +77,25 @@ class LeaderElector:
                 return
         self.is_leader = False
 
+    def release(self) -> bool:
+        """Hand the Lease back if we hold it (client-go ``ReleaseOnCancel``): a standby
+        takes over at its next retry instead of waiting out the lease duration."""
+        try:
+            lease = self.api.get(LEASES, self.namespace, self.name)
+            spec = lease.get("spec") or {}
+            if spec.get("holderIdentity") != self.identity:
+                return False
+            # As client-go: an empty holder, a one-second duration, times kept.
+            lease["spec"] = {**spec, "holderIdentity": "", "leaseDurationSeconds": 1}
+            self.api.update(LEASES, self.namespace, self.name, lease)
+        except KubeError as exc:
+            log.warning("cannot release lease", extra={"lease": f"{self.namespace}/{self.name}",
+                                                       "error": str(exc)})
+            return False
+        self.is_leader = False
+        log.info("released lease", extra={"lease": f"{self.namespace}/{self.name}"})
+        return True
+
     def _spec(self, previous: dict[str, Any] | None) -> dict[str, Any]:
         now = _micro_time(self.clock.now())
         spec = dict(previous or {})

@@ -15,7 +15,7 @@ from reload_helpers import configmap, create, env_of, patch_source, secret, set_
 
 from gitops_reloader import cli
 from gitops_reloader.app import App
-from gitops_reloader.config import FLAGS, Config, load_config
+from gitops_reloader.config import FLAGS, TRUE_VALUES, Config, load_config
 from gitops_reloader.errors import ConfigError
 from gitops_reloader.hashing import configmap_hash
 from gitops_reloader.model import SourceKind, SourceRef
@@ -240,6 +240,8 @@ BOOLEAN_FIELDS = {
     "--enable-ha": ("runtime", "enable_ha"),
     "--request-refresh": ("gitops", "request_refresh"),
     "--dry-run": ("runtime", "dry_run"),
+    "--leader-election-release-on-cancel": ("runtime", "release_on_cancel"),
+    "--alert-on-reload": ("alerts", "ALERT_ON_RELOAD"),
 }
 SPELLINGS = [
     (lambda f: [f], True),
@@ -255,11 +257,14 @@ SPELLINGS = [
 
 def field(config: Config, flag: str) -> Any:
     group, name = BOOLEAN_FIELDS[flag]
+    if group == "alerts":  # Stakater's ALERT_* settings stay text, read as its alerter reads them
+        return config.alerts[name].lower() in TRUE_VALUES
     return getattr(getattr(config, group), name)
 
 
 def test_every_boolean_flag_is_in_the_table():
-    assert {n for spec in FLAGS if spec.boolean for n in spec.names} == set(BOOLEAN_FIELDS)
+    """Inert flags (accepted, no effect) are covered by tests/unit/test_stakater_flags.py."""
+    assert {n for spec in FLAGS if spec.boolean and not spec.inert for n in spec.names} == set(BOOLEAN_FIELDS)
 
 
 @pytest.mark.parametrize("flag", sorted(BOOLEAN_FIELDS))

@@ -155,3 +155,38 @@ def test_leader_killed_mid_burst_every_change_reloads_exactly_once(cluster, pair
     assert total - PAIRS <= 4  # at most one per worker of the old leader
     assert standby.metric(cluster.http, LEADER) == 1
     assert stop_process(standby.proc) == 0  # SIGTERM: a clean exit
+
+
+def test_v2_leader_election_flags_and_release_on_cancel(cluster, tmp_path):
+    """Stakater v2's spellings drive the Lease; on SIGTERM the leader empties the holder,
+    so the standby takes over at its next retry instead of after the lease duration."""
+    flags = ("--enable-ha", "--coalesce-window=0", "--leader-election-id=reloader-v2",
+             "--leader-election-namespace=default", "--leader-election-lease-duration=60s",
+             "--leader-election-retry-period=200ms", "--leader-election-release-on-cancel")
+    coordination = CoordinationV1Api(cluster.api_client)
+
+    def lease_holder() -> str:
+        try:
+            return coordination.read_namespaced_lease("reloader-v2", "default").spec.holder_identity or ""
+        except ApiException:
+            return ""
+
+    started: list[Controller] = []
+    try:
+        for number in range(2):
+            (tmp_path / f"v{number}").mkdir()
+            started.append(Controller(cluster, tmp_path / f"v{number}" / "log.jsonl", flags))
+        for controller in started:
+            controller.wait_ready(cluster.http)
+        first = wait_for(lambda: lease_holder(), message="a holder of reloader-v2")
+        old = next(c for c in started if first.endswith(f"-{c.pid}"))
+        standby = next(c for c in started if c is not old)
+        assert coordination.read_namespaced_lease("reloader-v2", "default").spec.lease_duration_seconds == 60
+        assert stop_process(old.proc) == 0
+        assert any(r["msg"] == "released lease" for r in old.log())
+        # Without the release the standby would wait out 60 s; it takes over within its retries.
+        wait_for(lambda: lease_holder().endswith(f"-{standby.pid}"), timeout=10, message="standby took over")
+        wait_for(lambda: standby.metric(cluster.http, LEADER) == 1, timeout=10, message="standby leads")
+    finally:
+        for controller in started:
+            stop_process(controller.proc)
