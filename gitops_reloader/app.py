@@ -13,10 +13,17 @@ from prometheus_client import CollectorRegistry
 from gitops_reloader.clock import Clock, SystemClock
 from gitops_reloader.config import Config
 from gitops_reloader.controller import Controller
+from gitops_reloader.errors import KubeError
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.client import load_api_client
 from gitops_reloader.kube.events import EventRecorder
 from gitops_reloader.kube.leader import LeaderElector
+from gitops_reloader.kube.permissions import (
+    PermissionsMissing,
+    describe,
+    missing_permissions,
+    required_permissions,
+)
 from gitops_reloader.kube.workloads import adapters_for
 from gitops_reloader.model import Outcome, ReloadRequest, SourceKind
 from gitops_reloader.observability.alerts import Alerter, alert_config_from_env, reload_message
@@ -100,7 +107,12 @@ class App:
             ))
 
     def start(self) -> None:
-        """Start serving; returns when caches are synced (and, without HA, workers run)."""
+        """Start serving; returns when caches are synced (and, without HA, workers run).
+
+        Raises :class:`PermissionsMissing` before any informer starts when
+        ``--permission-check=strict`` and an essential permission is denied.
+        """
+        self.check_permissions()
         for server in self.http_servers:
             server.start()
         runtime = self.config.runtime
@@ -115,6 +127,26 @@ class App:
         self._election = threading.Thread(target=self.elector.run, name="leader-election", daemon=True,
                                           args=(self._became_leader, self._lost, self._stop))
         self._election.start()
+
+    def check_permissions(self) -> None:
+        """Ask the API server for every verb the configuration needs; report all gaps at once."""
+        mode = self.config.runtime.permission_check
+        if mode == "off":
+            return
+        try:
+            missing = missing_permissions(self.api, required_permissions(self.config, self.adapters))
+        except KubeError as exc:
+            log.warning("cannot check permissions (SelfSubjectAccessReview failed): %s", exc)
+            return
+        essential = [need for need in missing if need.essential]
+        self.metrics.set_permissions_missing(len(essential), len(missing) - len(essential))
+        if not missing:
+            return
+        message = describe(missing)
+        if essential and mode == "strict":
+            raise PermissionsMissing(message + " Stopping (--permission-check=warn starts anyway, "
+                                               "with the features named above not working).")
+        log.warning("%s Starting anyway: the features named above will not work.", message)
 
     def _lease_timing(self) -> dict[str, float]:
         runtime = self.config.runtime

@@ -149,6 +149,8 @@ class Runtime:
     kubeconfig: str = ""
     dry_run: bool = False
     """Decide every reload as usual; write nothing but ``WouldReload`` Events."""
+    permission_check: str = "strict"
+    """At start-up: ``strict`` stops on a missing essential permission, ``warn`` logs, ``off``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +271,7 @@ FLAGS: tuple[FlagSpec, ...] = (
     FlagSpec(("--secretproviderclass-annotation",), "CSI annotation key: accepted, not implemented yet (see --enable-csi-integration).", "secretproviderclass.reloader.stakater.com/reload", inert=True),
     FlagSpec(("--secretproviderclass-auto-annotation",), "CSI annotation key: accepted, not implemented yet.", "secretproviderclass.reloader.stakater.com/auto", inert=True),
     FlagSpec(("--secretproviderclass-exclude-annotation",), "CSI annotation key: accepted, not implemented yet.", "secretproviderclasses.exclude.reloader.stakater.com/reload", inert=True),
+    FlagSpec(("--permission-check",), "At start-up, ask the API server (SelfSubjectAccessReview) for every verb the configuration needs: strict stops on a missing one, warn only logs, off skips.", "strict", stakater=False),
     FlagSpec(("--ignore-secret-types",), "Comma list of Secret types never listed or watched (a server-side field selector); empty watches all.", HELM_RELEASE_SECRET_TYPE, stakater=False),
 )
 
@@ -472,6 +475,7 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
         log_level=log_level,
         kubeconfig=_kubeconfig_path(raw["kubeconfig"], env),
         dry_run=flag_bool["dry_run"],
+        permission_check=_flag("permission-check", raw["permission_check"], _choice("strict", "warn", "off")),
     )
     gitops = GitOps(
         config_file=raw["git_config"].strip(),

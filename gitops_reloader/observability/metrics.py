@@ -167,6 +167,9 @@ class Metrics:
             "dry_run_decisions_total", "Reloads decided but not written (--dry-run).",
             ("sink", "namespace"))
         self._leader = gauge("leader", "1 while this replica is the leader, else 0.")
+        self._permissions_missing = gauge(
+            "permissions_missing",
+            "Permissions the configuration needs that the API server denied at start-up.", ("essential",))
         self._informer_synced = gauge(
             "informer_synced", "1 once the informer's cache has synced.", ("resource",))
 
@@ -254,6 +257,11 @@ class Metrics:
     def set_informer_synced(self, resource: str, synced: bool) -> None:
         """Report whether ``resource``'s informer cache has synced."""
         self._informer_synced.labels(resource=resource).set(1 if synced else 0)
+
+    def set_permissions_missing(self, essential: int, optional: int) -> None:
+        """Report the start-up permission check: how many verbs are missing, by kind."""
+        self._permissions_missing.labels(essential="true").set(essential)
+        self._permissions_missing.labels(essential="false").set(optional)
 
     def set_leader(self, leader: bool) -> None:
         """Report whether this replica currently leads."""

@@ -23,6 +23,9 @@ import helm_tools
 from helm_tools import CHART_DIR, render, require_helm, run_helm, validate_object
 
 from gitops_reloader.config import FLAGS, load_config
+from gitops_reloader.kube.permissions import required_permissions
+from gitops_reloader.kube.workloads import adapters_for
+from gitops_reloader.testing.apiserver.authz import rules_from_role
 
 VALUES_DIR = CHART_DIR / "values-tests"
 EXPECTED_MATRIX = {
@@ -735,3 +738,21 @@ def test_ignore_secret_types(helm: Path, helm_home: Path, tmp_path: Path, value:
     args = args_of(docs)
     assert [a for a in args if a.startswith("--ignore-secret-types")] == ([flag] if flag else [])
     assert load_config(args, environ={}).filters.ignore_secret_types == types
+
+
+@pytest.mark.parametrize("name", values_files())
+def test_chart_rbac_grants_every_permission_the_start_up_check_asks_for(rendered, name):
+    """The start-up check (kube/permissions.py) and the chart's Roles must agree: a chart
+    install never stops on its own RBAC, whatever the values."""
+    docs = rendered[name]
+    config = load_config(args_of(docs), environ={"POD_NAMESPACE": "ops", "HOME": "/nonexistent"})
+    behaviour = config.behaviour
+    adapters = adapters_for(argo_rollouts=behaviour.is_argo_rollouts, openshift=bool(behaviour.is_openshift),
+                            ignored=config.filters.ignored_workload_types)
+    rules = [*rules_from_role([rule for role in objects(docs, "ClusterRole") for rule in role["rules"]])]
+    for role in objects(docs, "Role"):
+        rules += rules_from_role(role["rules"], namespaces=[role["metadata"]["namespace"]])
+    denied = [str(need) for need in required_permissions(config, adapters)
+              if not any(rule.allows(need.verb, need.group, need.resource, need.namespace, need.name)
+                         for rule in rules)]
+    assert denied == []

@@ -32,6 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 from urllib.parse import parse_qsl, unquote
 
+from .authz import Authorizer, access_review
 from .crdschema import CrdSchemas, default_crd_paths
 from .faults import Fault, FaultBook
 from .patch import (
@@ -308,6 +309,11 @@ class _Handler(BaseHTTPRequestHandler):
         if head == "version" and len(parts) == 1:
             self._respond_json(200, _VERSION)
             return
+        if head == "apis" and parts[1:] == ["authorization.k8s.io", "v1", "selfsubjectaccessreviews"]:
+            if method != "POST":
+                raise ApiError(405, "the server does not allow this method on the requested resource")
+            self._respond_json(201, access_review(api.authorizer, self._token(), json.loads(body or b"{}")))
+            return
         if head == "_testing":
             self._admin(method, parts[1:], body)
             return
@@ -342,6 +348,9 @@ class _Handler(BaseHTTPRequestHandler):
             raise _not_found_path()
         route = self._parse_resource_path(group, version, rest)
         self._serve_resource(method, route, params, body)
+
+    def _token(self) -> str:
+        return self.fields.get("authorization", "").removeprefix("Bearer ").strip()
 
     def _discovery(self, method: str, doc: dict[str, Any]) -> None:
         if method != "GET":
@@ -389,6 +398,7 @@ class _Handler(BaseHTTPRequestHandler):
         if route.subresource and verb not in ("get", "update", "patch"):
             raise ApiError(405, "the server does not allow this method on the requested resource")
         api._count(verb, resource)
+        api.authorizer.check(self._token(), verb, rt.group, resource, route.namespace, route.name)
         if verb in ("list", "watch"):
             api._log_query(ListQuery(verb, resource, route.namespace, params.get("labelSelector", ""),
                                      params.get("fieldSelector", "")))
@@ -794,6 +804,8 @@ class ApiServer:
         self.schemas = CrdSchemas.load(default_crd_paths() if crds is None else crds)
         self.store = Store(self.registry, history_size=history_size, schemas=self.schemas)
         self.faults = FaultBook()
+        self.authorizer = Authorizer()
+        """RBAC-shaped rules per bearer token; tokens without rules may do anything."""
         self.requests: Counter[tuple[str, str]] = Counter()
         self._requests_lock = threading.Lock()
         self._queries: deque[ListQuery] = deque(maxlen=10_000)
@@ -881,15 +893,18 @@ class ApiServer:
             fh.write("\n")
         return path
 
-    def api_client(self) -> ApiClient:
-        """A ``kubernetes.client.ApiClient`` for this server (no proxy, no TLS)."""
+    def api_client(self, token: str | None = None) -> ApiClient:
+        """A ``kubernetes.client.ApiClient`` for this server (no proxy, no TLS).
+
+        ``token``: another bearer token, e.g. one restricted with ``authorizer.restrict``.
+        """
         from kubernetes import client
 
         cfg = client.Configuration(host=self.url)
         cfg.proxy = None
         cfg.no_proxy = "127.0.0.1,localhost"
         cfg.verify_ssl = False
-        cfg.api_key = {"authorization": f"Bearer {self.token}"}
+        cfg.api_key = {"authorization": f"Bearer {token or self.token}"}
         return client.ApiClient(configuration=cfg)
 
     # ------------------------------------------------------------------ requests

@@ -1,0 +1,130 @@
+"""What the configured features need from RBAC, checked once before any informer starts.
+
+A user who swaps only the image keeps Stakater's ClusterRole, which lists and updates
+workloads but cannot ``watch`` them (Stakater lists per change; we watch). Without this
+check that shows up as an endless 403 backoff while reloads half-work. Here every verb the
+configuration needs is asked of the API server with a SelfSubjectAccessReview, and all the
+missing ones are reported in one message naming resource, verb, scope and the feature.
+
+``required_permissions`` is pure (config in, list out); ``missing_permissions`` does the
+I/O. An *essential* need stops start-up in ``strict`` mode; the others (Events) only
+degrade what the controller reports, so they are always warnings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from gitops_reloader.config import Config
+from gitops_reloader.errors import ReloaderError
+from gitops_reloader.kube.api import KubeApi
+from gitops_reloader.kube.resources import (
+    CONFIGMAPS,
+    EVENTS,
+    JOBS,
+    LEASES,
+    NAMESPACES,
+    SECRETS,
+    ResourceKind,
+)
+from gitops_reloader.kube.workloads import WorkloadAdapter
+
+__all__ = ["Need", "PermissionsMissing", "describe", "missing_permissions", "required_permissions"]
+
+ACCESS_REVIEWS = ResourceKind("authorization.k8s.io", "v1", "selfsubjectaccessreviews",
+                              "SelfSubjectAccessReview", namespaced=False)
+
+
+class PermissionsMissing(ReloaderError):
+    """Start-up stopped: the service account lacks verbs essential to the configuration."""
+
+
+@dataclass(frozen=True, slots=True)
+class Need:
+    """One verb on one resource in one scope (``namespace`` "" = cluster-wide), and why."""
+
+    group: str
+    resource: str
+    verb: str
+    namespace: str
+    feature: str
+    essential: bool = True
+    name: str = ""
+    """One object only (RBAC ``resourceNames``), e.g. the Lease or the digest key Secret."""
+
+    def __str__(self) -> str:
+        where = f'in namespace "{self.namespace}"' if self.namespace else "cluster-wide"
+        what = f"{self.resource}.{self.group}" if self.group else self.resource
+        if self.name:
+            what += f' "{self.name}"'
+        return f"{self.verb} {what} {where} (needed to {self.feature})"
+
+
+def _needs(kind: ResourceKind, verbs: Iterable[str], scopes: Sequence[str], feature: str,
+           *, essential: bool = True, name: str = "") -> list[Need]:
+    return [Need(kind.group, kind.plural, verb, scope, feature, essential, name)
+            for scope in scopes for verb in verbs]
+
+
+def required_permissions(config: Config, adapters: Mapping[str, WorkloadAdapter]) -> list[Need]:
+    """Every permission the configuration uses, in a stable order, without duplicates."""
+    scopes = list(config.filters.namespaces) or [""]
+    needs: list[Need] = []
+    if not config.filters.ignore_configmaps:
+        needs += _needs(CONFIGMAPS, ("list", "watch"), scopes, "watch ConfigMaps")
+    if not config.filters.ignore_secrets:
+        needs += _needs(SECRETS, ("list", "watch"), scopes, "watch Secrets")
+    if config.filters.namespace_selector:
+        needs += _needs(NAMESPACES, ("list", "watch"), [""], "follow --namespace-selector")
+    for kind, adapter in adapters.items():
+        needs += _needs(adapter.resource, ("list", "watch"), scopes, f"watch {kind}s")
+        if kind == "Job":
+            needs += _needs(JOBS, ("create", "delete"), scopes, "reload Jobs (recreate them)")
+        elif kind == "CronJob":
+            needs += _needs(JOBS, ("create",), scopes, "reload CronJobs (start a Job)")
+        else:
+            needs += _needs(adapter.resource, ("patch",), scopes, f"reload {kind}s")
+    needs += _needs(EVENTS, ("create",), scopes, "record Events", essential=False)
+    runtime = config.runtime
+    if runtime.enable_ha:
+        needs += _needs(LEASES, ("create",), [runtime.lease_namespace], "elect a leader (--enable-ha)")
+        needs += _needs(LEASES, ("get", "update"), [runtime.lease_namespace], "elect a leader (--enable-ha)",
+                        name=runtime.lease_name)
+    if config.gitops.config_file:
+        gitops, feature = config.gitops, "keep the digest key of the git sinks"
+        scope = [gitops.digest_key_namespace]
+        needs += _needs(SECRETS, ("create",), scope, feature)
+        needs += _needs(SECRETS, ("get",), scope, feature, name=gitops.digest_key_secret)
+    return list(dict.fromkeys(needs))
+
+
+def _allowed(api: KubeApi, need: Need) -> bool:
+    attributes = {"verb": need.verb, "group": need.group, "resource": need.resource}
+    if need.namespace:
+        attributes["namespace"] = need.namespace
+    if need.name:
+        attributes["name"] = need.name
+    review = api.create(ACCESS_REVIEWS, None, {
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": attributes},
+    })
+    return bool((review.get("status") or {}).get("allowed"))
+
+
+def missing_permissions(api: KubeApi, needs: Sequence[Need]) -> list[Need]:
+    """The needs the API server denies (one SelfSubjectAccessReview each).
+
+    Raises :class:`KubeError` when reviews cannot be asked at all.
+    """
+    return [need for need in needs if not _allowed(api, need)]
+
+
+def describe(missing: Sequence[Need]) -> str:
+    """One message naming every missing permission and what it breaks."""
+    essential = [need for need in missing if need.essential]
+    lines = "; ".join(str(need) for need in missing)
+    hint = (" Stakater's ClusterRole has no watch on workloads: use this chart's ClusterRole "
+            "(helm/gitops-reloader) or add the verbs above." if any(
+                n.verb == "watch" for n in essential) else "")
+    return f"{len(missing)} permission(s) missing: {lines}.{hint}"

@@ -1,0 +1,110 @@
+"""required_permissions: every verb each configuration uses, with the feature that needs it."""
+
+from __future__ import annotations
+
+import pytest
+
+from gitops_reloader.config import load_config
+from gitops_reloader.kube.permissions import Need, describe, required_permissions
+from gitops_reloader.kube.workloads import adapters_for
+
+HOME = {"HOME": "/nonexistent"}
+
+
+def needs(argv: list[str], **adapters: bool) -> set[tuple[str, str, str, str]]:
+    config = load_config(argv, environ=HOME)
+    found = required_permissions(
+        config, adapters_for(ignored=config.filters.ignored_workload_types, **adapters)
+    )
+    return {(n.group, n.resource, n.verb, n.namespace) for n in found}
+
+
+def test_default_configuration():
+    assert needs([]) == {
+        ("", "configmaps", "list", ""),
+        ("", "configmaps", "watch", ""),
+        ("", "secrets", "list", ""),
+        ("", "secrets", "watch", ""),
+        *{
+            ("apps", kind, verb, "")
+            for kind in ("deployments", "daemonsets", "statefulsets")
+            for verb in ("list", "watch", "patch")
+        },
+        ("batch", "cronjobs", "list", ""),
+        ("batch", "cronjobs", "watch", ""),
+        ("batch", "jobs", "list", ""),
+        ("batch", "jobs", "watch", ""),
+        ("batch", "jobs", "create", ""),
+        ("batch", "jobs", "delete", ""),
+        ("", "events", "create", ""),
+    }
+
+
+@pytest.mark.parametrize(
+    ("argv", "adapters", "present", "absent"),
+    [
+        (
+            ["--namespaces=a,b"],
+            {},
+            {("", "configmaps", "watch", "a"), ("apps", "deployments", "patch", "b")},
+            {("", "configmaps", "watch", "")},
+        ),
+        (["--resources-to-ignore=secrets"], {}, set(), {("", "secrets", "watch", "")}),
+        (["--namespace-selector=env=prod"], {}, {("", "namespaces", "watch", "")}, set()),
+        (
+            ["--enable-ha", "--lease-namespace=ops"],
+            {},
+            {("coordination.k8s.io", "leases", verb, "ops") for verb in ("get", "create", "update")},
+            set(),
+        ),
+        (
+            ["--ignored-workload-types=jobs,cronjobs"],
+            {},
+            set(),
+            {("batch", "jobs", "create", ""), ("batch", "cronjobs", "watch", "")},
+        ),
+        (
+            ["--ignored-workload-types=jobs"],
+            {},
+            {("batch", "jobs", "create", "")},
+            {("batch", "jobs", "delete", "")},
+        ),
+        (
+            [],
+            {"argo_rollouts": True},
+            {("argoproj.io", "rollouts", "watch", ""), ("argoproj.io", "rollouts", "patch", "")},
+            set(),
+        ),
+        ([], {"openshift": True}, {("apps.openshift.io", "deploymentconfigs", "watch", "")}, set()),
+    ],
+)
+def test_features_add_and_remove_needs(argv, adapters, present, absent):
+    found = needs(argv, **adapters)
+    assert present <= found
+    assert not absent & found
+
+
+def test_git_sinks_need_the_digest_key_secret(tmp_path):
+    config_file = tmp_path / "git.yaml"
+    config_file.write_text("repositories: []\n")
+    found = needs([f"--git-config={config_file}", "--lease-namespace=ops"])
+    assert {("", "secrets", "get", "ops"), ("", "secrets", "create", "ops")} <= found
+
+
+def test_only_events_are_optional():
+    config = load_config([], environ=HOME)
+    optional = [n for n in required_permissions(config, adapters_for()) if not n.essential]
+    assert [(n.resource, n.verb) for n in optional] == [("events", "create")]
+
+
+def test_describe_names_resource_verb_scope_and_feature():
+    missing = [
+        Need("apps", "deployments", "watch", "", "watch Deployments"),
+        Need("", "events", "create", "ns", "record Events", essential=False),
+    ]
+    assert describe(missing) == (
+        "2 permission(s) missing: watch deployments.apps cluster-wide (needed to watch Deployments); "
+        'create events in namespace "ns" (needed to record Events). '
+        "Stakater's ClusterRole has no watch on workloads: use this chart's ClusterRole "
+        "(helm/gitops-reloader) or add the verbs above."
+    )
