@@ -18,6 +18,7 @@ import durationpy
 
 from gitops_reloader.errors import ConfigError
 from gitops_reloader.model import SinkName
+from gitops_reloader.shard import Shard
 
 TRUE_VALUES = frozenset({"1", "t", "true", "y", "yes", "on"})
 FALSE_VALUES = frozenset({"0", "f", "false", "n", "no", "off"})
@@ -101,6 +102,8 @@ class Filters:
     """Lower-case plurals: ``jobs``, ``cronjobs``."""
     ignore_secret_types: tuple[str, ...] = (HELM_RELEASE_SECRET_TYPE,)
     """Secret ``type`` values excluded server-side (field selector) from list and watch."""
+    shard: Shard = field(default_factory=Shard)
+    """``--shard-index``/``--shard-count``: the namespaces this instance owns (docs/scaling.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +275,8 @@ FLAGS: tuple[FlagSpec, ...] = (
     FlagSpec(("--secretproviderclass-auto-annotation",), "CSI annotation key: accepted, not implemented yet.", "secretproviderclass.reloader.stakater.com/auto", inert=True),
     FlagSpec(("--secretproviderclass-exclude-annotation",), "CSI annotation key: accepted, not implemented yet.", "secretproviderclasses.exclude.reloader.stakater.com/reload", inert=True),
     FlagSpec(("--permission-check",), "At start-up, ask the API server (SelfSubjectAccessReview) for every verb the configuration needs: strict stops on a missing one, warn only logs, off skips.", "strict", stakater=False),
+    FlagSpec(("--shard-count",), "Split namespaces across this many instances by a consistent hash of their names (docs/scaling.md).", "1", stakater=False),
+    FlagSpec(("--shard-index",), "Which of the --shard-count shards this instance is (0-based); its Lease gets a -shard-<index> suffix.", "0", stakater=False),
     FlagSpec(("--ignore-secret-types",), "Comma list of Secret types never listed or watched (a server-side field selector); empty watches all.", HELM_RELEASE_SECRET_TYPE, stakater=False),
 )
 
@@ -343,6 +348,13 @@ def _positive_int(text: str) -> int:
     number = int(text)
     if number < 1:
         raise ValueError(f"must be at least 1, got {number}")
+    return number
+
+
+def _non_negative_int(text: str) -> int:
+    number = int(text)
+    if number < 0:
+        raise ValueError(f"must be at least 0, got {number}")
     return number
 
 
@@ -429,6 +441,10 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
         pause_period=raw["pause_deployment_annotation"],
         paused_at=raw["pause_deployment_time_annotation"],
     )
+    shard = Shard(_flag("shard-index", raw["shard_index"], _non_negative_int),
+                  _flag("shard-count", raw["shard_count"], _positive_int))
+    if shard.index >= shard.count:
+        raise ConfigError(f"invalid value for --shard-index: {shard.index} is not below --shard-count {shard.count}")
     filters = Filters(
         namespaces=namespaces,
         namespaces_to_ignore=split_csv(raw["namespaces_to_ignore"]),
@@ -438,6 +454,7 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
         ignore_secrets=flag_bool["ignore_secrets"] or resources_to_ignore.lower() == "secrets",
         ignored_workload_types=ignored_types,
         ignore_secret_types=split_csv(raw["ignore_secret_types"]),
+        shard=shard,
     )
     if filters.ignore_configmaps and filters.ignore_secrets:
         raise ConfigError("--resources-to-ignore/--ignore-*: ignoring both ConfigMaps and Secrets leaves nothing to watch")
@@ -463,7 +480,8 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
         http_address=http_address,
         health_address=raw["health_addr"] if raw["health_addr"] not in ("", http_address) else "",
         enable_ha=flag_bool["enable_ha"],
-        lease_name=raw["leader_election_id"] or raw["lease_name"],
+        lease_name=(raw["leader_election_id"] or raw["lease_name"])
+        + (f"-shard-{shard.index}" if shard.sharded else ""),
         lease_namespace=(raw["leader_election_namespace"] or raw["lease_namespace"]
                          or env.get("POD_NAMESPACE", "") or "default"),
         lease_duration=_flag("lease-duration", raw["leader_election_lease_duration"] or raw["lease_duration"],

@@ -263,6 +263,7 @@ class Controller:
                 observer=observer,
             )
         keys = (self.config.keys.ignore, self.config.keys.match)
+        owns = filters.shard.owns if filters.shard.sharded else None
         kinds: list[tuple[SourceKind, ResourceKind]] = []
         if not filters.ignore_configmaps:
             kinds.append((SourceKind.CONFIGMAP, CONFIGMAPS))
@@ -277,6 +278,7 @@ class Controller:
                     options=InformerOptions(
                         namespace=scope, label_selector=filters.resource_label_selector,
                         field_selector=field_selector(filters, secrets=source_kind is SourceKind.SECRET),
+                        accept_namespace=owns,
                     ),
                     observer=observer,
                 )
@@ -286,7 +288,8 @@ class Controller:
             self._workload_informers[kind] = [
                 Informer(
                     self.api, adapter.resource, adapter.record, self._on_workload,
-                    options=InformerOptions(namespace=scope, field_selector=field_selector(filters)),
+                    options=InformerOptions(namespace=scope, field_selector=field_selector(filters),
+                                            accept_namespace=owns),
                     observer=observer,
                 )
                 for scope in self._scopes()
@@ -303,7 +306,7 @@ class Controller:
 
     def _namespace_allowed(self, namespace: str) -> bool:
         allowed = self._allowed_namespaces
-        return allowed is None or namespace in allowed
+        return (allowed is None or namespace in allowed) and self.config.filters.shard.owns(namespace)
 
     def _on_namespace(self, event: InformerEvent[Mapping[str, str]]) -> None:
         assert self._allowed_namespaces is not None

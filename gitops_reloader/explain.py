@@ -38,6 +38,7 @@ from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord, adap
 from gitops_reloader.model import ReloadRequest, SinkName, SourceKind
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.regex import RegexError, compile_linear
+from gitops_reloader.shard import shard_of
 from gitops_reloader.sinks import build_live_sinks
 from gitops_reloader.sinks.pullrequest import PullRequestNotConfigured
 
@@ -224,6 +225,11 @@ def _filtered(api: KubeApi, config: Config, kind: SourceKind, namespace: str,
         return "namespace-not-watched", f"namespace {namespace} is not in --namespaces"
     if namespace in filters.namespaces_to_ignore:
         return "namespace-ignored", f"namespace {namespace} is in --namespaces-to-ignore"
+    if not filters.shard.owns(namespace):
+        shard = filters.shard
+        owner = shard_of(namespace, shard.count)
+        return "namespace-other-shard", (f"namespace {namespace} belongs to shard {owner} of {shard.count}, "
+                                         f"this is --shard-index {shard.index}")
     selector = filters.namespace_selector
     if selector and namespace not in _names(api, NAMESPACES, None, selector):
         why = f"namespace {namespace} is not selected by --namespace-selector {selector!r}"
