@@ -16,6 +16,7 @@ worker threads.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
@@ -76,11 +77,12 @@ class PendingSource:
 
 def source_transform(kind: SourceKind, keys: Iterable[str],
                      full_hash: Callable[[], bool]) -> Callable[[JSON], SourceMeta]:
-    """Informer transform: hash the data, keep labels and the annotations we read, drop the rest.
+    """Informer transform: hash the data, keep the annotations we read, drop the rest.
 
     For Secrets the Stakater hash (which decodes every value) is computed only when
     ``full_hash()`` says so — after the initial list, or for ``--sync-after-restart``;
-    change detection uses the cheap fingerprint either way.
+    change detection uses the cheap fingerprint either way. Namespaces and annotation
+    values are interned: they repeat across thousands of cached objects.
     """
     wanted = tuple(keys)
 
@@ -89,10 +91,9 @@ def source_transform(kind: SourceKind, keys: Iterable[str],
         annotations = metadata.get("annotations") or {}
         secret = kind is SourceKind.SECRET
         return SourceMeta(
-            ref=SourceRef(kind, str(metadata.get("namespace", "")), str(metadata["name"])),
+            ref=SourceRef(kind, sys.intern(str(metadata.get("namespace", ""))), str(metadata["name"])),
             hash=hash_object(kind, raw) if not secret or full_hash() else "",
-            labels=dict(metadata.get("labels") or {}),
-            annotations={k: str(annotations[k]) for k in wanted if k in annotations},
+            annotations={k: sys.intern(str(annotations[k])) for k in wanted if k in annotations},
             resource_version=str(metadata.get("resourceVersion", "")),
             fingerprint=data_fingerprint(raw) if secret else "",
         )

@@ -17,13 +17,24 @@ Pure: no I/O; a :class:`threading.Lock` makes it safe to share between informer 
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from gitops_reloader.model import ContainerRefs, PodRefs, SourceKind, SourceRef, WorkloadKey
 
 __all__ = ["ReferenceIndex", "extract_refs"]
+
+
+_NO_NAMES: frozenset[str] = frozenset()
+_NO_VOLUMES: Mapping[str, tuple[str, ...]] = MappingProxyType({})
+
+
+def _frozen(names: set[str]) -> frozenset[str]:
+    """``names`` frozen, sharing one empty set (most containers reference nothing)."""
+    return frozenset(names) if names else _NO_NAMES
 
 
 def _map(value: object) -> Mapping[str, Any]:
@@ -62,7 +73,7 @@ def _container_refs(container: Mapping[str, Any], *, init: bool) -> ContainerRef
         if secret := _name(env_from.get("secretRef")):
             secrets.add(secret)
     return ContainerRefs(
-        name=name, init=init, configmaps=frozenset(configmaps), secrets=frozenset(secrets)
+        name=sys.intern(name), init=init, configmaps=_frozen(configmaps), secrets=_frozen(secrets)
     )
 
 
@@ -113,14 +124,14 @@ def extract_refs(pod_spec: Mapping[str, Any] | None) -> PodRefs:
 
     return PodRefs(
         containers=tuple(containers),
-        volume_configmaps={name: mounters(v) for name, v in cm_volumes.items()},
-        volume_secrets={name: mounters(v) for name, v in secret_volumes.items()},
+        volume_configmaps={name: mounters(v) for name, v in cm_volumes.items()} or _NO_VOLUMES,
+        volume_secrets={name: mounters(v) for name, v in secret_volumes.items()} or _NO_VOLUMES,
     )
 
 
-def _source_refs(namespace: str, refs: PodRefs) -> frozenset[SourceRef]:
-    return frozenset(
-        SourceRef(kind, namespace, name) for kind in SourceKind for name in refs.names(kind)
+def _source_refs(namespace: str, refs: PodRefs) -> tuple[SourceRef, ...]:
+    return tuple(
+        SourceRef(kind, namespace, name) for kind in SourceKind for name in sorted(refs.names(kind))
     )
 
 
@@ -132,7 +143,9 @@ class ReferenceIndex:
     controller must evaluate it for every change in its namespace).
 
     Thread-safe: every method takes the internal lock, and results are fresh frozensets
-    the caller may keep. Callers must pass the same namespace the workload key names;
+    the caller may keep. One entry per workload and per referenced source: a source used
+    by a single workload (the common case) maps to that key itself, not to a set of one.
+    Callers must pass the same namespace the workload key names;
     the index does not parse keys.
 
     >>> index = ReferenceIndex()
@@ -145,9 +158,9 @@ class ReferenceIndex:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._by_source: dict[SourceRef, set[WorkloadKey]] = {}
+        self._by_source: dict[SourceRef, WorkloadKey | set[WorkloadKey]] = {}
         self._explicit: dict[str, set[WorkloadKey]] = {}
-        self._entries: dict[WorkloadKey, tuple[str, frozenset[SourceRef], bool]] = {}
+        self._entries: dict[WorkloadKey, tuple[str, tuple[SourceRef, ...], bool]] = {}
 
     def update(self, key: WorkloadKey, namespace: str, refs: PodRefs, *, explicit: bool) -> None:
         """Record (or replace) what workload ``key`` in ``namespace`` references."""
@@ -156,7 +169,13 @@ class ReferenceIndex:
             self._remove_locked(key)
             self._entries[key] = (namespace, sources, explicit)
             for source in sources:
-                self._by_source.setdefault(source, set()).add(key)
+                users = self._by_source.get(source)
+                if users is None or users == key:
+                    self._by_source[source] = key
+                elif isinstance(users, set):
+                    users.add(key)
+                else:
+                    self._by_source[source] = {users, key}
             if explicit:
                 self._explicit.setdefault(namespace, set()).add(key)
 
@@ -171,11 +190,13 @@ class ReferenceIndex:
             return
         namespace, sources, explicit = entry
         for source in sources:
-            keys = self._by_source.get(source)
-            if keys is not None:
-                keys.discard(key)
-                if not keys:
-                    del self._by_source[source]
+            users = self._by_source.get(source)
+            if users == key:
+                del self._by_source[source]
+            elif isinstance(users, set):
+                users.discard(key)
+                if len(users) == 1:
+                    self._by_source[source] = next(iter(users))
         if explicit:
             keys = self._explicit.get(namespace)
             if keys is not None:
@@ -186,8 +207,10 @@ class ReferenceIndex:
     def lookup(self, ref: SourceRef) -> frozenset[WorkloadKey]:
         """Workloads whose pod template references ``ref`` (same namespace, kind and name)."""
         with self._lock:
-            keys = self._by_source.get(ref)
-            return frozenset(keys) if keys else frozenset()
+            users = self._by_source.get(ref)
+            if users is None:
+                return frozenset()
+            return frozenset(users) if isinstance(users, set) else frozenset((users,))
 
     def explicit_in(self, namespace: str) -> frozenset[WorkloadKey]:
         """Workloads in ``namespace`` flagged explicit (a reload list needs no reference)."""

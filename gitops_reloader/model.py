@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, NewType
 
 WorkloadKey = NewType("WorkloadKey", str)
@@ -76,28 +77,87 @@ class SourceRef:
         return f"{self.namespace}/{self.kind.kube_kind}/{self.name}"
 
 
-@dataclass(frozen=True, slots=True)
+_NO_ANNOTATIONS: Mapping[str, str] = MappingProxyType({})
+
+
 class SourceMeta:
     """What the controller keeps of a ConfigMap/Secret: never its data (DESIGN contract 3).
 
-    ``hash`` is the Stakater hash ("" when not computed: decoding every Secret of the
-    initial list is the largest start-up cost and no decision needs it then);
+    ``hash`` is the Stakater hash as hex text ("" when not computed: decoding every Secret
+    of the initial list is the largest start-up cost and no decision needs it then);
     ``fingerprint`` changes exactly when the data changes and is what change detection
     compares (for Secrets a digest of the base64 text, for ConfigMaps the hash itself).
-    ``annotations`` holds only the few keys the policy reads.
+    ``annotations`` holds only the few keys the policy reads. Labels are not kept: the
+    label selector is applied by the API server and no decision reads them.
+
+    One of these exists per cached ConfigMap/Secret, so it is stingy: both digests are
+    kept as 20 raw bytes (the hex text is made when asked for), ``__slots__``, and one
+    shared read-only mapping when there are no annotations. Immutable: callers must not
+    mutate ``annotations``; :meth:`replace` makes a changed copy.
     """
 
+    __slots__ = ("_fingerprint", "_hash", "annotations", "ref", "resource_version")
+
     ref: SourceRef
-    hash: str
-    labels: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
-    resource_version: str = ""
-    fingerprint: str = ""
+    annotations: Mapping[str, str]
+    resource_version: str
+    _hash: bytes
+    _fingerprint: bytes
+
+    def __init__(self, ref: SourceRef, hash: str = "", annotations: Mapping[str, str] | None = None,
+                 resource_version: str = "", fingerprint: str = "") -> None:
+        setter = object.__setattr__
+        setter(self, "ref", ref)
+        setter(self, "_hash", _digest(hash))
+        setter(self, "annotations", annotations if annotations else _NO_ANNOTATIONS)
+        setter(self, "resource_version", resource_version)
+        setter(self, "_fingerprint", _digest(fingerprint))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"SourceMeta is immutable (cannot set {name!r})")
+
+    @property
+    def hash(self) -> str:
+        """The Stakater hash (hex), or "" when not computed."""
+        return self._hash.hex()
+
+    @property
+    def fingerprint(self) -> str:
+        """The change-detection digest (hex), or "" when the hash serves."""
+        return self._fingerprint.hex()
 
     @property
     def change_key(self) -> str:
         """What differs exactly when the data differs."""
-        return self.fingerprint or self.hash
+        return (self._fingerprint or self._hash).hex()
+
+    def replace(self, **changes: Any) -> SourceMeta:
+        """A copy with some constructor arguments changed."""
+        fields = {"ref": self.ref, "hash": self.hash, "annotations": self.annotations,
+                  "resource_version": self.resource_version, "fingerprint": self.fingerprint}
+        return SourceMeta(**{**fields, **changes})
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.ref, self._hash, dict(self.annotations), self.resource_version,
+                self._fingerprint)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SourceMeta):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash((self.ref, self._hash, self._fingerprint, self.resource_version))
+
+    def __repr__(self) -> str:
+        return (f"SourceMeta(ref={self.ref!r}, hash={self.hash!r}, "
+                f"annotations={dict(self.annotations)!r}, "
+                f"resource_version={self.resource_version!r}, fingerprint={self.fingerprint!r})")
+
+
+def _digest(hex_text: str) -> bytes:
+    """Hex digest text as bytes ("" → b""); raises ValueError for text that is not hex."""
+    return bytes.fromhex(hex_text) if hex_text else b""
 
 
 @dataclass(frozen=True, slots=True)

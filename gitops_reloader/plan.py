@@ -207,7 +207,7 @@ def changed_meta(kind: SourceKind, config: Config, before: Mapping[str, Any],
     old, new = transform(dict(before)), transform(dict(after))
     if as_if:
         made_up = hashlib.sha1(b"gitops-reloader plan\0" + old.hash.encode()).hexdigest()
-        new = dataclasses.replace(new, hash=made_up, fingerprint=made_up if new.fingerprint else "")
+        new = new.replace(hash=made_up, fingerprint=made_up if new.fingerprint else "")
     return old, new
 
 

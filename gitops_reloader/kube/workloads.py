@@ -11,15 +11,18 @@ re-create for a Job, ``spec.restartAt`` for a Rollout with the restart strategy.
 from __future__ import annotations
 
 import copy
+import sys
 import threading
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any
 
 import jsonpatch
 
 from gitops_reloader.errors import KubeNotFound
+from gitops_reloader.hashing import ENV_VAR_PREFIX
 from gitops_reloader.index import extract_refs
 from gitops_reloader.kube.api import JSON, JSON_PATCH, MERGE, STRATEGIC, KubeApi
 from gitops_reloader.kube.resources import (
@@ -35,11 +38,22 @@ from gitops_reloader.kube.resources import (
 from gitops_reloader.model import ObjectRef, PodRefs, TemplateEdit
 
 _DROP_METADATA = ("managedFields",)
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+"""The one empty string map shared by every record without labels or annotations."""
+_UNREAD_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
+"""Annotations no decision reads, dropped on arrival (kubectl's copy of the whole manifest)."""
 
 
 @dataclass(frozen=True, slots=True)
 class WorkloadRecord:
-    """What the workload informer keeps: the object (minus status and managedFields)."""
+    """What the workload informer keeps of one workload.
+
+    ``raw`` is the object minus status and managedFields for kinds whose write needs the
+    whole object (JSON-patched custom resources, Jobs, CronJobs). For kinds patched with a
+    strategic merge (Deployment, DaemonSet, StatefulSet) it is a :class:`SlimObject`: the
+    same mapping shape, built on each read from the few fields readers use, so 20,000
+    Deployments do not keep 20,000 pod templates. Read-only for every caller.
+    """
 
     ref: ObjectRef
     uid: str
@@ -48,7 +62,110 @@ class WorkloadRecord:
     template_annotations: Mapping[str, str]
     refs: PodRefs
     has_template: bool
-    extra: Mapping[str, str] = field(default_factory=dict)
+
+
+_Env = tuple[tuple[str, str | None, bool], ...]
+"""A container's ``STAKATER_*`` env entries: (name, value, has valueFrom)."""
+
+
+class SlimObject(Mapping[str, Any]):
+    """A workload as its readers see it, kept as a handful of fields.
+
+    What it holds (everything else of the object is gone): ``apiVersion``, ``kind``; in
+    ``metadata`` the name, namespace, uid, resourceVersion, labels, ownerReferences and the
+    annotations; ``spec.paused``; in the pod template its annotations and, per container
+    (and init container) that has any, the ``STAKATER_*`` env entries — what locating a
+    manifest, the pause logic and the env-vars sink read. Each access builds fresh dicts
+    (cheap, and only on the rare write path), so a caller mutating them changes nothing.
+    """
+
+    __slots__ = ("_annotations", "_api_version", "_containers", "_init_containers", "_kind",
+                 "_labels", "_name", "_namespace", "_owners", "_paused", "_resource_version",
+                 "_template_annotations", "_template_path", "_uid")
+
+    def __init__(self, *, api_version: str, kind: str, name: str, namespace: str, uid: str,
+                 resource_version: str | None, labels: Mapping[str, str],
+                 annotations: Mapping[str, str], owners: tuple[Any, ...], paused: Any,
+                 template_path: tuple[str, ...] | None, template_annotations: Mapping[str, str],
+                 containers: tuple[tuple[str, _Env], ...],
+                 init_containers: tuple[tuple[str, _Env], ...]) -> None:
+        self._api_version = api_version
+        self._kind = kind
+        self._name = name
+        self._namespace = namespace
+        self._uid = uid
+        self._resource_version = resource_version
+        self._labels = labels
+        self._annotations = annotations
+        self._owners = owners
+        self._paused = paused
+        self._template_path = template_path
+        self._template_annotations = template_annotations
+        self._containers = containers
+        self._init_containers = init_containers
+
+    def _build(self) -> JSON:
+        metadata: JSON = {"name": self._name, "namespace": self._namespace, "uid": self._uid}
+        if self._resource_version is not None:
+            metadata["resourceVersion"] = self._resource_version
+        if self._labels:
+            metadata["labels"] = dict(self._labels)
+        metadata["annotations"] = dict(self._annotations)
+        if self._owners:
+            metadata["ownerReferences"] = copy.deepcopy(list(self._owners))
+        obj: JSON = {"apiVersion": self._api_version, "kind": self._kind, "metadata": metadata}
+        if self._paused is not None:
+            obj["spec"] = {"paused": self._paused}
+        if self._template_path is not None:
+            spec: JSON = {}
+            for key, containers in (("containers", self._containers),
+                                    ("initContainers", self._init_containers)):
+                if containers:
+                    spec[key] = [_container(name, env) for name, env in containers]
+            template = {"metadata": {"annotations": dict(self._template_annotations)}, "spec": spec}
+            obj = _merge(obj, _nest(self._template_path, template))
+        return obj
+
+    def __getitem__(self, key: str) -> Any:
+        return self._build()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._build())
+
+    def __len__(self) -> int:
+        return len(self._build())
+
+    def __repr__(self) -> str:
+        return f"SlimObject({self._build()!r})"
+
+
+def _container(name: str, env: _Env) -> JSON:
+    entries = [{"name": n, "valueFrom": {}} if has_from else {"name": n, "value": v}
+               for n, v, has_from in env]
+    return {"name": name, "env": entries}
+
+
+def _stakater_env(container: Mapping[str, Any]) -> _Env:
+    """The ``STAKATER_*`` env entries of a container (what the env-vars sink compares)."""
+    out: list[tuple[str, str | None, bool]] = []
+    for entry in container.get("env") or ():
+        if not isinstance(entry, Mapping):
+            continue
+        name = str(entry.get("name", ""))
+        if name.startswith(ENV_VAR_PREFIX):
+            value = entry.get("value")
+            out.append((sys.intern(name), None if value is None else str(value),
+                        "valueFrom" in entry))
+    return tuple(out)
+
+
+def _slim_containers(containers: Any) -> tuple[tuple[str, _Env], ...]:
+    """(name, env) of every container that has ``STAKATER_*`` env entries."""
+    out: list[tuple[str, _Env]] = []
+    for container in containers if isinstance(containers, list) else ():
+        if isinstance(container, Mapping) and (env := _stakater_env(container)):
+            out.append((sys.intern(str(container.get("name"))), env))
+    return tuple(out)
 
 
 def rfc3339(unix_seconds: float) -> str:
@@ -65,9 +182,11 @@ def _dig(obj: Mapping[str, Any], path: Iterable[str]) -> Any:
 
 
 def _strings(value: Any) -> dict[str, str]:
+    """A string map with keys and values interned (they repeat across workloads)."""
     if not isinstance(value, Mapping):
         return {}
-    return {str(k): str(v) for k, v in value.items() if v is not None}
+    return {sys.intern(str(k)): sys.intern(str(v)) for k, v in value.items()
+            if v is not None and k not in _UNREAD_ANNOTATIONS}
 
 
 def apply_edit_in_place(template: dict[str, Any], edit: TemplateEdit) -> None:
@@ -146,6 +265,12 @@ class WorkloadAdapter:
         failed), so that a retry can finish the write; None for kinds patched in place."""
         return None
 
+    @property
+    def keeps_whole_object(self) -> bool:
+        """Whether :meth:`apply` needs the whole cached object (a JSON patch is a diff of
+        it); built-in kinds are written with a strategic merge patch and keep a slim copy."""
+        return not self.resource.builtin
+
     def record(self, raw: JSON) -> WorkloadRecord:
         """The informer transform: trim the object and extract references once."""
         metadata = raw.get("metadata") or {}
@@ -154,14 +279,42 @@ class WorkloadAdapter:
         raw.pop("status", None)
         template = self.pod_template(raw)
         pod_spec = (template or {}).get("spec") or {}
+        annotations = _strings(metadata.get("annotations")) or _EMPTY
+        template_annotations = (
+            _strings(((template or {}).get("metadata") or {}).get("annotations")) or _EMPTY)
+        ref = ObjectRef(self.kind, sys.intern(str(metadata.get("namespace", ""))),
+                        str(metadata["name"]))
+        uid = str(metadata.get("uid", ""))
         return WorkloadRecord(
-            ref=ObjectRef(self.kind, str(metadata.get("namespace", "")), str(metadata["name"])),
-            uid=str(metadata.get("uid", "")),
-            raw=raw,
-            annotations=_strings(metadata.get("annotations")),
-            template_annotations=_strings(((template or {}).get("metadata") or {}).get("annotations")),
+            ref=ref,
+            uid=uid,
+            raw=raw if self.keeps_whole_object else self._slim(
+                raw, ref, uid, annotations, template_annotations),
+            annotations=annotations,
+            template_annotations=template_annotations,
             refs=extract_refs(pod_spec),
             has_template=template is not None and bool(pod_spec.get("containers")),
+        )
+
+    def _slim(self, raw: JSON, ref: ObjectRef, uid: str, annotations: Mapping[str, str],
+              template_annotations: Mapping[str, str]) -> SlimObject:
+        """What a strategic-merge kind's readers use of ``raw`` (see :class:`SlimObject`)."""
+        metadata = raw.get("metadata") or {}
+        owners = metadata.get("ownerReferences")
+        resource_version = metadata.get("resourceVersion")
+        template = self.pod_template(raw)
+        pod_spec = (template or {}).get("spec") or {}
+        return SlimObject(
+            api_version=sys.intern(str(raw.get("apiVersion", ""))), kind=self.kind,
+            name=ref.name, namespace=ref.namespace, uid=uid,
+            resource_version=None if resource_version is None else str(resource_version),
+            labels=_strings(metadata.get("labels")) or _EMPTY, annotations=annotations,
+            owners=tuple(owners) if isinstance(owners, list) else (),
+            paused=_dig(raw, ("spec", "paused")),
+            template_path=self.template_path if template is not None else None,
+            template_annotations=template_annotations,
+            containers=_slim_containers(pod_spec.get("containers")),
+            init_containers=_slim_containers(pod_spec.get("initContainers")),
         )
 
     def strategic_body(self, edit: TemplateEdit, extra_patch: JSON | None = None) -> JSON:
@@ -244,6 +397,10 @@ class CronJobAdapter(WorkloadAdapter):
     resource = CRONJOBS
     template_path = ("spec", "jobTemplate", "spec", "template")
 
+    @property
+    def keeps_whole_object(self) -> bool:
+        return True  # the Job is built from the whole jobTemplate
+
     def apply(self, api: KubeApi, record: WorkloadRecord, edit: TemplateEdit, *, now: float,
               extra_patch: JSON | None = None) -> None:
         job_template = copy.deepcopy(_dig(record.raw, ("spec", "jobTemplate")) or {})
@@ -284,6 +441,10 @@ class JobAdapter(WorkloadAdapter):
     """
 
     resource = JOBS
+
+    @property
+    def keeps_whole_object(self) -> bool:
+        return True  # re-created from the whole object
 
     def __init__(self, resource: ResourceKind | None = None) -> None:
         super().__init__(resource)

@@ -691,7 +691,7 @@ def test_all_rules_together_ignore_wins() -> None:
 @pytest.mark.parametrize("weaker", RULES[1:])
 def test_other_namespace_beats_every_rule(weaker: str) -> None:
     w, src, options = arrange({weaker})
-    other_ns = dataclasses.replace(src, ref=SourceRef(CM, "elsewhere", "app-cfg"))
+    other_ns = src.replace(ref=SourceRef(CM, "elsewhere", "app-cfg"))
     assert decide(w, other_ns, options) == Decision(False, Reason.OTHER_NAMESPACE)
 
 
