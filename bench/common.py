@@ -35,6 +35,13 @@ def free_port() -> int:
 @contextmanager
 def apiserver_process(workdir: Path, *extra: str) -> Iterator[tuple[str, Path]]:
     """The API test server in its own process; yields (url, kubeconfig path)."""
+    with apiserver_popen(workdir, *extra) as (_, url, kubeconfig):
+        yield url, kubeconfig
+
+
+@contextmanager
+def apiserver_popen(workdir: Path, *extra: str) -> Iterator[tuple[subprocess.Popen[Any], str, Path]]:
+    """The API test server in its own process; yields (process, url, kubeconfig path)."""
     kubeconfig = workdir / "kubeconfig"
     proc = subprocess.Popen(
         [sys.executable, "-m", "gitops_reloader.testing.apiserver", "--port", "0",
@@ -45,7 +52,7 @@ def apiserver_process(workdir: Path, *extra: str) -> Iterator[tuple[str, Path]]:
         line = proc.stdout.readline() if proc.stdout else ""
         if not line.startswith("READY "):
             raise RuntimeError(f"API test server did not start: {line!r}")
-        yield line.split()[1], kubeconfig
+        yield proc, line.split()[1], kubeconfig
     finally:
         stop_process(proc)
 
@@ -101,6 +108,38 @@ def create_all(api: KubeApi, paths_and_bodies: Iterable[tuple[str, Mapping[str, 
                threads: int = 16) -> None:
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(lambda pb: api.request("POST", pb[0], body=dict(pb[1])), paths_and_bodies))
+
+
+def load_objects(url: str, resource: str, items: Iterable[Mapping[str, Any]], *, group: str = "",
+                 version: str = "v1", chunk: int = 500) -> int:
+    """Seed objects through the API test server's ``POST /_testing/load`` (no request per object)."""
+    created = 0
+    batch: list[Mapping[str, Any]] = []
+
+    def send() -> int:
+        body = json.dumps({"group": group, "version": version, "resource": resource,
+                           "items": batch}).encode()
+        request = urllib.request.Request(f"{url}/_testing/load", method="POST", data=body,
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=600) as response:
+            return int(json.load(response)["created"])
+
+    for item in items:
+        batch.append(item)
+        if len(batch) == chunk:
+            created += send()
+            batch = []
+    if batch:
+        created += send()
+    return created
+
+
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """A process's ``VmRSS`` (or ``VmHWM``, the peak) from /proc, in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def server_requests(url: str) -> dict[tuple[str, str], int]:
@@ -199,10 +238,11 @@ class DeploymentWatch:
 
 
 def scenario_main(doc: str, script: str, title: str, run_once: Callable[[bool], dict[str, float]],
-                  argv: Sequence[str] | None = None) -> int:
+                  argv: Sequence[str] | None = None, options: Sequence[str] = ()) -> int:
     """The shared command line of a scenario: ``--quick``, ``--runs``; a table, then JSON.
 
-    ``run_once(quick)`` returns one run's figures; the medians over the runs are printed as
+    ``run_once(quick)`` returns one run's figures (``options``: the script's own flags, for the
+    printed command); the medians over the runs are printed as
     a table (with the command line) and, on the last line, as one JSON object.
     """
     import argparse
@@ -214,7 +254,7 @@ def scenario_main(doc: str, script: str, title: str, run_once: Callable[[bool], 
     runs = args.runs or (1 if args.quick else 3)
     results = [run_once(args.quick) for _ in range(runs)]
     summary = {key: round(median([r[key] for r in results]), 3) for key in results[0]}
-    command = f"python bench/{script}" + (" --quick" if args.quick else "")
+    command = " ".join([f"python bench/{script}", *options] + (["--quick"] if args.quick else []))
     print_table(f"{title} (median of {runs} run(s))", [(k, str(v)) for k, v in summary.items()], command)
     print(json.dumps(summary))
     return 0

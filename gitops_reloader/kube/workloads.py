@@ -74,7 +74,7 @@ class SlimObject(Mapping[str, Any]):
     What it holds (everything else of the object is gone): ``apiVersion``, ``kind``; in
     ``metadata`` the name, namespace, uid, resourceVersion, labels, ownerReferences and the
     annotations; ``spec.paused``; in the pod template its annotations and, per container
-    (and init container) that has any, the ``STAKATER_*`` env entries — what locating a
+    (and init container) its name and its ``STAKATER_*`` env entries — what locating a
     manifest, the pause logic and the env-vars sink read. Each access builds fresh dicts
     (cheap, and only on the rare write path), so a caller mutating them changes nothing.
     """
@@ -140,6 +140,8 @@ class SlimObject(Mapping[str, Any]):
 
 
 def _container(name: str, env: _Env) -> JSON:
+    if not env:
+        return {"name": name}
     entries = [{"name": n, "valueFrom": {}} if has_from else {"name": n, "value": v}
                for n, v, has_from in env]
     return {"name": name, "env": entries}
@@ -160,11 +162,11 @@ def _stakater_env(container: Mapping[str, Any]) -> _Env:
 
 
 def _slim_containers(containers: Any) -> tuple[tuple[str, _Env], ...]:
-    """(name, env) of every container that has ``STAKATER_*`` env entries."""
+    """(name, ``STAKATER_*`` env entries) of every container."""
     out: list[tuple[str, _Env]] = []
     for container in containers if isinstance(containers, list) else ():
-        if isinstance(container, Mapping) and (env := _stakater_env(container)):
-            out.append((sys.intern(str(container.get("name"))), env))
+        if isinstance(container, Mapping):
+            out.append((sys.intern(str(container.get("name"))), _stakater_env(container)))
     return tuple(out)
 
 

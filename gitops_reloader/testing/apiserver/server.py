@@ -9,7 +9,8 @@ delete and deletecollection. Watches stream chunked JSON lines pushed from the s
 the moment a change commits.
 
 Test controls (faults, cutting watches, compaction) are methods of ``ApiServer`` and,
-for a server in another process, ``POST /_testing/{faults,cut-watches,compact,restart}``.
+for a server in another process, ``POST /_testing/{faults,cut-watches,compact,restart}``;
+``POST /_testing/load`` seeds many objects of one resource in one request (benchmarks).
 
 Guarantees: every response carries a ``Content-Length`` or is chunked, so connections
 stay reusable; errors are ``metav1.Status`` bodies; ``stop`` closes every watch and
@@ -765,9 +766,27 @@ class _Handler(BaseHTTPRequestHandler):
             api.restart(compact=bool((self._json_body(body, required=False) or {}).get("compact", True)))
         elif action == "reset-requests":
             api.reset_request_counts()
+        elif action == "load":
+            result["created"] = self._load(self._json_body(body))
         else:
             raise _not_found_path()
         self._respond_json(200, result)
+
+
+    def _load(self, spec: Any) -> int:
+        """``POST /_testing/load``: ``{"group", "version", "resource", "items": [...]}``.
+
+        Creates every item (namespace from its metadata) with the checks of a POST but
+        without one HTTP round trip each: benchmarks seed 200,000 objects this way.
+        """
+        if not isinstance(spec, dict) or not isinstance(spec.get("items"), list):
+            raise bad_request("load needs a JSON object with an items list")
+        api = self.server.api
+        rt = api.registry.lookup(str(spec.get("group", "")), str(spec.get("version", "v1")),
+                                 str(spec.get("resource", "")))
+        if rt is None:
+            raise bad_request(f"unknown resource {spec.get('resource')!r}")
+        return api.store.load(rt, spec["items"], manager="bench-load")
 
 
 class ApiServer:

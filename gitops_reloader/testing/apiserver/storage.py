@@ -65,6 +65,9 @@ class Record:
     labels: Mapping[str, str]
     raw: bytes
     """The full object as JSON, ``kind`` and ``apiVersion`` first."""
+    fields: Mapping[str, str] = field(default_factory=dict)
+    """The resource's selectable fields (e.g. a Secret's ``type``), read once at commit so
+    a field-selected list does not parse every stored object."""
 
     def load(self) -> dict[str, Any]:
         """A private, mutable copy of the object."""
@@ -100,6 +103,10 @@ class _Table:
     keys: list[Key] = field(default_factory=list)
     horizon: int = 0
     watchers: set[Watcher] = field(default_factory=set)
+
+
+def _selectable(rt: ResourceType, obj: Mapping[str, Any]) -> Mapping[str, str]:
+    return {path: _field_value(obj, path) for path in rt.selectable_fields}
 
 
 def _field_value(obj: Mapping[str, Any], path: str) -> str:
@@ -146,6 +153,8 @@ class _Matcher:
                 return rec.name
             if path == "metadata.namespace":
                 return rec.namespace
+            if path in rec.fields:
+                return rec.fields[path]
             if loaded is None:
                 loaded = rec.load()
             return _field_value(loaded, path)
@@ -313,7 +322,8 @@ class Store:
             obj = prev.load()
         meta = obj["metadata"]
         meta["resourceVersion"] = str(rv)
-        rec = Record(meta.get("namespace", ""), meta["name"], rv, meta.get("labels") or {}, dumps(obj))
+        rec = Record(meta.get("namespace", ""), meta["name"], rv, meta.get("labels") or {}, dumps(obj),
+                     _selectable(table.rt, obj))
         key = (rec.namespace, rec.name)
         if kind == "DELETED":
             del table.objects[key]
@@ -340,6 +350,19 @@ class Store:
         else:
             meta["resourceVersion"] = str(rv)
         return Record(meta.get("namespace", ""), meta["name"], rv or 0, meta.get("labels") or {}, dumps(obj))
+
+    def load(self, rt: ResourceType, items: list[Any], *, manager: str) -> int:
+        """Create many objects (benchmarks' bulk seeding), each as :meth:`create` would.
+
+        The first failure stops the load with its ``ApiError`` (earlier items stay
+        created). Returns how many were created.
+        """
+        created = 0
+        for item in items:
+            namespace = str(((item or {}).get("metadata") or {}).get("namespace") or "")
+            self.create(rt, namespace, item, manager=manager)
+            created += 1
+        return created
 
     # ------------------------------------------------------------------ reads
 
