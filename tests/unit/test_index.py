@@ -349,6 +349,28 @@ def test_empty_buckets_are_dropped_so_memory_follows_references() -> None:
     assert index._explicit == {}
 
 
+def test_a_source_shared_then_released_keeps_every_remaining_user() -> None:
+    index = ReferenceIndex()
+    cfg = src(CM, "ns", "cfg")
+    a, b, c = key("ns", "a"), key("ns", "b"), key("ns", "c")
+    index.update(a, "ns", refs_using(cms=("cfg",)), explicit=False)
+    index.update(a, "ns", refs_using(cms=("cfg",)), explicit=False)  # same user again
+    assert index.lookup(cfg) == {a}
+    index.update(b, "ns", refs_using(cms=("cfg",)), explicit=False)
+    index.update(c, "ns", refs_using(cms=("cfg",)), explicit=False)
+    assert index.lookup(cfg) == {a, b, c}
+    index.remove(b)
+    assert index.lookup(cfg) == {a, c}
+    index.update(a, "ns", refs_using(cms=("other",)), explicit=False)
+    assert index.lookup(cfg) == {c}
+    index.update(b, "ns", refs_using(cms=("cfg",)), explicit=False)
+    assert index.lookup(cfg) == {b, c}
+    index.remove(b)
+    index.remove(c)
+    assert index.lookup(cfg) == frozenset()
+    assert cfg not in index._by_source
+
+
 def test_results_are_snapshots() -> None:
     index = ReferenceIndex()
     index.update(key("ns", "a"), "ns", refs_using(cms=("c",)), explicit=True)

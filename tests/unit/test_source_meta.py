@@ -1,0 +1,74 @@
+"""SourceMeta keeps digests as bytes but reads exactly as the hex-text version did."""
+
+from __future__ import annotations
+
+import pytest
+
+from gitops_reloader.controller import source_transform
+from gitops_reloader.hashing import configmap_hash, data_fingerprint, secret_hash
+from gitops_reloader.model import SourceKind, SourceMeta, SourceRef
+
+REF = SourceRef(SourceKind.SECRET, "ns", "db")
+HASH = "3c9a892aeaedc759abc3df9884a37b8be5680382"
+FINGERPRINT = "da39a3ee5e6b4b0d3255bfef95601890afd80709"
+
+
+def test_hash_and_fingerprint_read_back_as_the_hex_text_given() -> None:
+    meta = SourceMeta(REF, HASH, {"a": "b"}, resource_version="7", fingerprint=FINGERPRINT)
+    assert (meta.hash, meta.fingerprint, meta.resource_version) == (HASH, FINGERPRINT, "7")
+    assert meta.annotations == {"a": "b"}
+
+
+def test_change_key_is_the_fingerprint_else_the_hash() -> None:
+    assert SourceMeta(REF, HASH, fingerprint=FINGERPRINT).change_key == FINGERPRINT
+    assert SourceMeta(REF, HASH).change_key == HASH
+    assert SourceMeta(REF).change_key == ""
+
+
+def test_an_uncomputed_hash_stays_empty_text() -> None:
+    assert SourceMeta(REF, "", fingerprint=FINGERPRINT).hash == ""
+
+
+def test_equal_contents_are_equal_and_hash_alike() -> None:
+    one = SourceMeta(REF, HASH, {"a": "b"}, resource_version="1")
+    two = SourceMeta(REF, HASH, {"a": "b"}, resource_version="1")
+    assert one == two and hash(one) == hash(two)
+    assert one != SourceMeta(REF, FINGERPRINT, {"a": "b"}, resource_version="1")
+
+
+def test_replace_changes_only_what_it_names() -> None:
+    meta = SourceMeta(REF, HASH, {"a": "b"}, resource_version="1", fingerprint=FINGERPRINT)
+    moved = meta.replace(ref=SourceRef(SourceKind.SECRET, "other", "db"))
+    assert moved.ref.namespace == "other"
+    assert (moved.hash, moved.fingerprint, moved.annotations, moved.resource_version) == (
+        HASH, FINGERPRINT, {"a": "b"}, "1")
+
+
+def test_it_cannot_be_changed_in_place() -> None:
+    meta = SourceMeta(REF, HASH)
+    with pytest.raises(AttributeError):
+        meta.ref = SourceRef(SourceKind.SECRET, "ns", "other")  # type: ignore[misc]
+
+
+def test_text_that_is_not_a_hex_digest_is_refused() -> None:
+    with pytest.raises(ValueError):
+        SourceMeta(REF, "not-hex")
+
+
+def test_transform_keeps_the_hashes_and_read_annotations_only() -> None:
+    raw = {"metadata": {"name": "db", "namespace": "ns", "resourceVersion": "5",
+                        "labels": {"app": "web"},
+                        "annotations": {"reloader.stakater.com/match": "true", "other": "x"}},
+           "data": {"password": "c2VjcmV0"}}
+    meta = source_transform(SourceKind.SECRET, ("reloader.stakater.com/match",), lambda: True)(raw)
+    assert meta.hash == secret_hash({"password": "c2VjcmV0"})
+    assert meta.fingerprint == data_fingerprint(raw)
+    assert meta.annotations == {"reloader.stakater.com/match": "true"}
+    assert (meta.ref, meta.resource_version) == (REF, "5")
+
+
+def test_transform_of_a_configmap_compares_its_stakater_hash() -> None:
+    raw = {"metadata": {"name": "cfg", "namespace": "ns"}, "data": {"k": "v"}}
+    meta = source_transform(SourceKind.CONFIGMAP, (), lambda: True)(raw)
+    assert meta.change_key == meta.hash == configmap_hash({"k": "v"})
+    assert meta.fingerprint == "" and meta.annotations == {}
