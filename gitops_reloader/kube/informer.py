@@ -8,7 +8,9 @@ errors back off exponentially on the injected clock and re-watch.
 
 Each raw object passes through ``transform`` on arrival and only its result is kept (a
 ConfigMap/Secret becomes a small :class:`~gitops_reloader.model.SourceMeta`: the payload
-is dropped at once, DESIGN contract 3).
+is dropped at once, DESIGN contract 3). A list holds at most one page of payloads: each
+item is released as soon as it is transformed, and once the list is stored the heap pages
+it used are handed back to the operating system (:mod:`gitops_reloader.kube.heap`).
 
 Handler contract (as client-go's): called on the informer's thread, in order, once per
 change; it must not block for long or raise (exceptions are logged and swallowed), must
@@ -26,6 +28,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from gitops_reloader.errors import KubeError, KubeGone
 from gitops_reloader.kube.api import JSON, KubeApi, WatchStream
+from gitops_reloader.kube.heap import release_free_heap
 from gitops_reloader.kube.resources import ResourceKind
 from gitops_reloader.kube.store import Delta, Store, object_key
 
@@ -164,20 +167,25 @@ class Informer(Generic[T]):
             )
             metadata = page.get("metadata") or {}
             resource_version = resource_version or str(metadata.get("resourceVersion", ""))
-            for raw in page.get("items") or ():
-                entry = self._entry(raw)
+            items = page.pop("items", None) or []
+            del page
+            items.reverse()
+            while items:  # each payload is freed as soon as it is transformed
+                entry = self._entry(items.pop())
                 if entry is not None:
                     entries.append(entry)
-            del page  # drop the payload before fetching the next page
             token = str(metadata.get("continue") or "")
             if not token:
                 break
         initial = not self._synced.is_set()
         deltas = self.store.replace(entries)
         self._resource_version = resource_version
+        del entries
         for delta in deltas:
             self._notify(delta, initial=initial)
+        del deltas
         self._synced.set()
+        release_free_heap()
 
     def _entry(self, raw: JSON) -> tuple[str, str, T] | None:
         meta = raw.get("metadata") or {}
