@@ -8,6 +8,9 @@ Server-side request counters give writes and lists per change.
 
     python bench/latency.py            # 1,000 workloads, 1,000 changes, 3 runs
     python bench/latency.py --quick    # 1,000 workloads, 200 changes, 1 run (< 1 min)
+    python bench/latency.py --workloads 20000 --runs 1   # the big scale's workload count
+
+Objects are seeded through the API test server's bulk-load path (``POST /_testing/load``).
 
 The last line is one JSON object: p50_ms, p95_ms, p99_ms, writes_per_change, lists_per_change.
 """
@@ -30,8 +33,8 @@ from bench.common import (
     apiserver_process,
     configmap_body,
     controller_process,
-    create_all,
     deployment_body,
+    load_objects,
     median,
     percentile,
     print_table,
@@ -45,10 +48,9 @@ from gitops_reloader.kube.resources import DEPLOYMENTS
 def run_once(workloads: int, changes: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp, apiserver_process(Path(tmp)) as (url, kubeconfig):
         api = api_for(kubeconfig)
-        create_all(api, [("/api/v1/namespaces/bench/configmaps",
-                          configmap_body(f"cfg-{i}", {"v": "0"})) for i in range(workloads)])
-        create_all(api, [("/apis/apps/v1/namespaces/bench/deployments",
-                          deployment_body(f"web-{i}", f"cfg-{i}")) for i in range(workloads)])
+        load_objects(url, "configmaps", (configmap_body(f"cfg-{i}", {"v": "0"}) for i in range(workloads)))
+        load_objects(url, "deployments", (deployment_body(f"web-{i}", f"cfg-{i}") for i in range(workloads)),
+                     group="apps")
         with controller_process(kubeconfig, ["--coalesce-window=0"]) as (_, port):
             wait_ready(port)
             arrivals: queue.Queue[tuple[str, float]] = queue.Queue()
@@ -111,7 +113,8 @@ def main() -> int:
         f"change → workload write latency ({args.workloads} Deployments, {changes} changes, "
         f"median of {runs} run(s))",
         [(k, str(v)) for k, v in summary.items()],
-        "python bench/latency.py" + (" --quick" if args.quick else ""),
+        "python bench/latency.py" + (f" --workloads {args.workloads}" if args.workloads != 1000 else "")
+        + (f" --runs {args.runs}" if args.runs else "") + (" --quick" if args.quick else ""),
     )
     print(json.dumps(summary))
     return 0
