@@ -102,20 +102,16 @@ class Explanation:
 # --- pure: words for the rules ------------------------------------------------------
 
 
-def _typed_auto_key(kind: SourceKind, keys: Any) -> str:
-    return keys.configmap_auto if kind is SourceKind.CONFIGMAP else keys.secret_auto
-
-
 def rule_text(decision: policy.Decision, kind: SourceKind, config: Config) -> str:
     """The rule behind ``decision`` in words, naming the annotation or flag."""
     keys = config.keys
-    reload_key = keys.configmap_reload if kind is SourceKind.CONFIGMAP else keys.secret_reload
-    exclude_key = keys.configmaps_exclude if kind is SourceKind.CONFIGMAP else keys.secrets_exclude
+    reload_key = policy.list_key(kind, keys)
+    exclude_key = policy.exclude_key(kind, keys)
     texts = {
         policy.Reason.EXPLICIT: f"explicit list {reload_key}: entry {decision.matched_entry!r} matches",
         policy.Reason.SEARCH: f"search+match: workload {keys.search}=true, source {keys.match}=true",
         policy.Reason.AUTO: f"auto: {keys.auto}=true",
-        policy.Reason.TYPED_AUTO: f"typed auto: {_typed_auto_key(kind, keys)}=true",
+        policy.Reason.TYPED_AUTO: f"typed auto: {policy.typed_auto_key(kind, keys)}=true",
         policy.Reason.AUTO_RELOAD_ALL: "--auto-reload-all",
         policy.Reason.OTHER_NAMESPACE: "other namespace: a workload reloads only for sources "
                                        "in its own namespace",
@@ -124,7 +120,7 @@ def rule_text(decision: policy.Decision, kind: SourceKind, config: Config) -> st
         policy.Reason.NOT_REFERENCED: "not referenced: the pod template does not use it "
                                       "(only an explicit list entry works without a reference)",
         policy.Reason.AUTO_DISABLED: f"--auto-reload-all, but {keys.auto} or "
-                                     f"{_typed_auto_key(kind, keys)} is set to a non-true value",
+                                     f"{policy.typed_auto_key(kind, keys)} is set to a non-true value",
         policy.Reason.NOT_MATCHED: "not matched: the workload's reloader annotations select other sources",
         policy.Reason.NO_ANNOTATION: "no reloader annotation on the workload (and no --auto-reload-all)",
     }
