@@ -26,6 +26,7 @@ from typing import Any
 from gitops_reloader import policy
 from gitops_reloader.clock import Clock, SystemClock
 from gitops_reloader.config import Config, parse_duration
+from gitops_reloader.csiwatch import CsiWatch
 from gitops_reloader.errors import KubeNotFound, ReloaderError
 from gitops_reloader.hashing import data_fingerprint, hash_object
 from gitops_reloader.index import ReferenceIndex
@@ -169,6 +170,7 @@ class Controller:
         self._source_informers: dict[SourceKind, list[Informer[SourceMeta]]] = {}
         self._workload_informers: dict[str, list[Informer[WorkloadRecord]]] = {}
         self._namespace_informer: Informer[Mapping[str, str]] | None = None
+        self._csi: CsiWatch | None = None
         self._workers: list[threading.Thread] = []
         self._started = threading.Event()
         self._active = threading.Event()
@@ -184,6 +186,8 @@ class Controller:
             out.extend(group)
         for wgroup in self._workload_informers.values():
             out.extend(wgroup)
+        if self._csi is not None:
+            out.extend(self._csi.informers())
         return out
 
     def ready(self) -> bool:
@@ -294,6 +298,10 @@ class Controller:
                 )
                 for scope in self._scopes()
             ]
+        if self.config.behaviour.enable_csi_integration:
+            csi = CsiWatch(self.config, self.api, on_change=self._spc_changed, observer=observer,
+                           namespace_allowed=self._namespace_allowed)
+            self._csi = csi if csi.build() else None
 
     def _full_hashes(self, kind: SourceKind) -> Callable[[], bool]:
         """Whether the informer for ``kind`` must compute Stakater hashes right now."""
@@ -318,6 +326,8 @@ class Controller:
     # --- lookups in the caches -----------------------------------------------------
 
     def source(self, ref: SourceRef) -> SourceMeta | None:
+        if ref.kind is SourceKind.SECRETPROVIDERCLASS:
+            return self._csi.source(ref) if self._csi is not None else None
         for informer in self._source_informers.get(ref.kind, ()):
             meta = informer.store.get(object_key(ref.namespace, ref.name))
             if meta is not None:
@@ -325,6 +335,8 @@ class Controller:
         return None
 
     def sources_in(self, kind: SourceKind, namespace: str) -> list[SourceMeta]:
+        if kind is SourceKind.SECRETPROVIDERCLASS:
+            return self._csi.sources_in(namespace) if self._csi is not None else []
         prefix = f"{namespace}/"
         out: list[SourceMeta] = []
         for informer in self._source_informers.get(kind, ()):
@@ -394,6 +406,22 @@ class Controller:
         for key in candidates:
             self._add_pending(key, {meta.ref: PendingSource(
                 meta, deleted, detected=self.clock.monotonic())})
+
+    def _spc_changed(self, meta: SourceMeta, owners: frozenset[ObjectRef] | None) -> None:
+        """A pod reported new versions of a SecretProviderClass (CSI watch thread).
+
+        Candidates are the workloads using the class; with the pod's owners known, only
+        those among them (their pods are the ones that saw the new versions). Several
+        pods of one workload land on the same pending entry: one reload.
+        """
+        self.metrics.change_detected(meta.ref.kind.kube_kind)
+        candidates = self.index.lookup(meta.ref) | self.index.explicit_in(meta.ref.namespace)
+        if owners is not None:
+            candidates = frozenset(k for k in candidates if _ref_from_key(k) in owners)
+        log.debug("SecretProviderClass changed",
+                  extra={"object": str(meta.ref), "candidates": len(candidates)})
+        for key in candidates:
+            self._add_pending(key, {meta.ref: PendingSource(meta, detected=self.clock.monotonic())})
 
     def _add_pending(self, key: str, sources: Mapping[SourceRef, PendingSource],
                      *, retry: bool = False) -> None:
