@@ -414,7 +414,6 @@ class Controller:
         those among them (their pods are the ones that saw the new versions). Several
         pods of one workload land on the same pending entry: one reload.
         """
-        self.metrics.change_detected(meta.ref.kind.kube_kind)
         candidates = self.index.lookup(meta.ref) | self.index.explicit_in(meta.ref.namespace)
         if owners is not None:
             candidates = frozenset(k for k in candidates if _ref_from_key(k) in owners)
@@ -422,6 +421,7 @@ class Controller:
                   extra={"object": str(meta.ref), "candidates": len(candidates)})
         for key in candidates:
             self._add_pending(key, {meta.ref: PendingSource(meta, detected=self.clock.monotonic())})
+        self.metrics.change_detected(meta.ref.kind.kube_kind)  # after queuing: tests wait on it
 
     def _add_pending(self, key: str, sources: Mapping[SourceRef, PendingSource],
                      *, retry: bool = False) -> None:
