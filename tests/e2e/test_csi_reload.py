@@ -312,3 +312,31 @@ def test_test_server_validates_pod_statuses_against_the_driver_crd(api_client):
     body["status"]["objects"] = [{"id": "a", "version": "1", "extra": "x"}]
     created = call(api_client, "POST", f"{CSI}/secretproviderclasspodstatuses", body)
     assert created["status"] == {"podName": "p", "objects": [{"id": "a", "version": "1"}]}  # pruned
+
+
+def test_explain_reports_secret_provider_classes(server, api_client, tmp_path, capsys):
+    from gitops_reloader import cli
+
+    secret_provider_class(api_client, "vault-db")
+    secret_provider_class(api_client, "ignored", {"reloader.stakater.com/ignore": "true"})
+    container = {"name": "app", "image": "nginx", "volumeMounts": [{"name": "secrets", "mountPath": "/m"},
+                                                                  {"name": "other", "mountPath": "/o"}]}
+    volumes = [csi_volume("vault-db"), {**csi_volume("ignored"), "name": "other"}]
+    create(api_client, deployment("web", annotations={K_AUTO: "true"}, containers=[container],
+                                  volumes=volumes))
+    (pod,) = pods_of(api_client, "web", 1)
+    pod_status(api_client, pod, V2)
+    kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig"))
+
+    def explain(*flags: str) -> dict[str, dict[str, Any]]:
+        assert cli.main(["explain", "deploy/web", "-n", "ns", "--kubeconfig", kubeconfig,
+                         "--output", "json", *flags]) == 0
+        return {s["name"]: s for s in json.loads(capsys.readouterr().out)["sources"]}
+
+    off = explain()
+    assert (off["vault-db"]["tracked"], off["vault-db"]["reason"]) == (False, "csi-integration-off")
+    on = explain(*FLAGS)
+    assert (on["vault-db"]["tracked"], on["vault-db"]["reason"]) == (True, "typed-auto")
+    assert on["vault-db"]["env_var"] == ENV and on["vault-db"]["container"] == "app"
+    assert on["vault-db"]["current_hash"] == stakater_hash("vault-db", V2)
+    assert (on["ignored"]["tracked"], on["ignored"]["reason"]) == (False, "ignored")
