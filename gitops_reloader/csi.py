@@ -41,6 +41,7 @@ class PodStatus:
     spc: str
     """``status.secretProviderClassName``."""
     hash: str
+    resource_version: int = 0
 
     @property
     def source(self) -> SourceRef:
@@ -63,7 +64,14 @@ def pod_status_record(raw: Mapping[str, Any]) -> PodStatus:
         pod=_text(status.get("podName")),
         spc=_text(status.get("secretProviderClassName")),
         hash=spc_pod_status_hash(status),
+        resource_version=_version(metadata.get("resourceVersion")),
     )
+
+
+def _version(value: object) -> int:
+    """A resourceVersion as a number for ordering (the API server's are; 0 if not)."""
+    text = _text(value)
+    return int(text) if text.isdigit() and len(text) <= 20 else 0
 
 
 def status_changed(old: PodStatus, new: PodStatus) -> bool:
@@ -91,21 +99,27 @@ def spc_record(raw: Mapping[str, Any], keys: Iterable[str]) -> SourceMeta:
 class LatestHashes:
     """The hash a SecretProviderClass was last reported with, by any pod (thread-safe).
 
+    "Last" is the pod status written last (highest resourceVersion), so the initial list,
+    whatever its order, picks the newest report, not a stale one of a terminating pod.
     One entry per SecretProviderClass seen in a pod status; entries are dropped with
     :meth:`forget` when the class is deleted, so memory follows the live classes.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._hashes: dict[SourceRef, str] = {}
+        self._hashes: dict[SourceRef, tuple[int, str]] = {}
 
-    def record(self, ref: SourceRef, digest: str) -> None:
+    def record(self, ref: SourceRef, digest: str, resource_version: int) -> None:
+        """Keep ``digest`` unless a later-written report is already kept."""
         with self._lock:
-            self._hashes[ref] = digest
+            kept = self._hashes.get(ref)
+            if kept is None or resource_version >= kept[0]:
+                self._hashes[ref] = (resource_version, digest)
 
     def get(self, ref: SourceRef) -> str:
         with self._lock:
-            return self._hashes.get(ref, "")
+            kept = self._hashes.get(ref)
+            return kept[1] if kept is not None else ""
 
     def forget(self, ref: SourceRef) -> None:
         with self._lock:

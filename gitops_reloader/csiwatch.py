@@ -113,11 +113,14 @@ class CsiWatch:
 
     def sources_in(self, namespace: str) -> list[SourceMeta]:
         """Every class in ``namespace`` that a pod reported on."""
+        return [m for m in self.sources() if m.ref.namespace == namespace]
+
+    def sources(self) -> list[SourceMeta]:
+        """Every class that a pod reported on."""
         out: list[SourceMeta] = []
         for informer in self.class_informers:
-            for key in [k for k in list(informer.store.keys()) if k.startswith(f"{namespace}/")]:
-                meta = informer.store.get(key)
-                found = self.source(meta.ref) if meta is not None else None
+            for meta in informer.store.values():
+                found = self.source(meta.ref)
                 if found is not None:
                     out.append(found)
         return out
@@ -128,13 +131,11 @@ class CsiWatch:
         old, new = event.delta.old, event.delta.new
         if new is None or not new.spc:
             return
+        self.hashes.record(new.source, new.hash, new.resource_version)
         if old is None:  # initial list or a new pod: the current versions, not a change
-            if not self.hashes.get(new.source):
-                self.hashes.record(new.source, new.hash)
             return
         if not status_changed(old, new) or not self.namespace_allowed(new.namespace):
             return
-        self.hashes.record(new.source, new.hash)
         meta = self.source(new.source)
         assert meta is not None
         owners = self.owners.owners_of_pod(new.namespace, new.pod) if new.pod else None

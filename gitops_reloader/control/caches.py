@@ -168,12 +168,10 @@ class Caches:
         return (allowed is None or namespace in allowed) and self.config.filters.shard.owns(namespace)
 
     def source_kinds(self) -> list[SourceKind]:
-        """The data source kinds watched (``--resources-to-ignore`` drops one).
-
-        SecretProviderClasses are not among them: they have no data hash of their own,
-        only versions pods report, so start-up checks and batch digests leave them out.
-        """
-        return list(self.source_informers)
+        """The source kinds watched (``--resources-to-ignore`` drops one; SecretProviderClass
+        with the CSI integration on)."""
+        kinds = list(self.source_informers)
+        return [*kinds, SourceKind.SECRETPROVIDERCLASS] if self.csi is not None else kinds
 
     def source(self, ref: SourceRef) -> SourceMeta | None:
         if ref.kind is SourceKind.SECRETPROVIDERCLASS:
@@ -201,6 +199,8 @@ class Caches:
             for informer in informers:
                 for meta in informer.store.values():
                     grouped.setdefault((kind, meta.ref.namespace), []).append(meta)
+        for meta in self.csi.sources() if self.csi is not None else ():
+            grouped.setdefault((SourceKind.SECRETPROVIDERCLASS, meta.ref.namespace), []).append(meta)
         return grouped
 
     def workload(self, ref: ObjectRef) -> WorkloadRecord | None:

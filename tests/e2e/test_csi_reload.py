@@ -340,3 +340,34 @@ def test_explain_reports_secret_provider_classes(server, api_client, tmp_path, c
     assert on["vault-db"]["env_var"] == ENV and on["vault-db"]["container"] == "app"
     assert on["vault-db"]["current_hash"] == stakater_hash("vault-db", V2)
     assert (on["ignored"]["tracked"], on["ignored"]["reason"]) == (False, "ignored")
+
+
+def test_sync_after_restart_reloads_only_workloads_behind_the_latest_report(server, api_client):
+    """A rotation while the controller was down: the workload whose env var records an older
+    hash reloads at start; one never reloaded for the class does not, nor does anything on
+    a second restart."""
+    secret_provider_class(api_client, "vault-db")
+    for name in ("behind", "never"):
+        create(api_client, mounting(name))
+    (pod,) = pods_of(api_client, "behind", 1)
+    pod_status(api_client, pod, V1)
+    with running_controller(api_client, FLAGS) as app:
+        rotate(app, api_client, pod, V2)
+        wait_for(lambda: cached_env(app, "behind").get(ENV) == stakater_hash("vault-db", V2),
+                 message="behind reloaded")
+        settle(app)
+    v3 = {**V2, "secret/data/db#password": "3"}
+    path = f"{CSI}/secretproviderclasspodstatuses/{status_name(pod)}"
+    body = call(api_client, "GET", path)  # the driver rotates while the controller is down
+    body["status"]["objects"] = [{"id": i, "version": v} for i, v in v3.items()]
+    call(api_client, "PUT", path, body)
+    before = deployment_patches(server)
+    with running_controller(api_client, [*FLAGS, "--sync-after-restart"]) as app:
+        wait_for(lambda: env_of(workload(server, "Deployment", "behind")).get(ENV)
+                 == stakater_hash("vault-db", v3), message="behind caught up")
+        settle(app)
+        assert ENV not in env_of(workload(server, "Deployment", "never"))
+        assert deployment_patches(server) - before == 1
+    with running_controller(api_client, [*FLAGS, "--sync-after-restart"]) as app:
+        settle(app)
+    assert deployment_patches(server) - before == 1  # nothing behind any more

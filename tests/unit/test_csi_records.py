@@ -23,6 +23,7 @@ def test_pod_status_keeps_names_and_hash_only():
     names = (record.namespace, record.name, record.pod, record.spc)
     assert names == ("ns", "web-1-ns-vault-db", "web-1", "vault-db")
     assert record.hash == spc_pod_status_hash(raw["status"])
+    assert record.resource_version == 7
     assert record.source == SourceRef(SourceKind.SECRETPROVIDERCLASS, "ns", "vault-db")
 
 
@@ -53,13 +54,15 @@ def test_class_record_keeps_only_the_annotations_asked_for():
         "", {"reloader.stakater.com/ignore": "true"}, {"team": "a"}, "3")
 
 
-def test_latest_hashes_record_get_forget():
+def test_latest_hashes_keep_the_report_written_last():
     hashes = LatestHashes()
     ref = SourceRef(SourceKind.SECRETPROVIDERCLASS, "ns", "c")
     assert hashes.get(ref) == ""
-    hashes.record(ref, "h1")
-    hashes.record(ref, "h2")
+    hashes.record(ref, "h2", 20)
+    hashes.record(ref, "h1", 10)  # a stale pod listed after a fresh one
     assert (hashes.get(ref), len(hashes)) == ("h2", 1)
+    hashes.record(ref, "h3", 30)
+    assert hashes.get(ref) == "h3"
     hashes.forget(ref)
     assert (hashes.get(ref), len(hashes)) == ("", 0)
 
