@@ -98,7 +98,9 @@ def pod_status(api_client: ApiClient, pod: str, versions: dict[str, str], spc: s
     call(api_client, "POST", f"{CSI}/secretproviderclasspodstatuses", {
         "apiVersion": "secrets-store.csi.x-k8s.io/v1", "kind": "SecretProviderClassPodStatus",
         "metadata": {"name": status_name(pod, spc), "namespace": "ns",
-                     "labels": {"internal.secrets-store.csi.k8s.io/node-name": "node-1"}},
+                     "labels": {"internal.secrets-store.csi.k8s.io/node-name": "node-1"},
+                     "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod,
+                                          "uid": f"uid-{pod}"}]},
         "status": {"podName": pod, "secretProviderClassName": spc, "mounted": True,
                    "targetPath": f"/var/lib/kubelet/pods/{pod}/volumes/kubernetes.io~csi/secrets/mount",
                    "objects": [{"id": i, "version": v} for i, v in versions.items()]},
