@@ -139,6 +139,11 @@ class CsiWatch:
         meta = self.source(new.source)
         assert meta is not None
         owners = self.owners.owners_of_pod(new.namespace, new.pod) if new.pod else None
+        if owners is None:
+            log.info("pod of a SecretProviderClassPodStatus not readable: every workload using "
+                     "the class is a candidate (Stakater's rule)",
+                     extra={"object": f"{new.namespace}/SecretProviderClassPodStatus/{new.name}",
+                            "pod": new.pod})
         log.debug("SecretProviderClass versions changed",
                   extra={"object": str(new.source), "pod": new.pod,
                          "owners": None if owners is None else [o.key for o in owners]})
