@@ -373,3 +373,19 @@ def test_sync_after_restart_reloads_only_workloads_behind_the_latest_report(serv
     with running_controller(api_client, [*FLAGS, "--sync-after-restart"]) as app:
         settle(app)
     assert deployment_patches(server) - before == 1  # nothing behind any more
+
+
+def test_csi_informers_follow_namespaces_and_the_resource_label_selector(server, api_client):
+    """As in Stakater, --resource-label-selector filters the pod statuses; the classes are
+    read whatever their labels (Stakater GETs them); both stay in --namespaces."""
+    flags = [*FLAGS, "--namespaces=ns", "--resource-label-selector=team=a", "--namespaces-to-ignore=skip"]
+    with running_controller(api_client, flags):
+        for resource in ("secretproviderclasspodstatuses", "secretproviderclasses"):
+            wait_for(lambda r=resource: {q.verb for q in server.list_queries(r)} == {"list", "watch"},
+                     message=f"{resource} listed and watched")
+        statuses = server.list_queries("secretproviderclasspodstatuses")
+        classes = server.list_queries("secretproviderclasses")
+    assert {q.verb for q in statuses} == {q.verb for q in classes} == {"list", "watch"}
+    assert {(q.namespace, q.label_selector) for q in statuses} == {("ns", "team=a")}
+    assert {(q.namespace, q.label_selector) for q in classes} == {("ns", "")}
+    assert {q.field_selector for q in statuses + classes} == {"metadata.namespace!=skip"}
