@@ -96,10 +96,12 @@ class ArgoKind:
         return f"argoproj.io/{self.version}/{self.kind}"
 
 
+_CD: Final = ("@kubernetes-models/argo-cd", "argoproj/argo-cd")
+_ROLLOUTS: Final = ("@kubernetes-models/argo-rollouts", "argoproj/argo-rollouts")
 ARGO_KINDS: Final[tuple[ArgoKind, ...]] = (
-    ArgoKind("@kubernetes-models/argo-cd", "argoproj/argo-cd", "Application", "applications", False, True),
-    ArgoKind("@kubernetes-models/argo-cd", "argoproj/argo-cd", "ApplicationSet", "applicationsets", True, True),
-    ArgoKind("@kubernetes-models/argo-rollouts", "argoproj/argo-rollouts", "Rollout", "rollouts", True, False),
+    ArgoKind(*_CD, "Application", "applications", status_subresource=False, declarations=True),
+    ArgoKind(*_CD, "ApplicationSet", "applicationsets", status_subresource=True, declarations=True),
+    ArgoKind(*_ROLLOUTS, "Rollout", "rollouts", status_subresource=True, declarations=False),
 )
 """Subresources as upstream: Application has none, ApplicationSet and Rollout ``status``."""
 
@@ -225,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gitops_reloader.testing.apiserver.argoimport")
     parser.add_argument("--out", required=True, type=Path, help="directory for the CRD documents")
     parser.add_argument(
-        "--node-modules", required=True, type=Path, help="node_modules holding the @kubernetes-models packages"
+        "--node-modules", required=True, type=Path, help="node_modules with the @kubernetes-models packages"
     )
     parser.add_argument(
         "--declarations",
