@@ -104,17 +104,19 @@ def test_application_without_destination_and_project_is_refused_like_the_real_se
     assert custom.list_namespaced_custom_object(*APPS)["items"] == []
 
 
-def test_application_source_needs_a_repo_url_and_sync_options_their_types(
+def test_application_source_needs_a_repo_url_and_fields_their_types(
     custom: client.CustomObjectsApi,
 ) -> None:
     obj = application(
         sources=[{"path": "apps/web"}, {"repoURL": FLEET, "ref": "values"}],
         syncPolicy={"automated": {"prune": "yes"}},
+        revisionHistoryLimit=2.5,
     )
     with pytest.raises(ApiException) as exc:
         custom.create_namespaced_custom_object(*APPS, obj)
     causes = sorted((c["field"], c["reason"]) for c in refusal(exc)["details"]["causes"])
     assert causes == [
+        ("spec.revisionHistoryLimit", "FieldValueTypeInvalid"),  # an integer, read back from the validator
         ("spec.sources[0].repoURL", "FieldValueRequired"),
         ("spec.syncPolicy.automated.prune", "FieldValueTypeInvalid"),
     ]

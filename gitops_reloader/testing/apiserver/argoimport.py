@@ -10,8 +10,9 @@ npm are generated from it, and their ``package.json`` names the exact upstream C
   ``spec.sourceHydrator``) ships compiled validators and full TypeScript declarations;
   ``ts-json-schema-generator`` turns ``IApplication``/``IApplicationSet`` into JSON
   schema (``.ci/install-tools.sh`` runs it). The declarations keep properties, required
-  fields, string enums, maps and int-or-string fields; they lose ``integer`` (every
-  number is a ``number``), formats and patterns.
+  fields, string enums, maps and int-or-string fields; ``integer`` (a ``number`` there)
+  and formats are read back from the package's compiled validator (``argoprobe``).
+  Lost: number and length bounds, which these CRDs hardly use.
 - ``@kubernetes-models/argo-rollouts@0.3.2`` (Argo Rollouts v1.5.0 CRD) ships its JSON
   schema inline in ``argoproj.io/v1alpha1/Rollout.js``, read here as JSON: types,
   formats, patterns and defaults are all there.
@@ -26,12 +27,14 @@ real server prunes it) and an object without properties keeps unknown fields
 (``metadata.annotations``); they are reconstructions, never passed off as upstream files.
 
 ``python -m gitops_reloader.testing.apiserver.argoimport --out DIR --node-modules DIR
---declarations DIR`` writes one CRD JSON document per kind. Standard library only.
+--declarations DIR`` writes one CRD JSON document per kind. Standard library only; runs
+``node`` for the validator probe.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import re
 import sys
@@ -40,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from .argoprobe import probe_object, refine, validator_errors
 from .crdimport import crd_envelope
 
 __all__ = [
@@ -94,6 +98,12 @@ class ArgoKind:
     def module(self) -> str:
         """The package file that holds the kind (``.d.ts`` or ``.js``)."""
         return f"argoproj.io/{self.version}/{self.kind}"
+
+    @property
+    def validator(self) -> str:
+        """The package's compiled validator module (``_schemas/ArgoprojIoV1alpha1Application.js``)."""
+        group = "".join(part.capitalize() for part in self.group.split("."))
+        return f"_schemas/{group}{self.version.capitalize()}{self.kind}.js"
 
 
 _CD: Final = ("@kubernetes-models/argo-cd", "argoproj/argo-cd")
@@ -195,20 +205,20 @@ def upstream_release(package_json: Mapping[str, Any]) -> str:
 
 
 def argo_crd_document(
-    kind: ArgoKind, model_schema: Mapping[str, Any], source: str, upstream: str
+    kind: ArgoKind, schema: Mapping[str, Any], source: str, upstream: str
 ) -> dict[str, Any]:
-    """The CRD serving ``kind`` with the rebuilt schema.
+    """The CRD serving ``kind`` with the structural ``schema``.
 
     The root requires what the upstream CRDs require: kubernetes-models adds ``apiVersion``
     and ``kind`` to it, which the real server fills from the URL, so those are dropped.
     """
-    schema = structural(model_schema)
-    root_required = [k for k in schema.get("required", ()) if k not in ("apiVersion", "kind")]
+    root = copy.deepcopy(dict(schema))
+    root_required = [k for k in root.get("required", ()) if k not in ("apiVersion", "kind")]
     if root_required:
-        schema["required"] = root_required
+        root["required"] = root_required
     else:
-        schema.pop("required", None)
-    doc = crd_envelope(kind, schema, source, status_subresource=kind.status_subresource)
+        root.pop("required", None)
+    doc = crd_envelope(kind, root, source, status_subresource=kind.status_subresource)
     doc["metadata"]["annotations"][UPSTREAM_ANNOTATION] = upstream
     return doc
 
@@ -243,16 +253,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         package = json.loads((root / "package.json").read_text(encoding="utf-8"))
         upstream = f"{kind.upstream} {upstream_release(package)}"
         if kind.declarations:
-            model = _declared_schema(args.declarations / f"{kind.kind}.json", kind)
-            how = f"TypeScript declarations read with npm {TS_GENERATOR}@{args.generator_version}"
+            schema = structural(_declared_schema(args.declarations / f"{kind.kind}.json", kind))
+            probe = probe_object(schema, f"{kind.group}/{kind.version}", kind.kind)
+            schema, changed = refine(schema, validator_errors(root / kind.validator, probe))
+            how = (
+                f"TypeScript declarations read with npm {TS_GENERATOR}@{args.generator_version}, "
+                f"{len(changed)} integer types and formats from its compiled validator"
+            )
         else:
-            model = inline_schema((root / f"{kind.module}.js").read_text(encoding="utf-8"))
+            schema = structural(inline_schema((root / f"{kind.module}.js").read_text(encoding="utf-8")))
             how = "inline JSON schema"
         source = (
             f"reconstructed from npm {kind.package}@{package['version']} "
             f"({how}; generated by kubernetes-models from the {upstream} CRDs)"
         )
-        doc = argo_crd_document(kind, model, source, upstream)
+        doc = argo_crd_document(kind, schema, source, upstream)
         path = args.out / f"{kind.group}_{kind.plural}.json"
         path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         print(f"wrote {path} ({source})")

@@ -141,7 +141,7 @@ def test_crd_document_requires_what_upstream_requires_and_names_its_source() -> 
         },
         "required": ["apiVersion", "kind", "metadata", "spec"],
     }
-    doc = argo_crd_document(application, model, "npm x@1", "argoproj/argo-cd v2.14.11")
+    doc = argo_crd_document(application, structural(model), "npm x@1", "argoproj/argo-cd v2.14.11")
     version = doc["spec"]["versions"][0]
     schema = version["schema"]["openAPIV3Schema"]
     assert schema["required"] == ["metadata", "spec"]
@@ -170,19 +170,27 @@ def _package(root: Path, name: str, version: str, release: str) -> Path:
 
 def test_main_writes_one_loadable_crd_per_kind(tmp_path: Path) -> None:
     modules, declarations, out = tmp_path / "node_modules", tmp_path / "declarations", tmp_path / "out"
-    _package(modules, "@kubernetes-models/argo-cd", "2.7.2", "v2.14.11")
+    argo_cd = _package(modules, "@kubernetes-models/argo-cd", "2.7.2", "v2.14.11")
     rollouts = _package(modules, "@kubernetes-models/argo-rollouts", "0.3.2", "v1.5.0")
     (rollouts / "argoproj.io" / "v1alpha1").mkdir(parents=True)
     rollout = {"type": "object", "properties": {"spec": {"type": "object", "properties": {"paused": {}}}}}
     (rollouts / "argoproj.io/v1alpha1/Rollout.js").write_text(f"const schema = {json.dumps(rollout)};\n")
     declarations.mkdir()
+    (argo_cd / "_schemas").mkdir()
     for kind in ("Application", "ApplicationSet"):
-        spec = {"type": "object", "properties": {"project": {"type": "string"}}, "required": ["project"]}
+        spec = {"type": "object", "properties": {"limit": {"type": "number"}}}
         generated = {
             "$ref": f"#/definitions/I{kind}",
-            "definitions": {f"I{kind}": {"properties": {"spec": spec}}},
+            "definitions": {f"I{kind}": {"type": "object", "properties": {"spec": spec}}},
         }
         (declarations / f"{kind}.json").write_text(json.dumps(generated))
+        (argo_cd / f"_schemas/ArgoprojIoV1alpha1{kind}.js").write_text(
+            "function validate(data) {\n"
+            '  validate.errors = data.spec.limit % 1 ? [{instancePath: "/spec/limit", keyword: "type", '
+            'params: {type: "integer"}}] : null;\n'
+            "  return !validate.errors;\n"
+            "}\nmodule.exports = {validate};\n"
+        )
     argv = ["--out", str(out), "--node-modules", str(modules), "--declarations", str(declarations)]
     assert main([*argv, "--generator-version", "2.4.0"]) == 0
     schemas = CrdSchemas.load([out])
