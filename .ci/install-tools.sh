@@ -131,9 +131,11 @@ ARGO_NPM_PACKAGES=(
 TS_GENERATOR_VERSION="2.4.0"
 
 install_argo_crd_schemas() {
+  # The stamp names the packages and the converters' content: any change rebuilds.
   local out="${CRD_DIR}/argoproj" stamp="${CRD_DIR}/argoproj/.installed" want
   want="${ARGO_NPM_PACKAGES[*]} $(sha256sum \
     "${REPO_ROOT}/gitops_reloader/testing/apiserver/argoimport.py" \
+    "${REPO_ROOT}/gitops_reloader/testing/apiserver/argoprobe.py" \
     "${REPO_ROOT}/gitops_reloader/testing/apiserver/crdimport.py" | cut -d' ' -f1 | tr '\n' ' ')"
   if [[ "$(cat "${stamp}" 2>/dev/null)" == "${want}" ]]; then
     log "Argo CRD schemas already in ${out}"
