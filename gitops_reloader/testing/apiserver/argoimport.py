@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from .argoprobe import probe_object, refine, validator_errors
-from .crdimport import crd_envelope
+from .crdimport import APISERVER_FORMATS, KEPT_KEYWORDS, crd_envelope
 
 __all__ = [
     "ARGO_KINDS",
@@ -63,19 +63,6 @@ TS_GENERATOR: Final = "ts-json-schema-generator"
 
 _MAX_DEPTH: Final = 60
 _PRESERVE: Final = {"x-kubernetes-preserve-unknown-fields": True}
-_KEPT: Final = (
-    "enum",
-    "pattern",
-    "minLength",
-    "maxLength",
-    "minimum",
-    "maximum",
-    "minItems",
-    "maxItems",
-    "minProperties",
-    "maxProperties",
-)
-_FORMATS: Final = frozenset({"date-time", "date", "byte", "uuid", "ipv4"})
 _INT_OR_STRING: Final = (["integer", "string"], ["number", "string"])
 _RELEASE: Final = re.compile(r"/(v\d+\.\d+\.\d+)/")
 _INLINE: Final = "const schema = "
@@ -131,10 +118,10 @@ def _types(kind: Any) -> list[str] | None:
 
 
 def _checks(node: Mapping[str, Any]) -> dict[str, Any]:
-    out = {key: node[key] for key in _KEPT if key in node}
+    out = {key: node[key] for key in KEPT_KEYWORDS if key in node}
     if "const" in node:
         out["enum"] = [node["const"]]
-    if node.get("format") in _FORMATS:
+    if node.get("format") in APISERVER_FORMATS:
         out["format"] = node["format"]
     if node.get("default") is not None:
         out["default"] = node["default"]

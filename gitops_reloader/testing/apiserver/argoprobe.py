@@ -21,11 +21,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from .crdimport import APISERVER_FORMATS
+
 __all__ = ["PROBE_NUMBER", "PROBE_STRING", "probe_object", "refine", "validator_errors"]
 
 PROBE_NUMBER: Final = 0.5
 PROBE_STRING: Final = "probe"
-_FORMATS: Final = frozenset({"date-time", "date", "byte", "uuid", "ipv4"})
 _NODE_TIMEOUT_S: Final = 120
 _RUN_VALIDATOR: Final = (
     "const {validate} = require(process.argv[1]);"
@@ -102,7 +103,9 @@ def refine(
             continue
         if keyword == "type" and params.get("type") == "integer" and node.get("type") == "number":
             node["type"] = "integer"
-        elif keyword == "format" and params.get("format") in _FORMATS and node.get("type") == "string":
+        elif (
+            keyword == "format" and params.get("format") in APISERVER_FORMATS and node.get("type") == "string"
+        ):
             node["format"] = params["format"]
         elif keyword == "pattern" and isinstance(params.get("pattern"), str) and node.get("type") == "string":
             node["pattern"] = params["pattern"]

@@ -31,7 +31,9 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 
 __all__ = [
+    "APISERVER_FORMATS",
     "FLUX_KINDS",
+    "KEPT_KEYWORDS",
     "SOURCE_ANNOTATION",
     "CrdNames",
     "FluxKind",
@@ -44,7 +46,7 @@ SOURCE_PACKAGE: Final = "cloudcoil-models-fluxcd"
 SOURCE_ANNOTATION: Final = "gitops-reloader.dev/schema-source"
 """Annotation on every rebuilt CRD naming the registry package it came from."""
 _MAX_DEPTH: Final = 40
-_KEPT: Final = (
+KEPT_KEYWORDS: Final = (
     "enum",
     "pattern",
     "minLength",
@@ -56,7 +58,9 @@ _KEPT: Final = (
     "minProperties",
     "maxProperties",
 )
-_FORMATS: Final = frozenset({"date-time", "date", "byte", "uuid", "ipv4"})
+"""Validation keywords copied as they are into the structural schema."""
+APISERVER_FORMATS: Final = frozenset({"date-time", "date", "byte", "uuid", "ipv4"})
+"""The string formats kube-apiserver checks (``crdschema``); others are dropped."""
 
 
 class CrdNames(Protocol):
@@ -134,14 +138,14 @@ def structural(node: Mapping[str, Any], defs: Mapping[str, Any], depth: int = 0)
     out: dict[str, Any] = {}
     if "const" in node:
         out["enum"] = [node["const"]]
-    for key in _KEPT:
+    for key in KEPT_KEYWORDS:
         if key in node:
             out[key] = node[key]
     for key, flag in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
         if isinstance(node.get(key), int | float) and not isinstance(node.get(key), bool):
             out[flag] = node[key]
             out[key] = True
-    if node.get("format") in _FORMATS:
+    if node.get("format") in APISERVER_FORMATS:
         out["format"] = node["format"]
     if node.get("default") is not None:
         out["default"] = node["default"]
