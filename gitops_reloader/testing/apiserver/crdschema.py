@@ -303,7 +303,7 @@ def validation_error(kind: str, group: str, name: str, causes: list[Cause]) -> A
 BUNDLED_CRDS: Final = Path(__file__).resolve().parent / "crds"
 """CRDs shipped with the package (no registry carries them): the Secrets Store CSI
 driver's, converted from its v1.6.0 chart to JSON unchanged (the upstream file and
-commit are in each document's ``gitops-reloader.io/upstream`` annotation)."""
+commit are in each document's ``gitops-reloader.dev/schema-upstream`` annotation)."""
 
 
 def default_crd_paths() -> list[Path]:
