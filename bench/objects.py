@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import configmap_body, deployment_body, scenario_main
 from gitops_reloader.config import AnnotationKeys
-from gitops_reloader.controller import source_transform
+from gitops_reloader.control.caches import source_transform
 from gitops_reloader.index import ReferenceIndex
 from gitops_reloader.kube.store import Store, object_key
 from gitops_reloader.kube.workloads import DeploymentAdapter

@@ -17,20 +17,39 @@ WorkloadKey = NewType("WorkloadKey", str)
 
 
 class SourceKind(enum.StrEnum):
-    """The two kinds of object whose data change triggers a reload."""
+    """The kinds of object whose change triggers a reload.
+
+    The value is Stakater's type name: the env var suffix (``STAKATER_<NAME>_<VALUE>``)
+    and the ``type`` of ``last-reloaded-from``. ``SECRETPROVIDERCLASS`` (Secrets Store
+    CSI, ``--enable-csi-integration``) changes when a pod's
+    ``SecretProviderClassPodStatus`` reports new object versions (:mod:`gitops_reloader.csi`).
+    """
 
     CONFIGMAP = "CONFIGMAP"
     SECRET = "SECRET"
+    SECRETPROVIDERCLASS = "SECRETPROVIDERCLASS"
 
     @property
     def kube_kind(self) -> str:
-        """``ConfigMap`` or ``Secret``."""
-        return "ConfigMap" if self is SourceKind.CONFIGMAP else "Secret"
+        """``ConfigMap``, ``Secret`` or ``SecretProviderClass``."""
+        return _KUBE_KINDS[self]
 
     @property
     def plural(self) -> str:
-        """The API resource name: ``configmaps`` or ``secrets``."""
-        return "configmaps" if self is SourceKind.CONFIGMAP else "secrets"
+        """The API resource name: ``configmaps``, ``secrets`` or ``secretproviderclasses``."""
+        return _PLURALS[self]
+
+
+_KUBE_KINDS: dict[SourceKind, str] = {
+    SourceKind.CONFIGMAP: "ConfigMap",
+    SourceKind.SECRET: "Secret",
+    SourceKind.SECRETPROVIDERCLASS: "SecretProviderClass",
+}
+_PLURALS: dict[SourceKind, str] = {
+    SourceKind.CONFIGMAP: "configmaps",
+    SourceKind.SECRET: "secrets",
+    SourceKind.SECRETPROVIDERCLASS: "secretproviderclasses",
+}
 
 
 class SinkName(enum.StrEnum):
@@ -60,6 +79,12 @@ class ObjectRef:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.kind}/{self.name}"
+
+    @classmethod
+    def from_key(cls, key: str) -> ObjectRef:
+        """The reference a :attr:`key` (``namespace/Kind/name``) was made from."""
+        namespace, kind, name = key.split("/", 2)
+        return cls(kind, namespace, name)
 
     def __str__(self) -> str:
         return self.key
@@ -91,7 +116,8 @@ class SourceMeta:
     label selector is applied by the API server and no decision reads them.
 
     One of these exists per cached ConfigMap/Secret, so it is stingy: both digests are
-    kept as 20 raw bytes (the hex text is made when asked for), ``__slots__``, and one
+    kept as 20 raw bytes (the hex text is made when asked for; text that is not
+    lower-case hex is kept as given), ``__slots__``, and one
     shared read-only mapping when there are no annotations. Immutable: callers must not
     mutate ``annotations``; :meth:`replace` makes a changed copy.
     """
@@ -101,8 +127,8 @@ class SourceMeta:
     ref: SourceRef
     annotations: Mapping[str, str]
     resource_version: str
-    _hash: bytes
-    _fingerprint: bytes
+    _hash: bytes | str
+    _fingerprint: bytes | str
 
     def __init__(self, ref: SourceRef, hash: str = "", annotations: Mapping[str, str] | None = None,
                  resource_version: str = "", fingerprint: str = "") -> None:
@@ -119,17 +145,17 @@ class SourceMeta:
     @property
     def hash(self) -> str:
         """The Stakater hash (hex), or "" when not computed."""
-        return self._hash.hex()
+        return _text(self._hash)
 
     @property
     def fingerprint(self) -> str:
         """The change-detection digest (hex), or "" when the hash serves."""
-        return self._fingerprint.hex()
+        return _text(self._fingerprint)
 
     @property
     def change_key(self) -> str:
         """What differs exactly when the data differs."""
-        return (self._fingerprint or self._hash).hex()
+        return _text(self._fingerprint or self._hash)
 
     def replace(self, **changes: Any) -> SourceMeta:
         """A copy with some constructor arguments changed."""
@@ -155,9 +181,17 @@ class SourceMeta:
                 f"resource_version={self.resource_version!r}, fingerprint={self.fingerprint!r})")
 
 
-def _digest(hex_text: str) -> bytes:
-    """Hex digest text as bytes ("" → b""); raises ValueError for text that is not hex."""
-    return bytes.fromhex(hex_text) if hex_text else b""
+def _digest(text: str) -> bytes | str:
+    """Lower-case hex digest text as its bytes (half the size); any other text as it is."""
+    try:
+        digest = bytes.fromhex(text)
+    except ValueError:
+        return text
+    return digest if digest.hex() == text else text
+
+
+def _text(digest: bytes | str) -> str:
+    return digest.hex() if isinstance(digest, bytes) else digest
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,28 +212,39 @@ class ContainerRefs:
     secrets: frozenset[str] = frozenset()
 
     def uses(self, kind: SourceKind, name: str) -> bool:
-        return name in (self.configmaps if kind is SourceKind.CONFIGMAP else self.secrets)
+        """Whether env/envFrom reference the source (a SecretProviderClass never is)."""
+        if kind is SourceKind.CONFIGMAP:
+            return name in self.configmaps
+        return kind is SourceKind.SECRET and name in self.secrets
 
 
 @dataclass(frozen=True, slots=True)
 class PodRefs:
     """References of a pod template: per container, plus those of volumes (pod-wide).
 
-    ``volume_configmaps``/``volume_secrets`` map a source name to the containers that mount
-    it (an unmounted volume maps to an empty tuple).
+    ``volume_configmaps``/``volume_secrets``/``volume_spcs`` map a source name to the
+    containers that mount it (an unmounted volume maps to an empty tuple);
+    ``volume_spcs`` holds the SecretProviderClasses of CSI volumes
+    (``csi.volumeAttributes.secretProviderClass``).
     """
 
     containers: tuple[ContainerRefs, ...] = ()
     volume_configmaps: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     volume_secrets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    volume_spcs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def volumes(self, kind: SourceKind) -> Mapping[str, tuple[str, ...]]:
+        """Source name → mounting containers, for the volumes of ``kind``."""
+        if kind is SourceKind.CONFIGMAP:
+            return self.volume_configmaps
+        return self.volume_secrets if kind is SourceKind.SECRET else self.volume_spcs
 
     def names(self, kind: SourceKind) -> frozenset[str]:
         """Every name of ``kind`` referenced anywhere in the pod template."""
-        out: set[str] = set(
-            self.volume_configmaps if kind is SourceKind.CONFIGMAP else self.volume_secrets
-        )
-        for c in self.containers:
-            out |= c.configmaps if kind is SourceKind.CONFIGMAP else c.secrets
+        out: set[str] = set(self.volumes(kind))
+        if kind is not SourceKind.SECRETPROVIDERCLASS:
+            for c in self.containers:
+                out |= c.configmaps if kind is SourceKind.CONFIGMAP else c.secrets
         return frozenset(out)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gitops_reloader.controller import source_transform
+from gitops_reloader.control.caches import source_transform
 from gitops_reloader.hashing import configmap_hash, data_fingerprint, secret_hash
 from gitops_reloader.model import SourceKind, SourceMeta, SourceRef
 
@@ -50,9 +50,10 @@ def test_it_cannot_be_changed_in_place() -> None:
         meta.ref = SourceRef(SourceKind.SECRET, "ns", "other")  # type: ignore[misc]
 
 
-def test_text_that_is_not_a_hex_digest_is_refused() -> None:
-    with pytest.raises(ValueError):
-        SourceMeta(REF, "not-hex")
+@pytest.mark.parametrize("text", ["not-hex", "ABCD", "abc", "h"])
+def test_text_that_is_not_a_lower_case_hex_digest_reads_back_unchanged(text: str) -> None:
+    meta = SourceMeta(REF, text, fingerprint=text)
+    assert (meta.hash, meta.fingerprint, meta.change_key) == (text, text, text)
 
 
 def test_transform_keeps_the_hashes_and_read_annotations_only() -> None:
