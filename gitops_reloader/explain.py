@@ -21,7 +21,7 @@ import json
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -319,7 +319,7 @@ def _source_report(api: KubeApi, config: Config, record: WorkloadRecord, view: p
     keys = (config.keys.ignore, config.keys.match)
     if kind is SourceKind.SECRETPROVIDERCLASS:
         enabled = config.behaviour.enable_csi_integration
-        meta = replace(spc_record(raw, keys), hash=_latest_spc_hash(api, namespace, name) if enabled else "")
+        meta = spc_record(raw, keys).replace(hash=_latest_spc_hash(api, namespace, name) if enabled else "")
     else:
         meta = source_transform(kind, keys, lambda: True)(raw)
     report.current_hash = _shown_hash(kind, meta.hash)
