@@ -21,16 +21,14 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Mapping
-from types import MappingProxyType
 from typing import Any
 
-from gitops_reloader.model import ContainerRefs, PodRefs, SourceKind, SourceRef, WorkloadKey
+from gitops_reloader.model import EMPTY_MAP, ContainerRefs, PodRefs, SourceKind, SourceRef, WorkloadKey
 
 __all__ = ["ReferenceIndex", "extract_refs"]
 
 
 _NO_NAMES: frozenset[str] = frozenset()
-_NO_VOLUMES: Mapping[str, tuple[str, ...]] = MappingProxyType({})
 
 
 def _frozen(names: set[str]) -> frozenset[str]:
@@ -130,9 +128,9 @@ def extract_refs(pod_spec: Mapping[str, Any] | None) -> PodRefs:
 
     return PodRefs(
         containers=tuple(containers),
-        volume_configmaps={name: mounters(v) for name, v in cm_volumes.items()} or _NO_VOLUMES,
-        volume_secrets={name: mounters(v) for name, v in secret_volumes.items()} or _NO_VOLUMES,
-        volume_spcs={name: mounters(v) for name, v in spc_volumes.items()} or _NO_VOLUMES,
+        volume_configmaps={name: mounters(v) for name, v in cm_volumes.items()} or EMPTY_MAP,
+        volume_secrets={name: mounters(v) for name, v in secret_volumes.items()} or EMPTY_MAP,
+        volume_spcs={name: mounters(v) for name, v in spc_volumes.items()} or EMPTY_MAP,
     )
 
 

@@ -16,7 +16,6 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from types import MappingProxyType
 from typing import Any
 
 import jsonpatch
@@ -35,11 +34,9 @@ from gitops_reloader.kube.resources import (
     STATEFULSETS,
     ResourceKind,
 )
-from gitops_reloader.model import ObjectRef, PodRefs, TemplateEdit
+from gitops_reloader.model import EMPTY_MAP, ObjectRef, PodRefs, TemplateEdit
 
 _DROP_METADATA = ("managedFields",)
-_EMPTY: Mapping[str, str] = MappingProxyType({})
-"""The one empty string map shared by every record without labels or annotations."""
 _UNREAD_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
 """Annotations no decision reads, dropped on arrival (kubectl's copy of the whole manifest)."""
 
@@ -281,9 +278,9 @@ class WorkloadAdapter:
         raw.pop("status", None)
         template = self.pod_template(raw)
         pod_spec = (template or {}).get("spec") or {}
-        annotations = _strings(metadata.get("annotations")) or _EMPTY
+        annotations = _strings(metadata.get("annotations")) or EMPTY_MAP
         template_annotations = (
-            _strings(((template or {}).get("metadata") or {}).get("annotations")) or _EMPTY)
+            _strings(((template or {}).get("metadata") or {}).get("annotations")) or EMPTY_MAP)
         ref = ObjectRef(self.kind, sys.intern(str(metadata.get("namespace", ""))),
                         str(metadata["name"]))
         uid = str(metadata.get("uid", ""))
@@ -310,7 +307,7 @@ class WorkloadAdapter:
             api_version=sys.intern(str(raw.get("apiVersion", ""))), kind=self.kind,
             name=ref.name, namespace=ref.namespace, uid=uid,
             resource_version=None if resource_version is None else str(resource_version),
-            labels=_strings(metadata.get("labels")) or _EMPTY, annotations=annotations,
+            labels=_strings(metadata.get("labels")) or EMPTY_MAP, annotations=annotations,
             owners=tuple(owners) if isinstance(owners, list) else (),
             paused=_dig(raw, ("spec", "paused")),
             template_path=self.template_path if template is not None else None,

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import copy
+import json
+import pickle
+
 import pytest
 
 from gitops_reloader.control.caches import source_transform
 from gitops_reloader.hashing import configmap_hash, data_fingerprint, secret_hash
-from gitops_reloader.model import SourceKind, SourceMeta, SourceRef
+from gitops_reloader.model import EMPTY_MAP, SourceKind, SourceMeta, SourceRef
 
 REF = SourceRef(SourceKind.SECRET, "ns", "db")
 HASH = "3c9a892aeaedc759abc3df9884a37b8be5680382"
@@ -73,3 +77,19 @@ def test_transform_of_a_configmap_compares_its_stakater_hash() -> None:
     meta = source_transform(SourceKind.CONFIGMAP, (), lambda: True)(raw)
     assert meta.change_key == meta.hash == configmap_hash({"k": "v"})
     assert meta.fingerprint == "" and meta.annotations == {}
+
+
+def test_it_copies_and_pickles_as_an_equal_value() -> None:
+    meta = SourceMeta(REF, HASH, {"a": "b"}, resource_version="1", fingerprint=FINGERPRINT)
+    assert copy.copy(meta) == copy.deepcopy(meta) == pickle.loads(pickle.dumps(meta)) == meta
+
+
+def test_records_without_annotations_share_one_read_only_empty_map() -> None:
+    one, two = SourceMeta(REF, HASH), SourceMeta(REF, HASH, {})
+    assert one.annotations is two.annotations is EMPTY_MAP
+    assert one.annotations == {} and json.dumps(one.annotations) == "{}"
+    with pytest.raises(TypeError):
+        EMPTY_MAP["k"] = "v"  # type: ignore[index]
+    with pytest.raises(TypeError):
+        EMPTY_MAP.update(k="v")  # type: ignore[attr-defined]
+    assert copy.deepcopy(EMPTY_MAP) == {}
