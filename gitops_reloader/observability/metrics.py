@@ -104,6 +104,9 @@ class Metrics:
     ``webhook_posts_total{success}``          POSTs of the ``webhook`` sink
     ``leader``                                1 while this replica holds the Lease
     ``informer_synced{resource}``             1 once the informer's cache has synced
+    ``state_store_writes_total{success}``     state-store batches written or failed
+    ``state_store_invalid_entries_total``     unreadable state-store lines skipped
+    ``state_store_entries{kind}``             source / workload entries, and shards
     ========================================  =========================================
     """
 
@@ -172,6 +175,13 @@ class Metrics:
             "Permissions the configuration needs that the API server denied at start-up.", ("essential",))
         self._informer_synced = gauge(
             "informer_synced", "1 once the informer's cache has synced.", ("resource",))
+        self._state_writes = counter(
+            "state_store_writes_total", "State-store batches written (all shards) or failed.", ("success",))
+        self._state_invalid = counter(
+            "state_store_invalid_entries_total", "Unreadable state-store lines or shards skipped.")
+        self._state_entries = gauge(
+            "state_store_entries", "State-store entries (kind source, workload) and shards (kind shard).",
+            ("kind",))
 
     # Stakater-compatible
 
@@ -266,6 +276,22 @@ class Metrics:
     def set_leader(self, leader: bool) -> None:
         """Report whether this replica currently leads."""
         self._leader.set(1 if leader else 0)
+
+    # state store
+
+    def state_store_write(self, success: bool) -> None:
+        """Count one state-store batch, written or failed."""
+        self._state_writes.labels(success=_bool_label(success)).inc()
+
+    def state_store_invalid(self, count: int) -> None:
+        """Count unreadable state-store lines skipped at load."""
+        self._state_invalid.inc(count)
+
+    def set_state_store_entries(self, sources: int, workloads: int, shards: int) -> None:
+        """Report the stored state's size."""
+        self._state_entries.labels(kind="source").set(sources)
+        self._state_entries.labels(kind="workload").set(workloads)
+        self._state_entries.labels(kind="shard").set(shards)
 
     # git and git hosts
 
