@@ -30,7 +30,7 @@ from gitops_reloader.testing.apiserver.authz import rules_from_role
 VALUES_DIR = CHART_DIR / "values-tests"
 EXPECTED_MATRIX = {
     "default", "namespaced", "ha", "git-sink", "pull-request", "argo-rollouts-openshift",
-    "ignore-secrets", "monitoring-pdb-netpol", "stakater-compat",
+    "ignore-secrets", "monitoring-pdb-netpol", "stakater-compat", "state-store",
 }
 NAMESPACE = "ops"
 RELEASE = "reloader"
@@ -423,12 +423,12 @@ def test_rbac_never_grants_wildcards_or_escalation(rendered: dict[str, list[Obj]
 
 
 @pytest.mark.parametrize("values", values_files())
-def test_secret_writes_only_with_git(rendered: dict[str, list[Obj]], values: str) -> None:
+def test_secret_writes_only_with_git_or_state_store(rendered: dict[str, list[Obj]], values: str) -> None:
     docs = rendered[values]
-    git = bool(objects(docs, "ConfigMap"))
+    keyed = bool(objects(docs, "ConfigMap")) or "--state-store=configmap" in args_of(docs)
     writes = verbs_for(docs, "", "secrets") - set(READ)
-    if not git:
-        assert not writes, "secret writes without a git sink"
+    if not keyed:
+        assert not writes, "secret writes without a git sink or state store"
         return
     # create cannot be restricted by name; get/update are limited to the digest key,
     # and all of it lives in a Role in the release namespace, never in a ClusterRole.
@@ -441,6 +441,23 @@ def test_secret_writes_only_with_git(rendered: dict[str, list[Obj]], values: str
             if rule["verbs"] != ["create"]:
                 assert rule["resourceNames"] == [digest_key]
                 assert set(rule["verbs"]) == {"get", "update"}
+
+
+def test_state_store_args_and_rbac(rendered: dict[str, list[Obj]]) -> None:
+    docs = rendered["state-store"]
+    flags = flag_values(docs)
+    assert flags["--state-store"] == "configmap"
+    assert flags["--state-store-name"] == f"{FULLNAME}-state"
+    assert flags["--digest-key-secret"] == f"{FULLNAME}-digest-key"
+    role = one(docs, "Role", f"{FULLNAME}-self")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert {"apiGroups": [""], "resources": ["configmaps"],
+            "verbs": ["get", "list", "create", "update"]} in role["rules"]
+    # Config map writes stay in the release namespace: never in the ClusterRole.
+    assert verbs_for([one(docs, "ClusterRole")], "", "configmaps") == set(READ)
+    for values, other in rendered.items():
+        if values != "state-store":
+            assert "--state-store=configmap" not in args_of(other), values
 
 
 def test_namespaced_rbac(rendered: dict[str, list[Obj]]) -> None:

@@ -62,6 +62,14 @@ app.kubernetes.io/component: controller
 {{- if .Values.reloader.git.repositories }}true{{ end }}
 {{- end }}
 
+{{- define "gitops-reloader.stateStoreEnabled" -}}
+{{- if eq (.Values.reloader.stateStore | default "none") "configmap" }}true{{ end }}
+{{- end }}
+
+{{- define "gitops-reloader.stateStoreName" -}}
+{{- printf "%s-state" (include "gitops-reloader.fullname" . | trunc 52 | trimSuffix "-") }}
+{{- end }}
+
 {{- define "gitops-reloader.digestKeySecret" -}}
 {{- default (printf "%s-digest-key" (include "gitops-reloader.fullname" .)) .Values.reloader.digestKeySecret }}
 {{- end }}
@@ -228,9 +236,13 @@ live in the namespaced "-self" Role (role-self.yaml), never here.
 {{- $rules = append $rules (dict "apiGroups" (list "coordination.k8s.io") "resources" (list "leases") "verbs" (list "create")) }}
 {{- $rules = append $rules (dict "apiGroups" (list "coordination.k8s.io") "resources" (list "leases") "resourceNames" (list (include "gitops-reloader.leaseName" .)) "verbs" (list "get" "update")) }}
 {{- end }}
-{{- if include "gitops-reloader.gitEnabled" . }}
+{{- if or (include "gitops-reloader.gitEnabled" .) (include "gitops-reloader.stateStoreEnabled" .) }}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "secrets") "verbs" (list "create")) }}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "secrets") "resourceNames" (list (include "gitops-reloader.digestKeySecret" .)) "verbs" (list "get" "update")) }}
+{{- end }}
+{{- if include "gitops-reloader.stateStoreEnabled" . }}
+{{- /* Shard names grow with the data (<name>-0, -1, ...): not restricted by resourceNames. */}}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "configmaps") "verbs" (list "get" "list" "create" "update")) }}
 {{- end }}
 {{- if $rules }}
 {{- toYaml $rules }}
@@ -294,6 +306,13 @@ Container args, each "--flag=value" with a flag from gitops_reloader.config.FLAG
 {{- $args = append $args (printf "--digest-key-secret=%s" (include "gitops-reloader.digestKeySecret" .)) }}
 {{- $args = append $args (printf "--pr-grouping=%s" $r.git.prGrouping) }}
 {{- $args = append $args (printf "--request-refresh=%s" (ternary "true" "false" (not (not $r.requestRefresh)))) }}
+{{- end }}
+{{- if include "gitops-reloader.stateStoreEnabled" . }}
+{{- $args = append $args "--state-store=configmap" }}
+{{- $args = append $args (printf "--state-store-name=%s" (include "gitops-reloader.stateStoreName" .)) }}
+{{- if not (include "gitops-reloader.gitEnabled" .) }}
+{{- $args = append $args (printf "--digest-key-secret=%s" (include "gitops-reloader.digestKeySecret" .)) }}
+{{- end }}
 {{- end }}
 {{- range $r.extraArgs }}{{ $args = append $args (toString .) }}{{ end }}
 {{- toYaml $args }}
