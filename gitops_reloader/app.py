@@ -14,6 +14,7 @@ from gitops_reloader.clock import Clock, SystemClock
 from gitops_reloader.config import Config
 from gitops_reloader.controller import Controller
 from gitops_reloader.errors import KubeError
+from gitops_reloader.gitops.digestkey import DigestKeyStore
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.client import load_api_client
 from gitops_reloader.kube.events import EventRecorder
@@ -32,6 +33,8 @@ from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.sinks import build_live_sinks
 from gitops_reloader.sinks.dryrun import dry_run_sinks
 from gitops_reloader.sinks.gitwiring import build_git_sink, build_pull_request_sink
+from gitops_reloader.state.keeper import StateKeeper
+from gitops_reloader.state.shards import ConfigMapShards
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +85,7 @@ class App:
             config, self.api, sinks=sinks, metrics=self.metrics, recorder=self.recorder,
             adapters=self.adapters, clock=self.clock,
             listeners=[self._alert] if self.alerter is not None else [],
+            state=build_state_keeper(config, self.api, self.metrics),
         )
         addresses = [a for a in (config.runtime.http_address, config.runtime.health_address) if a]
         self.http_servers = ([HttpServer(address, registry=self.registry, ready=self.controller.ready)
@@ -162,6 +166,8 @@ class App:
 
     def _lost(self) -> None:
         # As client-go's users do: a replica that lost the lease exits and restarts clean.
+        if self.controller.state is not None:
+            self.controller.state.abandon()  # the new leader owns the state store now
         self.metrics.set_leader(False)
         self._lost_leadership.set()
         self._stop.set()
@@ -186,3 +192,20 @@ class App:
             self.alerter.close()
         for server in self.http_servers:
             server.stop()
+
+
+def build_state_keeper(config: Config, api: KubeApi, metrics: Metrics) -> StateKeeper | None:
+    """The ``--state-store configmap`` keeper (None without one).
+
+    Its digests are keyed with the git sink's digest key (created on first use unless
+    ``--dry-run``, which also never writes the store).
+    """
+    state = config.state
+    if not state.enabled:
+        return None
+    dry_run = config.runtime.dry_run
+    keys = DigestKeyStore(api, namespace=config.gitops.digest_key_namespace,
+                          name=config.gitops.digest_key_secret, create=not dry_run)
+    shards = ConfigMapShards(api, namespace=state.namespace, name=state.name)
+    return StateKeeper(shards, lambda: keys.get().value, metrics=metrics, interval=state.interval,
+                       shard_bytes=state.shard_bytes, read_only=dry_run)

@@ -133,8 +133,9 @@ class Caches:
 
     def _full_hashes(self, kind: SourceKind) -> Callable[[], bool]:
         """Whether the informer for ``kind`` must compute Stakater hashes right now."""
-        if self.config.behaviour.sync_after_restart or self.config.runtime.enable_ha:
-            return lambda: True  # start-up / take-over checks compare recorded hashes
+        if (self.config.behaviour.sync_after_restart or self.config.runtime.enable_ha
+                or self.config.state.enabled):
+            return lambda: True  # start-up / take-over checks and the state store compare hashes
         return lambda: all(i.has_synced() for i in self.source_informers.get(kind, ()))
 
     def _on_namespace(self, event: InformerEvent[Mapping[str, str]]) -> None:

@@ -5,12 +5,14 @@
 * informer handlers call :meth:`~StateKeeper.observe` / :meth:`~StateKeeper.forget_source`
   (cheap: one HMAC and a dict update, no I/O);
 * after an emission, :meth:`~StateKeeper.emitted` records what the workload was given;
-* on becoming active, :meth:`~StateKeeper.load` reads the shards once, and
+* on becoming active, :meth:`~StateKeeper.load` reads the shards once (the batch thread
+  retries a failed read before it writes anything), and
   :meth:`~StateKeeper.out_of_date` answers the start-up question with
   :func:`~gitops_reloader.state.resync.out_of_date`;
 * :meth:`~StateKeeper.start` runs a thread that writes a batch every ``interval`` seconds
   (and :meth:`~StateKeeper.stop` writes a last one), holding back sources the controller
-  still has work for (``held``).
+  still has work for (``held``); :meth:`~StateKeeper.abandon` (leadership lost) stops
+  all writing at once.
 
 Only the active instance loads and writes; a standby only observes, so its view is warm
 when it takes over. With ``read_only`` (``--dry-run``) nothing is ever written. A write
@@ -60,8 +62,14 @@ class StateKeeper:
         self._loaded = False
         self._write_lock = threading.Lock()
         self._stop = threading.Event()
+        self._stop_writing = threading.Event()
         self._thread: threading.Thread | None = None
+        self._thread_started = False
+        self._unkeyed: dict[SourceRef, str] = {}
+        self._unkeyed_lock = threading.Lock()
         self._held: Callable[[], Collection[SourceRef]] = frozenset
+        self._sources: Callable[[], Collection[SourceRef]] = frozenset
+        self._workloads: Callable[[], Collection[ObjectRef]] = frozenset
 
     def __repr__(self) -> str:
         return f"StateKeeper({self.shards.namespace}/{self.shards.name}, loaded={self._loaded})"
@@ -73,11 +81,45 @@ class StateKeeper:
         return state_digest(self._key(), source_id(ref), data_hash)
 
     def observe(self, meta: SourceMeta) -> None:
-        """A source as the cache holds it now (no hash yet: nothing to record)."""
-        if meta.hash:
-            self.batch.set_source(source_id(meta.ref), self.digest(meta.ref, meta.hash))
+        """A source as the cache holds it now (no hash yet: nothing to record).
+
+        Never raises: while the digest key can't be read, the source waits in memory
+        (its hash only, never written) and is digested before the next batch.
+        """
+        if not meta.hash:
+            return
+        try:
+            digest = self.digest(meta.ref, meta.hash)
+        except ReloaderError as exc:
+            with self._unkeyed_lock:
+                first = not self._unkeyed
+                self._unkeyed[meta.ref] = meta.hash
+            if first:
+                self.metrics.state_store_write(False)
+                log.warning("state store: digest key unavailable, recording later",
+                            extra={"object": str(meta.ref), "error": str(exc)})
+            return
+        with self._unkeyed_lock:
+            self._unkeyed.pop(meta.ref, None)
+        self.batch.set_source(source_id(meta.ref), digest)
+
+    def _digest_unkeyed(self) -> bool:
+        """Digest the sources observed while the key was unavailable; False if it still is."""
+        with self._unkeyed_lock:
+            waiting, self._unkeyed = self._unkeyed, {}
+        try:
+            digests = {ref: self.digest(ref, data_hash) for ref, data_hash in waiting.items()}
+        except ReloaderError:
+            with self._unkeyed_lock:
+                self._unkeyed = {**waiting, **self._unkeyed}
+            return False
+        for ref, digest in digests.items():
+            self.batch.set_source(source_id(ref), digest)
+        return True
 
     def forget_source(self, ref: SourceRef) -> None:
+        with self._unkeyed_lock:
+            self._unkeyed.pop(ref, None)
         self.batch.drop_source(source_id(ref))
 
     def emitted(self, workload: ObjectRef, sources: Iterable[Source]) -> None:
@@ -92,26 +134,45 @@ class StateKeeper:
 
     # --- start-up ----------------------------------------------------------------------
 
-    def load(self, *, sources: Collection[SourceRef], workloads: Collection[ObjectRef]) -> None:
+    def load(self, *, sources: Callable[[], Collection[SourceRef]],
+             workloads: Callable[[], Collection[ObjectRef]]) -> bool:
         """Read every shard once; forget entries of objects that no longer exist.
 
-        ``sources``/``workloads`` are everything the synced caches hold. Raises
-        :class:`KubeError` when the shards can't be listed (the caller decides).
+        ``sources``/``workloads`` list everything the synced caches hold. False when the
+        shards can't be read: logged and counted; the batch thread tries again before it
+        writes anything (a store never written over unread).
         """
-        decoded = merge_shards(self.shards.read())
+        self._sources, self._workloads = sources, workloads
+        try:
+            self._key()  # the start-up check digests every source: fail here, not half-way
+            decoded = merge_shards(self.shards.read())
+        except ReloaderError as exc:
+            self.metrics.state_store_write(False)
+            log.warning("state store unreadable; start-up check falls back to workload markers",
+                        extra={"object": self._where, "error": str(exc)})
+            return False
         self.batch.load(decoded)
         self._loaded = True
         if decoded.invalid:
             self.metrics.state_store_invalid(decoded.invalid)
             log.warning("state store: unreadable entries skipped",
-                        extra={"object": f"{self.shards.namespace}/ConfigMap/{self.shards.name}-*",
-                               "entries": decoded.invalid})
-        dropped = self.batch.retain_sources({source_id(r) for r in sources})
-        dropped += self.batch.retain_workloads({r.key for r in workloads})
+                        extra={"object": self._where, "entries": decoded.invalid})
+        dropped = self.batch.retain_sources({source_id(r) for r in sources()})
+        dropped += self.batch.retain_workloads({r.key for r in workloads()})
         stored_sources, stored_workloads, count = self.batch.sizes()
         self.metrics.set_state_store_entries(stored_sources, stored_workloads, count)
-        log.info("state store loaded", extra={"sources": stored_sources, "workloads": stored_workloads,
-                                              "shards": count, "dropped": dropped})
+        log.info("state store loaded", extra={"object": self._where, "sources": stored_sources,
+                                              "workloads": stored_workloads, "shards": count,
+                                              "dropped": dropped})
+        return True
+
+    @property
+    def loaded(self) -> bool:
+        return self._loaded
+
+    @property
+    def _where(self) -> str:
+        return f"{self.shards.namespace}/ConfigMap/{self.shards.name}-*"
 
     def out_of_date(self, workload: ObjectRef, meta: SourceMeta, marker: str | None) -> bool:
         """Whether ``workload`` must reload for ``meta`` (see :mod:`.resync`); needs :meth:`load`."""
@@ -126,8 +187,9 @@ class StateKeeper:
     def start(self, held: Callable[[], Collection[SourceRef]]) -> None:
         """Write a batch every ``interval`` seconds from now on (the active instance only)."""
         self._held = held
-        if self.read_only or self._thread is not None:
+        if self.read_only or self._thread_started:
             return
+        self._thread_started = True
         self._thread = threading.Thread(target=self._run, name="state-store", daemon=True)
         self._thread.start()
 
@@ -137,8 +199,12 @@ class StateKeeper:
 
     def flush(self) -> bool:
         """Write one batch now; False if a write failed (its entries stay for the next)."""
-        if self.read_only or not self._loaded:
+        if self.read_only or self._stop_writing.is_set():
             return True
+        if not self._loaded and not self.load(sources=self._sources, workloads=self._workloads):
+            return False
+        if not self._digest_unkeyed():
+            return False
         with self._write_lock:
             batch = self.batch.prepare({source_id(r) for r in self._held()})
             if batch is None:
@@ -149,8 +215,7 @@ class StateKeeper:
             except ReloaderError as exc:
                 self.metrics.state_store_write(False)
                 log.warning("state store write failed, will retry with the next batch",
-                            extra={"object": f"{self.shards.namespace}/ConfigMap/{self.shards.name}-*",
-                                   "error": str(exc)})
+                            extra={"object": self._where, "error": str(exc)})
                 return False
             self.batch.committed(batch)
             self.metrics.state_store_write(True)
@@ -166,4 +231,10 @@ class StateKeeper:
         if self._thread is not None:
             self._thread.join(timeout=10.0)
             self._thread = None
-        self.flush()
+        if self._thread_started:
+            self.flush()
+
+    def abandon(self) -> None:
+        """Leadership lost: never write again (the new leader owns the store)."""
+        self._stop_writing.set()
+        self._stop.set()
