@@ -31,7 +31,7 @@ from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.state.batch import StateBatch
 from gitops_reloader.state.codec import merge_shards, state_digest
 from gitops_reloader.state.resync import out_of_date
-from gitops_reloader.state.shards import ConfigMapShards
+from gitops_reloader.state.shards import STORE_LABEL, ConfigMapShards
 
 __all__ = ["StateKeeper", "source_id"]
 
@@ -86,7 +86,7 @@ class StateKeeper:
         Never raises: while the digest key can't be read, the source waits in memory
         (its hash only, never written) and is digested before the next batch.
         """
-        if not meta.hash:
+        if not meta.hash or self.is_shard(meta):
             return
         try:
             digest = self.digest(meta.ref, meta.hash)
@@ -102,6 +102,12 @@ class StateKeeper:
         with self._unkeyed_lock:
             self._unkeyed.pop(meta.ref, None)
         self.batch.set_source(source_id(meta.ref), digest)
+
+    def is_shard(self, meta: SourceMeta) -> bool:
+        """Whether ``meta`` is one of this store's own ConfigMaps (never recorded: each
+        write would change it and call for another)."""
+        return (meta.ref.namespace == self.shards.namespace
+                and meta.labels.get(STORE_LABEL) == self.shards.name)
 
     def _digest_unkeyed(self) -> bool:
         """Digest the sources observed while the key was unavailable; False if it still is."""
