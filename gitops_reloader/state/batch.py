@@ -215,13 +215,17 @@ class StateBatch:
     def committed(self, batch: Batch) -> None:
         """Every write of ``batch`` succeeded: it is what the shards hold now."""
         with self._lock:
+            # Old shards written with copies of entries that move out (see _plan).
+            holding = ({index for index, group in self._members.items()
+                        if any(shard_of(_entry(key), batch.count) != index for key in group)}
+                       if batch.count != self._count else set())
             for key, value in batch.sources.items():
                 self._set_stored((_SOURCE, key), value)
             for key, emitted in batch.workloads.items():
                 self._set_stored((_WORKLOAD, key), dict(emitted) if emitted is not None else None)
             self._leftovers -= {w.index for w in batch.writes}
             if batch.count != self._count:
-                self._leftovers = set(range(self._count))
+                self._leftovers = holding
                 self._count = batch.count
                 self._regroup()
             for key in list(self._dirty):
