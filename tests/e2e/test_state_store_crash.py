@@ -143,3 +143,45 @@ def test_kill_9_during_a_batch_write_loses_nothing_and_reloads_nothing_twice(
         stop_process(first.proc)
         if second is not None:
             stop_process(second.proc)
+
+
+HA = ("--enable-ha", "--lease-duration=2s", "--lease-namespace=default")
+LEADER = "gitops_reloader_leader"
+
+
+def test_ha_take_over_reads_the_store_the_dead_leader_wrote(cluster: Cluster, tmp_path: Path) -> None:
+    """The leader dies; while no replica runs, the never-reloaded workload's Secret changes;
+    a fresh replica takes the Lease over and reloads it (and only it) from the store."""
+    flags = (*FLAGS, *HA)
+    old = Controller(cluster, tmp_path / "old.jsonl", flags)
+    new: Controller | None = None
+    try:
+        old.wait_ready(cluster.http)
+        wait_for(lambda: old.metric(cluster.http, LEADER) == 1, timeout=15, message="old leader active")
+        key = wait_for(lambda: digest_key(cluster) if cluster.http.get(
+            cluster.url + "/api/v1/namespaces/default/secrets/gitops-reloader-digest-key").status_code == 200
+            else None, timeout=15, message="digest key created")
+        before = {str(i): "0" for i in range(PAIRS)}
+        wait_for(lambda: stored_sources(cluster) == source_digests(cluster, key, before, "hunter2"),
+                 timeout=15, message="store written by the leader")
+        os.kill(old.pid, signal.SIGKILL)
+        old.proc.wait(5)
+        patch(cluster, "secrets", "db", {"password": base64.b64encode(b"hunter3").decode()})
+
+        new = Controller(cluster, tmp_path / "new.jsonl", flags)
+        new.wait_ready(cluster.http)
+        wait_for(lambda: new.metric(cluster.http, LEADER) == 1, timeout=15, message="take-over")
+        after = source_digests(cluster, key, before, "hunter3")
+        wait_for(lambda: stored_sources(cluster) == after, timeout=15, message="store caught up")
+        wait_for(lambda: new.metric(cluster.http, RELOADS) == 1, timeout=10, message="one reload")
+        loaded = [r for r in new.log() if r["msg"] == "state store loaded"]
+        assert len(loaded) == 1 and loaded[0]["sources"] >= PAIRS + 2
+        b64 = base64.b64encode(b"hunter3").decode()
+        assert env_of(cluster.deployment("web-db"))["STAKATER_DB_SECRET"] == secret_hash({"password": b64})
+        generations = {cluster.deployment(name)["metadata"]["generation"]
+                       for name in [f"web-{i}" for i in range(PAIRS)] + ["web-still"]}
+        assert generations == {1}
+    finally:
+        stop_process(old.proc)
+        if new is not None:
+            stop_process(new.proc)
