@@ -95,13 +95,13 @@ class StateKeeper:
                 first = not self._unkeyed
                 self._unkeyed[meta.ref] = meta.hash
             if first:
-                self.metrics.state_store_write(False)
+                self.metrics.state_store_error("key")
                 log.warning("state store: digest key unavailable, recording later",
                             extra={"object": str(meta.ref), "error": str(exc)})
             return
-        with self._unkeyed_lock:
+        with self._unkeyed_lock:  # ordered with _digest_unkeyed: the newest hash wins
             self._unkeyed.pop(meta.ref, None)
-        self.batch.set_source(source_id(meta.ref), digest)
+            self.batch.set_source(source_id(meta.ref), digest)
 
     def is_shard(self, meta: SourceMeta) -> bool:
         """Whether ``meta`` is one of this store's own ConfigMaps (never recorded: each
@@ -112,16 +112,16 @@ class StateKeeper:
     def _digest_unkeyed(self) -> bool:
         """Digest the sources observed while the key was unavailable; False if it still is."""
         with self._unkeyed_lock:
-            waiting, self._unkeyed = self._unkeyed, {}
-        try:
-            digests = {ref: self.digest(ref, data_hash) for ref, data_hash in waiting.items()}
-        except ReloaderError:
-            with self._unkeyed_lock:
-                self._unkeyed = {**waiting, **self._unkeyed}
-            return False
-        for ref, digest in digests.items():
-            self.batch.set_source(source_id(ref), digest)
-        return True
+            if not self._unkeyed:
+                return True
+            try:
+                digests = {ref: self.digest(ref, data_hash) for ref, data_hash in self._unkeyed.items()}
+            except ReloaderError:
+                return False
+            for ref, digest in digests.items():
+                self.batch.set_source(source_id(ref), digest)
+            self._unkeyed.clear()
+            return True
 
     def forget_source(self, ref: SourceRef) -> None:
         with self._unkeyed_lock:
@@ -153,7 +153,7 @@ class StateKeeper:
             self._key()  # the start-up check digests every source: fail here, not half-way
             decoded = merge_shards(self.shards.read())
         except ReloaderError as exc:
-            self.metrics.state_store_write(False)
+            self.metrics.state_store_error("read")
             log.warning("state store unreadable; start-up check falls back to workload markers",
                         extra={"object": self._where, "error": str(exc)})
             return False
@@ -219,12 +219,12 @@ class StateKeeper:
                 for write in batch.writes:
                     self.shards.write(write.index, write.data)
             except ReloaderError as exc:
-                self.metrics.state_store_write(False)
+                self.metrics.state_store_error("write")
                 log.warning("state store write failed, will retry with the next batch",
                             extra={"object": self._where, "error": str(exc)})
                 return False
             self.batch.committed(batch)
-            self.metrics.state_store_write(True)
+            self.metrics.state_store_batch()
             stored_sources, stored_workloads, count = self.batch.sizes()
             self.metrics.set_state_store_entries(stored_sources, stored_workloads, count)
             log.debug("state store written", extra={"shards": len(batch.writes),

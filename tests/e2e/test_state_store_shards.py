@@ -7,10 +7,13 @@ text are seen at the HTTP level.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from kubernetes.client import ApiClient
 from prometheus_client import CollectorRegistry
 
+from gitops_reloader.errors import KubeError
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.model import ObjectRef, Source, SourceKind, SourceMeta, SourceRef
 from gitops_reloader.observability.metrics import Metrics
@@ -27,10 +30,11 @@ NAME = "state"
 class Store:
     """A keeper over real ConfigMaps, with its own metrics registry."""
 
-    def __init__(self, api_client: ApiClient, *, shard_bytes: int = 1024, read_only: bool = False) -> None:
+    def __init__(self, api_client: ApiClient, *, shard_bytes: int = 1024, read_only: bool = False,
+                 key: Callable[[], bytes] = lambda: KEY) -> None:
         self.registry = CollectorRegistry()
         self.api = KubeApi(api_client)
-        self.keeper = StateKeeper(ConfigMapShards(self.api, namespace="default", name=NAME), lambda: KEY,
+        self.keeper = StateKeeper(ConfigMapShards(self.api, namespace="default", name=NAME), key,
                                   metrics=Metrics(self.registry), shard_bytes=shard_bytes,
                                   read_only=read_only)
 
@@ -93,10 +97,11 @@ def test_a_failed_write_is_counted_and_retried_with_the_next_batch(
     store.keeper.observe(meta(1, "b"))
     server.add_fault(Fault("update", "configmaps", 500, namespace="default"))
     assert not store.keeper.flush()
-    assert store.metric("state_store_writes_total", success="false") == 1
+    assert store.metric("state_store_errors_total", operation="write") == 1
     assert store.keeper.batch.dirty() == 1
     assert store.keeper.flush()
     assert store.keeper.batch.dirty() == 0
+    assert store.metric("state_store_batches_total") == 2
     check = Store(api_client)
     assert check.load()
     assert check.keeper.batch.stored_source(str(ref(1))) == check.keeper.digest(ref(1), "b")
@@ -195,3 +200,27 @@ def test_an_unreadable_store_is_read_again_before_anything_is_written(
     check = Store(api_client, shard_bytes=64 * 1024)
     assert check.load(workloads=[ObjectRef("Deployment", "ns", "web")])
     assert check.keeper.batch.sizes()[:2] == (1, 1)
+
+
+def test_sources_seen_while_the_digest_key_is_unavailable_are_recorded_later(
+        server: ApiServer, api_client: ApiClient) -> None:
+    down = [True]
+
+    def key() -> bytes:
+        if down[0]:
+            raise KubeError("GET secrets: connection refused", status=0)
+        return KEY
+
+    store = Store(api_client, key=key)
+    store.keeper.observe(meta(1, "old"))  # an informer thread: must not raise
+    store.keeper.observe(meta(1, "new"))
+    assert store.metric("state_store_errors_total", operation="key") == 1  # counted once
+    assert not store.load()  # the key is needed to load
+    assert store.metric("state_store_errors_total", operation="read") == 1
+    assert not store.keeper.flush()
+    assert writes(server) == {"create": 0, "update": 0}
+    down[0] = False
+    assert store.keeper.flush()  # loads, digests what waited, writes
+    check = Store(api_client)
+    assert check.load()
+    assert check.keeper.batch.stored_source(str(ref(1))) == check.keeper.digest(ref(1), "new")
