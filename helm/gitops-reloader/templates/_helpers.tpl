@@ -228,7 +228,7 @@ live in the namespaced "-self" Role (role-self.yaml), never here.
 {{- toYaml $rules }}
 {{- end }}
 
-{{/* Rules of the "-self" Role in the release namespace: HA Lease, digest key Secret. */}}
+{{/* Rules of the "-self" Role in the release namespace: HA Lease, digest key Secret, state-store and meta-info ConfigMaps. */}}
 {{- define "gitops-reloader.selfRules" -}}
 {{- $rules := list }}
 {{- if .Values.reloader.enableHA }}
@@ -243,6 +243,10 @@ live in the namespaced "-self" Role (role-self.yaml), never here.
 {{- if include "gitops-reloader.stateStoreEnabled" . }}
 {{- /* Shard names grow with the data (<name>-0, -1, ...): not restricted by resourceNames. */}}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "configmaps") "verbs" (list "get" "list" "create" "update")) }}
+{{- end }}
+{{- if .Values.reloader.publishMetaInfo }}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "configmaps") "verbs" (list "create")) }}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "configmaps") "resourceNames" (list "reloader-meta-info") "verbs" (list "get" "update")) }}
 {{- end }}
 {{- if $rules }}
 {{- toYaml $rules }}
