@@ -221,6 +221,8 @@ class Controller:
         assert meta is not None
         if not self.namespace_allowed(meta.ref.namespace):
             return
+        if self.state is not None and self.state.is_shard(meta):
+            return  # the store's own ConfigMaps change with every batch: never a reload
         if not event.initial:
             for change in self.changes.changes(event.delta.old, event.delta.new):
                 self.changed(change.meta, deleted=change.deleted)

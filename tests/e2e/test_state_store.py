@@ -182,3 +182,19 @@ def test_no_plain_hash_of_secret_data_in_any_configmap(
     b64 = base64.b64encode(PASSWORD_V2.encode()).decode()
     expected = state_digest(digest_key(server), "ns/Secret/db-b", secret_hash({"password": b64}))
     assert stored(api_client).snapshot.sources["ns/Secret/db-b"] == expected
+
+
+def test_the_store_s_own_writes_are_not_changes(server: ApiServer, api_client: ApiClient,
+                                                first_run: None) -> None:
+    with running_controller(api_client, STORE) as app:
+        settle(app)
+        change(api_client, SourceKind.CONFIGMAP, "cfg-c", {"v": "2"})
+        wait_for(lambda: workload(server, "Deployment", "web-c")["metadata"]["generation"] == 2,
+                 timeout=10, message="web-c reloaded")
+        settle(app)
+        batches = app.registry.get_sample_value("gitops_reloader_state_store_batches_total")
+        wait_for(lambda: app.registry.get_sample_value("gitops_reloader_state_store_batches_total") > batches
+                 or app.controller.state.batch.dirty() == 0, timeout=10, message="batch written")
+        changes = app.registry.get_sample_value("gitops_reloader_changes_detected_total",
+                                                {"kind": "ConfigMap"})
+    assert changes == 1  # cfg-c only, not the shards rewritten after it
