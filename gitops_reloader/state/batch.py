@@ -14,13 +14,15 @@ the reload. Workload entries are set after an emission, so they are never held.
 
 Whole shards are written, each replacing the previous content, so a batch that failed
 half-way is repaired by the next one (its entries stay dirty), and every batch has a new
-generation. When the shard count grows, entries move between shards, and a shard written
-whole cannot be emptied of an entry before the entry's new shard holds it in every write
-order (two entries may swap shards). So growth takes two batches: the first writes every
-shard under the new count but lets each existing shard *also* keep the entries that move
-out of it (same values, same generation, so either copy is right); the second rewrites
-the existing shards without them. A crash at any point leaves every entry readable, at
-its old or its new value (see :func:`~.codec.merge_shards`).
+generation. Every entry has a *home* shard (:func:`~.codec.shard_of`). A shard may also
+hold *copies* of entries whose home is elsewhere: when the shard count grows, entries move,
+and a shard written whole cannot drop an entry before the entry's home holds it, in every
+write order (two entries may swap shards). So a copy stays, with the entry's current
+value, in every write of its shard until a batch that wrote the home has been committed;
+the next write of that shard drops it. After growth that is two batches; after a crash in
+the middle of growth, the copies found at load (:class:`~.codec.Decoded` says where each
+entry was read) are kept until their homes are written. A crash at any point leaves every
+entry readable, at its old or its new value (see :func:`~.codec.merge_shards`).
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ class Batch:
     writes: tuple[ShardWrite, ...]
     sources: Mapping[str, str | None]
     workloads: Mapping[str, Mapping[str, str] | None]
+    copies: Mapping[int, frozenset[Key]]
+    """Per written shard, the copies of other shards' entries it was written with."""
 
 
 class StateBatch:
@@ -86,8 +90,10 @@ class StateBatch:
         self._total = 0
         self._count = 1
         self._generation = 0
-        self._leftovers: set[int] = set()
-        """Shards still holding copies of entries that moved out when the count grew."""
+        self._copies: dict[int, set[Key]] = {}
+        """Entries a shard holds besides its own: copies of entries homed elsewhere."""
+        self._unhomed: set[Key] = set()
+        """Entries whose home shard was not yet written with them: their copies must stay."""
 
     # --- what is stored -------------------------------------------------------------
 
@@ -104,6 +110,13 @@ class StateBatch:
             self._generation = max(self._generation, decoded.generation)
             self._count = max(decoded.count, 1)
             self._regroup()
+            self._copies, self._unhomed = {}, set()
+            for kind, found in ((_SOURCE, decoded.source_shards), (_WORKLOAD, decoded.workload_shards)):
+                for name, index in found.items():
+                    key = (kind, name)
+                    if index != shard_of(_entry(key), self._count):  # a crash during growth
+                        self._copies.setdefault(index, set()).add(key)
+                        self._unhomed.add(key)
             for key, digest in self._sources.items():
                 self._want_sources.setdefault(key, digest)
             for key, emitted in self._workloads.items():
@@ -196,7 +209,7 @@ class StateBatch:
         """
         with self._lock:
             ready = [key for key in self._dirty if not (key[0] == _SOURCE and key[1] in held)]
-            if not ready and not self._leftovers:
+            if not ready and not self._unhomed and not any(self._copies.values()):
                 return None
             sources = {k: self._want_sources.get(k) for kind, k in ready if kind == _SOURCE}
             workloads: dict[str, Mapping[str, str] | None] = {
@@ -206,28 +219,28 @@ class StateBatch:
                                       - self._size(key, self._stored(key)) for key in ready)
             count = shard_count_for(total, shard_bytes=self.shard_bytes, at_least=self._count)
             while True:
-                writes, largest = self._plan(count, ready, sources, workloads)
+                writes, copies, largest = self._plan(count, ready, sources, workloads)
                 if largest <= self.shard_bytes or count >= MAX_SHARDS:
                     break
                 count = min(count * 2, MAX_SHARDS)
-            return Batch(self._generation, count, writes, sources, workloads)
+            return Batch(self._generation, count, writes, sources, workloads, copies)
 
     def committed(self, batch: Batch) -> None:
         """Every write of ``batch`` succeeded: it is what the shards hold now."""
         with self._lock:
-            # Old shards written with copies of entries that move out (see _plan).
-            holding = ({index for index, group in self._members.items()
-                        if any(shard_of(_entry(key), batch.count) != index for key in group)}
-                       if batch.count != self._count else set())
             for key, value in batch.sources.items():
                 self._set_stored((_SOURCE, key), value)
             for key, emitted in batch.workloads.items():
                 self._set_stored((_WORKLOAD, key), dict(emitted) if emitted is not None else None)
-            self._leftovers -= {w.index for w in batch.writes}
             if batch.count != self._count:
-                self._leftovers = holding
                 self._count = batch.count
                 self._regroup()
+            written = {write.index for write in batch.writes}
+            for index in written:
+                self._copies[index] = set(batch.copies.get(index, ()))
+            self._copies = {index: keys for index, keys in self._copies.items() if keys}
+            self._unhomed = {key for key in self._unhomed
+                             if shard_of(_entry(key), self._count) not in written}
             for key in list(self._dirty):
                 if not self._differs(key):
                     self._dirty.discard(key)
@@ -286,18 +299,31 @@ class StateBatch:
             self._total += self._size(key, self._stored(key))
 
     def _plan(self, count: int, ready: list[Key], sources: Mapping[str, str | None],
-              workloads: Mapping[str, Mapping[str, str] | None]) -> tuple[tuple[ShardWrite, ...], int]:
-        """Shard contents after applying ``ready`` (only touched shards, or all on a new
-        count), and the largest shard's size without moved-out copies."""
+              workloads: Mapping[str, Mapping[str, str] | None],
+              ) -> tuple[tuple[ShardWrite, ...], dict[int, frozenset[Key]], int]:
+        """Shard contents after applying ``ready``, the copies each keeps, and the largest
+        shard's size without copies.
+
+        Touched: the homes of ready and unhomed entries and shards with copies to drop, or
+        every shard on a new count.
+        """
+        unhomed = self._unhomed
         if count == self._count:
-            touched = {shard_of(_entry(key), count) for key in ready} | self._leftovers
+            touched = ({shard_of(_entry(key), count) for key in ready}
+                       | {shard_of(_entry(key), count) for key in unhomed}
+                       | {index for index, keys in self._copies.items() if keys - unhomed})
             members = {i: set(self._members.get(i, ())) for i in touched}
+            kept = {i: self._copies.get(i, set()) & unhomed for i in touched}
         else:
             touched = set(range(count))
             members = {i: set() for i in touched}
-            for group in self._members.values():
+            kept = {i: self._copies.get(i, set()) & unhomed for i in touched}
+            for index, group in self._members.items():
                 for key in group:
-                    members[shard_of(_entry(key), count)].add(key)
+                    home = shard_of(_entry(key), count)
+                    members[home].add(key)
+                    if home != index:
+                        kept[index].add(key)  # moved out: the copy stays until the home is written
         for key in ready:
             group = members[shard_of(_entry(key), count)]
             if self._value_of(key, sources, workloads) is None:
@@ -306,14 +332,11 @@ class StateBatch:
                 group.add(key)
         largest = max((sum(self._size(k, self._current(k, sources, workloads)) for k in group)
                        for group in members.values()), default=0)
-        if count != self._count:
-            for index, group in self._members.items():
-                members[index] |= group  # moved-out copies stay until the next batch
         writes = []
         for index in sorted(touched, key=lambda i: (i < self._count, i)):  # new shards first
             source_entries: list[tuple[str, str]] = []
             workload_entries: list[tuple[str, Mapping[str, str]]] = []
-            for key in members[index]:
+            for key in members[index] | kept[index]:
                 value = self._current(key, sources, workloads)
                 if value is None:
                     continue
@@ -324,7 +347,8 @@ class StateBatch:
             writes.append(ShardWrite(index, encode_shard(
                 generation=self._generation, count=count, sources=source_entries,
                 workloads=workload_entries)))
-        return tuple(writes), largest
+        copies = {index: frozenset(keys) for index, keys in kept.items() if keys}
+        return tuple(writes), copies, largest
 
     def _current(self, key: Key, sources: Mapping[str, str | None],
                  workloads: Mapping[str, Mapping[str, str] | None]) -> str | Mapping[str, str] | None:

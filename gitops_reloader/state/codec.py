@@ -109,13 +109,16 @@ class ShardData:
 
 @dataclass(slots=True)
 class Decoded:
-    """What :func:`merge_shards` read: the entries, the highest generation, the shard
-    count the writers used, and how many lines or shards were unreadable."""
+    """What :func:`merge_shards` read: the entries, the shard each kept copy was found in,
+    the highest generation, the shard count the writers used, and how many lines or
+    shards were unreadable."""
 
     snapshot: Snapshot
     generation: int = 0
     count: int = 0
     invalid: int = 0
+    source_shards: dict[str, int] = field(default_factory=dict)
+    workload_shards: dict[str, int] = field(default_factory=dict)
 
 
 def source_line(source_id: str, digest: str) -> str:
@@ -212,10 +215,12 @@ def merge_shards(shards: Sequence[ShardData]) -> Decoded:
             if origin_sources.get(key, -1) <= generation:
                 origin_sources[key] = generation
                 result.snapshot.sources[key] = digest
+                result.source_shards[key] = shard.index
         for key, emitted in snapshot.workloads.items():
             if origin_workloads.get(key, -1) <= generation:
                 origin_workloads[key] = generation
                 result.snapshot.workloads[key] = emitted
+                result.workload_shards[key] = shard.index
     return result
 
 

@@ -219,8 +219,11 @@ class StateKeeper:
                 for write in batch.writes:
                     self.shards.write(write.index, write.data)
             except ReloaderError as exc:
+                # Some shards may have been written: read them all again before the next batch,
+                # so that entries the failed writes moved are found where they are.
+                self._loaded = False
                 self.metrics.state_store_error("write")
-                log.warning("state store write failed, will retry with the next batch",
+                log.warning("state store write failed, will read it again and retry",
                             extra={"object": self._where, "error": str(exc)})
                 return False
             self.batch.committed(batch)

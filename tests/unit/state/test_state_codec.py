@@ -135,6 +135,7 @@ def test_merge_keeps_the_copy_from_the_newer_generation() -> None:
     for order in ([old, new], [new, old]):
         decoded = merge_shards(order)
         assert decoded.snapshot.sources == {"ns/Secret/db": D2, "ns/Secret/keep": D3}
+        assert decoded.source_shards == {"ns/Secret/db": 2, "ns/Secret/keep": 0}  # where each was read
         assert (decoded.generation, decoded.count) == (4, 3)
 
 
