@@ -77,6 +77,9 @@ class AnnotationKeys:
     ignore: str = "reloader.stakater.com/ignore"
     configmaps_exclude: str = "configmaps.exclude.reloader.stakater.com/reload"
     secrets_exclude: str = "secrets.exclude.reloader.stakater.com/reload"
+    spc_auto: str = "secretproviderclass.reloader.stakater.com/auto"
+    spc_reload: str = "secretproviderclass.reloader.stakater.com/reload"
+    spcs_exclude: str = "secretproviderclasses.exclude.reloader.stakater.com/reload"
     pause_period: str = "deployment.reloader.stakater.com/pause-period"
     paused_at: str = "deployment.reloader.stakater.com/paused-at"
     rollout_strategy: str = "reloader.stakater.com/rollout-strategy"
@@ -121,6 +124,8 @@ class Behaviour:
     is_argo_rollouts: bool = False
     is_openshift: bool | None = None
     """``None``: detect DeploymentConfig support through discovery."""
+    enable_csi_integration: bool = False
+    """Reload on Secrets Store CSI ``SecretProviderClassPodStatus`` changes (if the group is served)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,10 +310,10 @@ FLAGS: tuple[FlagSpec, ...] = (
     FlagSpec(("--alert-structured",), "Stakater v2 raw sink's structured JSON: accepted, alerts stay Stakater v1's text.", "false", True, inert=True),
     FlagSpec(("--enable-pprof",), "Go pprof server: accepted, not applicable to this Python process (use py-spy).", "false", True, inert=True),
     FlagSpec(("--pprof-addr",), "Go pprof address: accepted, not applicable (see --enable-pprof).", ":6060", inert=True),
-    FlagSpec(("--enable-csi-integration",), "Secrets Store CSI integration: accepted, not implemented yet (SecretProviderClass changes do not reload).", "false", True, inert=True),
-    FlagSpec(("--secretproviderclass-annotation",), "CSI annotation key: accepted, not implemented yet (see --enable-csi-integration).", "secretproviderclass.reloader.stakater.com/reload", inert=True),
-    FlagSpec(("--secretproviderclass-auto-annotation",), "CSI annotation key: accepted, not implemented yet.", "secretproviderclass.reloader.stakater.com/auto", inert=True),
-    FlagSpec(("--secretproviderclass-exclude-annotation",), "CSI annotation key: accepted, not implemented yet.", "secretproviderclasses.exclude.reloader.stakater.com/reload", inert=True),
+    FlagSpec(("--enable-csi-integration",), "Secrets Store CSI: reload when a pod's SecretProviderClassPodStatus reports new object versions (needs the secrets-store.csi.x-k8s.io/v1 API).", "false", True),
+    FlagSpec(("--secretproviderclass-annotation",), "Annotation: comma list of SecretProviderClass name regexes.", "secretproviderclass.reloader.stakater.com/reload"),
+    FlagSpec(("--secretproviderclass-auto-annotation",), "Annotation: reload on mounted SecretProviderClasses.", "secretproviderclass.reloader.stakater.com/auto"),
+    FlagSpec(("--secretproviderclass-exclude-annotation",), "Annotation on a workload: SecretProviderClasses (comma list) that never reload it.", "secretproviderclasses.exclude.reloader.stakater.com/reload"),
     FlagSpec(("--permission-check",), "At start-up, ask the API server (SelfSubjectAccessReview) for every verb the configuration needs: strict stops on a missing one, warn only logs, off skips.", "strict", stakater=False),
     FlagSpec(("--shard-count",), "Split namespaces across this many instances by a consistent hash of their names (docs/scaling.md).", "1", stakater=False),
     FlagSpec(("--shard-index",), "Which of the --shard-count shards this instance is (0-based); its Lease gets a -shard-<index> suffix.", "0", stakater=False),
@@ -504,6 +509,9 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
         ignore=raw["ignore_annotation"],
         configmaps_exclude=raw["configmap_exclude_annotation"],
         secrets_exclude=raw["secret_exclude_annotation"],
+        spc_auto=raw["secretproviderclass_auto_annotation"],
+        spc_reload=raw["secretproviderclass_annotation"],
+        spcs_exclude=raw["secretproviderclass_exclude_annotation"],
         match=raw["search_match_annotation"],
         pause_period=raw["pause_deployment_annotation"],
         paused_at=raw["pause_deployment_time_annotation"],
@@ -536,6 +544,7 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
         webhook_url=raw["webhook_url"].strip(),
         is_argo_rollouts=flag_bool["is_argo_rollouts"],
         is_openshift=is_openshift,
+        enable_csi_integration=flag_bool["enable_csi_integration"],
     )
     http_address = raw["metrics_addr"] or raw["http_address"]
     runtime = Runtime(

@@ -134,7 +134,8 @@ class Controller:
         With HA, a standby calls ``start(activate=False)`` (warm caches, no writes) and
         :meth:`activate` when it becomes leader.
         """
-        self.caches.build(on_source=self._on_source, on_workload=self._on_workload)
+        self.caches.build(on_source=self._on_source, on_workload=self._on_workload,
+                          on_class_change=self.class_changed)
         for informer in self.informers():
             informer.start()
         for informer in self.informers():
@@ -254,6 +255,24 @@ class Controller:
         for key in candidates:
             self._add_pending(key, {meta.ref: PendingSource(
                 meta, deleted, detected=self.clock.monotonic())})
+
+    def class_changed(self, meta: SourceMeta, owners: frozenset[ObjectRef] | None) -> None:
+        """A pod reported new versions of a SecretProviderClass (CSI informer thread).
+
+        Candidates are the workloads using the class; with the pod's owners known, only
+        those among them (their pods are the ones that saw the new versions); unknown
+        owners (pod gone or unreadable) leave every user of the class, as Stakater does.
+        Several pods of one workload land on the same pending entry: one reload. The
+        change is counted after queuing (tests wait on the counter).
+        """
+        candidates = self.index.lookup(meta.ref) | self.index.explicit_in(meta.ref.namespace)
+        if owners is not None:
+            candidates = frozenset(k for k in candidates if ObjectRef.from_key(k) in owners)
+        log.debug("SecretProviderClass changed",
+                  extra={"object": str(meta.ref), "candidates": len(candidates)})
+        for key in candidates:
+            self._add_pending(key, {meta.ref: PendingSource(meta, detected=self.clock.monotonic())})
+        self.metrics.change_detected(meta.ref.kind.kube_kind)
 
     def _add_pending(self, key: str, sources: Mapping[SourceRef, PendingSource]) -> None:
         self.pending.add(key, sources)

@@ -21,7 +21,7 @@ import json
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -31,10 +31,18 @@ from gitops_reloader import policy
 from gitops_reloader.config import Config, load_config, parse_duration
 from gitops_reloader.control.caches import source_transform
 from gitops_reloader.control.reconciler import choose_sink
+from gitops_reloader.csi import pod_status_record, spc_record
 from gitops_reloader.errors import ConfigError, KubeNotFound, ReloaderError
 from gitops_reloader.hashing import env_var_name
 from gitops_reloader.kube.api import KubeApi
-from gitops_reloader.kube.resources import CONFIGMAPS, NAMESPACES, SECRETS, ResourceKind
+from gitops_reloader.kube.resources import (
+    CONFIGMAPS,
+    NAMESPACES,
+    SECRETPROVIDERCLASSES,
+    SECRETPROVIDERCLASSPODSTATUSES,
+    SECRETS,
+    ResourceKind,
+)
 from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord, adapters_for
 from gitops_reloader.model import ReloadRequest, SinkName, SourceKind
 from gitops_reloader.observability.metrics import Metrics
@@ -45,14 +53,17 @@ from gitops_reloader.sinks.pullrequest import PullRequestNotConfigured
 
 __all__ = ["Explanation", "SourceReport", "explain", "main", "render_text", "rule_text"]
 
-RESOURCES: dict[SourceKind, ResourceKind] = {SourceKind.CONFIGMAP: CONFIGMAPS, SourceKind.SECRET: SECRETS}
+RESOURCES: dict[SourceKind, ResourceKind] = {SourceKind.CONFIGMAP: CONFIGMAPS, SourceKind.SECRET: SECRETS,
+                                             SourceKind.SECRETPROVIDERCLASS: SECRETPROVIDERCLASSES}
 _PAGE = 500
 USAGE = """usage: gitops-reloader explain KIND/NAME [-n NAMESPACE] [--output text|json]
-                               [--source configmap|secret/[NAMESPACE/]NAME ...] [run flags]
+                               [--source configmap|secret|secretproviderclass/[NAMESPACE/]NAME ...]
+                               [run flags]
 
-Why KIND/NAME would (or would not) reload on a change of each ConfigMap/Secret it
-references or names, through which sink, and (git / pull-request sinks) which manifest
-would be edited. Pass the flags the controller runs with (gitops-reloader run --help)."""
+Why KIND/NAME would (or would not) reload on a change of each ConfigMap/Secret (and, with
+--enable-csi-integration, SecretProviderClass) it references or names, through which sink,
+and (git / pull-request sinks) which manifest would be edited. Pass the flags the
+controller runs with (gitops-reloader run --help)."""
 HIDDEN = "(secret: not shown)"
 """Printed instead of a Secret's hash; the comparison is still made and reported."""
 _SHORT_NAMES = {"deploy": "Deployment", "ds": "DaemonSet", "sts": "StatefulSet", "cj": "CronJob",
@@ -103,20 +114,16 @@ class Explanation:
 # --- pure: words for the rules ------------------------------------------------------
 
 
-def _typed_auto_key(kind: SourceKind, keys: Any) -> str:
-    return keys.configmap_auto if kind is SourceKind.CONFIGMAP else keys.secret_auto
-
-
 def rule_text(decision: policy.Decision, kind: SourceKind, config: Config) -> str:
     """The rule behind ``decision`` in words, naming the annotation or flag."""
     keys = config.keys
-    reload_key = keys.configmap_reload if kind is SourceKind.CONFIGMAP else keys.secret_reload
-    exclude_key = keys.configmaps_exclude if kind is SourceKind.CONFIGMAP else keys.secrets_exclude
+    reload_key = policy.list_key(kind, keys)
+    exclude_key = policy.exclude_key(kind, keys)
     texts = {
         policy.Reason.EXPLICIT: f"explicit list {reload_key}: entry {decision.matched_entry!r} matches",
         policy.Reason.SEARCH: f"search+match: workload {keys.search}=true, source {keys.match}=true",
         policy.Reason.AUTO: f"auto: {keys.auto}=true",
-        policy.Reason.TYPED_AUTO: f"typed auto: {_typed_auto_key(kind, keys)}=true",
+        policy.Reason.TYPED_AUTO: f"typed auto: {policy.typed_auto_key(kind, keys)}=true",
         policy.Reason.AUTO_RELOAD_ALL: "--auto-reload-all",
         policy.Reason.OTHER_NAMESPACE: "other namespace: a workload reloads only for sources "
                                        "in its own namespace",
@@ -125,7 +132,7 @@ def rule_text(decision: policy.Decision, kind: SourceKind, config: Config) -> st
         policy.Reason.NOT_REFERENCED: "not referenced: the pod template does not use it "
                                       "(only an explicit list entry works without a reference)",
         policy.Reason.AUTO_DISABLED: f"--auto-reload-all, but {keys.auto} or "
-                                     f"{_typed_auto_key(kind, keys)} is set to a non-true value",
+                                     f"{policy.typed_auto_key(kind, keys)} is set to a non-true value",
         policy.Reason.NOT_MATCHED: "not matched: the workload's reloader annotations select other sources",
         policy.Reason.NO_ANNOTATION: "no reloader annotation on the workload (and no --auto-reload-all)",
     }
@@ -222,6 +229,8 @@ def _filtered(api: KubeApi, config: Config, kind: SourceKind, namespace: str,
     if (filters.ignore_configmaps and kind is SourceKind.CONFIGMAP) or (
             filters.ignore_secrets and kind is SourceKind.SECRET):
         return "resource-type-ignored", f"resource type ignored: --resources-to-ignore ({kind.plural})"
+    if kind is SourceKind.SECRETPROVIDERCLASS and not config.behaviour.enable_csi_integration:
+        return "csi-integration-off", "SecretProviderClass changes reload only with --enable-csi-integration"
     if filters.namespaces and namespace not in filters.namespaces:
         return "namespace-not-watched", f"namespace {namespace} is not in --namespaces"
     if namespace in filters.namespaces_to_ignore:
@@ -236,9 +245,27 @@ def _filtered(api: KubeApi, config: Config, kind: SourceKind, namespace: str,
         why = f"namespace {namespace} is not selected by --namespace-selector {selector!r}"
         return "namespace-not-selected", why
     labels = filters.resource_label_selector
-    if labels and name not in _names(api, RESOURCES[kind], namespace, labels):
+    if labels and kind is not SourceKind.SECRETPROVIDERCLASS and name not in _names(
+            api, RESOURCES[kind], namespace, labels):
         return "label-selector", f"labels do not match --resource-label-selector {labels!r}"
     return None
+
+
+def _latest_spc_hash(api: KubeApi, namespace: str, name: str) -> str:
+    """The hash the most recently written pod status of class ``name`` reports ("" if none)."""
+    latest: tuple[int, str] = (-1, "")
+    token = ""
+    while True:
+        page = api.list(SECRETPROVIDERCLASSPODSTATUSES, namespace=namespace, limit=_PAGE,
+                        continue_token=token)
+        for item in page.get("items") or []:
+            status = pod_status_record(item)
+            version = str((item.get("metadata") or {}).get("resourceVersion") or "0")
+            if status.spc == name and version.isdigit() and int(version) > latest[0]:
+                latest = (int(version), status.hash)
+        token = str((page.get("metadata") or {}).get("continue") or "")
+        if not token:
+            return latest[1]
 
 
 def _type_ignored(config: Config, kind: SourceKind, raw: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -260,8 +287,14 @@ def _candidates(api: KubeApi, record: WorkloadRecord, view: policy.WorkloadView,
     for kind in SourceKind:
         for name in sorted(record.refs.names(kind)):
             out[(kind, namespace, name)] = False
+        if kind is SourceKind.SECRETPROVIDERCLASS and not config.behaviour.enable_csi_integration:
+            continue  # referenced ones are reported (not watched); nothing is listed
         if explicit or any(annotations.get(key) for key in excludes):
-            for name in sorted(_names(api, RESOURCES[kind], namespace, "")):
+            try:
+                names = _names(api, RESOURCES[kind], namespace, "")
+            except KubeNotFound:  # the CSI API is not served
+                names = set()
+            for name in sorted(names):
                 out.setdefault((kind, namespace, name), True)
     for item in extra:
         out[item] = False
@@ -283,7 +316,12 @@ def _source_report(api: KubeApi, config: Config, record: WorkloadRecord, view: p
     except KubeNotFound:
         report.reason, report.rule = "not-found", f"{kind.kube_kind} {namespace}/{name} does not exist"
         return report
-    meta = source_transform(kind, (config.keys.ignore, config.keys.match), lambda: True)(raw)
+    keys = (config.keys.ignore, config.keys.match)
+    if kind is SourceKind.SECRETPROVIDERCLASS:
+        enabled = config.behaviour.enable_csi_integration
+        meta = replace(spc_record(raw, keys), hash=_latest_spc_hash(api, namespace, name) if enabled else "")
+    else:
+        meta = source_transform(kind, keys, lambda: True)(raw)
     report.current_hash = _shown_hash(kind, meta.hash)
     decision = policy.decide(view, meta, policy.PolicyOptions(config.keys, config.behaviour.auto_reload_all))
     report.policy = decision.reason.value
@@ -453,9 +491,11 @@ def render_text(result: Explanation) -> str:
 
 def _source_arg(text: str, namespace: str) -> tuple[SourceKind, str, str]:
     parts = text.split("/")
-    kinds = {"configmap": SourceKind.CONFIGMAP, "cm": SourceKind.CONFIGMAP, "secret": SourceKind.SECRET}
+    kinds = {"configmap": SourceKind.CONFIGMAP, "cm": SourceKind.CONFIGMAP, "secret": SourceKind.SECRET,
+             "secretproviderclass": SourceKind.SECRETPROVIDERCLASS}
     if len(parts) not in (2, 3) or parts[0].lower() not in kinds or not all(parts):
-        raise ConfigError(f"--source {text!r}: expected configmap|secret/[NAMESPACE/]NAME")
+        raise ConfigError(f"--source {text!r}: expected "
+                          "configmap|secret|secretproviderclass/[NAMESPACE/]NAME")
     return kinds[parts[0].lower()], parts[1] if len(parts) == 3 else namespace, parts[-1]
 
 

@@ -14,6 +14,12 @@ sorted as whole byte strings (not by key) and joined with ``;``:
 Labels, annotations and ``type`` are never hashed, so a metadata-only change gives the same
 hash. Entries are sorted as bytes, which is Go's ``sort.Strings`` order.
 
+A Secrets Store CSI ``SecretProviderClassPodStatus`` is hashed the same way over
+``<objects[i].id>=<objects[i].version>`` for each object plus
+``SecretProviderClassName=<status.secretProviderClassName>`` (Stakater's
+``GetSHAfromSecretProviderClassPodStatus``, :func:`spc_pod_status_hash`): object ids
+and versions, never secret values.
+
 The hash is for in-cluster use only (env vars, pod-template annotations). It is a plain
 SHA-1 of the data: for a Secret holding a short password it can be brute-forced, so it
 must never leave the cluster. What goes to git is :func:`keyed_digest`.
@@ -44,6 +50,7 @@ __all__ = [
     "hash_object",
     "keyed_digest",
     "secret_hash",
+    "spc_pod_status_hash",
     "stakater_hash",
 ]
 
@@ -119,6 +126,26 @@ def secret_hash(data: Mapping[str, str] | None) -> str:
 
 def _mapping(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
+
+
+def spc_pod_status_hash(status: Mapping[str, Any] | None) -> str:
+    """The Stakater hash of a ``SecretProviderClassPodStatus``'s ``status``.
+
+    Entries ``<id>=<version>`` for each of ``status.objects`` (duplicates kept, as Go
+    appends them) and ``SecretProviderClassName=<status.secretProviderClassName>``; a
+    missing or ``null`` field counts as "". Linear in the number of objects.
+
+    >>> spc_pod_status_hash({"secretProviderClassName": "vault",
+    ...                      "objects": [{"id": "secret/db", "version": "2"}]})
+    'c3a8de5c98372a907b5aebf045caff67ed6d7065'
+    """
+    body = _mapping(status)
+    objects = body.get("objects")
+    entries = [f"{_text(o.get('id'))}={_text(o.get('version'))}".encode("utf-8", "surrogatepass")
+               for o in (objects if isinstance(objects, list) else ()) if isinstance(o, Mapping)]
+    entries.append(f"SecretProviderClassName={_text(body.get('secretProviderClassName'))}"
+                   .encode("utf-8", "surrogatepass"))
+    return stakater_hash(entries)
 
 
 def hash_object(kind: SourceKind, obj: Mapping[str, Any]) -> str:

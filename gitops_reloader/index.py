@@ -5,10 +5,11 @@
 It reads, for every container and init container, ``env[].valueFrom.configMapKeyRef`` /
 ``secretKeyRef`` and ``envFrom[].configMapRef`` / ``secretRef`` (→
 ``ContainerRefs.configmaps`` / ``.secrets``), and for the pod's volumes ``configMap.name``,
-``secret.secretName`` and ``projected.sources[].configMap.name`` / ``.secret.name`` (→
-``PodRefs.volume_configmaps`` / ``.volume_secrets``, each source name mapped to the
-containers that mount such a volume). It never raises: a missing, ``null`` or wrongly
-typed field simply contributes nothing.
+``secret.secretName``, ``projected.sources[].configMap.name`` / ``.secret.name`` and
+``csi.volumeAttributes.secretProviderClass`` (→ ``PodRefs.volume_configmaps`` /
+``.volume_secrets`` / ``.volume_spcs``, each source name mapped to the containers that
+mount such a volume; the CSI attribute is read whatever the driver, as Stakater does).
+It never raises: a missing, ``null`` or wrongly typed field simply contributes nothing.
 
 :class:`ReferenceIndex` answers "which workloads use ``ns/ConfigMap/x``?" in time
 proportional to the answer, with memory proportional to the number of references.
@@ -71,14 +72,15 @@ def _mounted_volumes(container: Mapping[str, Any]) -> set[str]:
 
 
 def extract_refs(pod_spec: Mapping[str, Any] | None) -> PodRefs:
-    """The ConfigMaps/Secrets referenced by a pod spec (``spec.template.spec``).
+    """The ConfigMaps/Secrets/SecretProviderClasses referenced by a pod spec.
 
     ``containers`` lists regular containers first, then init containers, each group in
     spec order; containers without a name are skipped. ``ContainerRefs`` hold env and
     envFrom references only; volume references are in ``volume_configmaps`` /
-    ``volume_secrets``: source name → names of the containers (regular, then init, in that
-    order, no duplicates) whose ``volumeMounts`` mount a volume of that source. A volume
-    nobody mounts still counts as a reference (with an empty tuple). Never raises.
+    ``volume_secrets`` / ``volume_spcs``: source name → names of the containers (regular,
+    then init, in that order, no duplicates) whose ``volumeMounts`` mount a volume of that
+    source. A volume nobody mounts still counts as a reference (with an empty tuple).
+    Never raises.
     """
     spec = _map(pod_spec)
     raw_containers = [(c, False) for c in _list(spec.get("containers"))]
@@ -95,6 +97,7 @@ def extract_refs(pod_spec: Mapping[str, Any] | None) -> PodRefs:
     # source name -> names of the volumes that carry it
     cm_volumes: dict[str, list[str | None]] = {}
     secret_volumes: dict[str, list[str | None]] = {}
+    spc_volumes: dict[str, list[str | None]] = {}
     for volume in _list(spec.get("volumes")):
         volume_name = _name(volume)
         if cm := _name(volume.get("configMap")):
@@ -106,6 +109,9 @@ def extract_refs(pod_spec: Mapping[str, Any] | None) -> PodRefs:
                 cm_volumes.setdefault(cm, []).append(volume_name)
             if secret := _name(source.get("secret")):
                 secret_volumes.setdefault(secret, []).append(volume_name)
+        attributes = _map(volume.get("csi")).get("volumeAttributes")
+        if spc := _name(attributes, "secretProviderClass"):
+            spc_volumes.setdefault(spc, []).append(volume_name)
 
     def mounters(volume_names: list[str | None]) -> tuple[str, ...]:
         wanted = {v for v in volume_names if v is not None}
@@ -115,6 +121,7 @@ def extract_refs(pod_spec: Mapping[str, Any] | None) -> PodRefs:
         containers=tuple(containers),
         volume_configmaps={name: mounters(v) for name, v in cm_volumes.items()},
         volume_secrets={name: mounters(v) for name, v in secret_volumes.items()},
+        volume_spcs={name: mounters(v) for name, v in spc_volumes.items()},
     )
 
 

@@ -16,20 +16,39 @@ WorkloadKey = NewType("WorkloadKey", str)
 
 
 class SourceKind(enum.StrEnum):
-    """The two kinds of object whose data change triggers a reload."""
+    """The kinds of object whose change triggers a reload.
+
+    The value is Stakater's type name: the env var suffix (``STAKATER_<NAME>_<VALUE>``)
+    and the ``type`` of ``last-reloaded-from``. ``SECRETPROVIDERCLASS`` (Secrets Store
+    CSI, ``--enable-csi-integration``) changes when a pod's
+    ``SecretProviderClassPodStatus`` reports new object versions (:mod:`gitops_reloader.csi`).
+    """
 
     CONFIGMAP = "CONFIGMAP"
     SECRET = "SECRET"
+    SECRETPROVIDERCLASS = "SECRETPROVIDERCLASS"
 
     @property
     def kube_kind(self) -> str:
-        """``ConfigMap`` or ``Secret``."""
-        return "ConfigMap" if self is SourceKind.CONFIGMAP else "Secret"
+        """``ConfigMap``, ``Secret`` or ``SecretProviderClass``."""
+        return _KUBE_KINDS[self]
 
     @property
     def plural(self) -> str:
-        """The API resource name: ``configmaps`` or ``secrets``."""
-        return "configmaps" if self is SourceKind.CONFIGMAP else "secrets"
+        """The API resource name: ``configmaps``, ``secrets`` or ``secretproviderclasses``."""
+        return _PLURALS[self]
+
+
+_KUBE_KINDS: dict[SourceKind, str] = {
+    SourceKind.CONFIGMAP: "ConfigMap",
+    SourceKind.SECRET: "Secret",
+    SourceKind.SECRETPROVIDERCLASS: "SecretProviderClass",
+}
+_PLURALS: dict[SourceKind, str] = {
+    SourceKind.CONFIGMAP: "configmaps",
+    SourceKind.SECRET: "secrets",
+    SourceKind.SECRETPROVIDERCLASS: "secretproviderclasses",
+}
 
 
 class SinkName(enum.StrEnum):
@@ -124,28 +143,39 @@ class ContainerRefs:
     secrets: frozenset[str] = frozenset()
 
     def uses(self, kind: SourceKind, name: str) -> bool:
-        return name in (self.configmaps if kind is SourceKind.CONFIGMAP else self.secrets)
+        """Whether env/envFrom reference the source (a SecretProviderClass never is)."""
+        if kind is SourceKind.CONFIGMAP:
+            return name in self.configmaps
+        return kind is SourceKind.SECRET and name in self.secrets
 
 
 @dataclass(frozen=True, slots=True)
 class PodRefs:
     """References of a pod template: per container, plus those of volumes (pod-wide).
 
-    ``volume_configmaps``/``volume_secrets`` map a source name to the containers that mount
-    it (an unmounted volume maps to an empty tuple).
+    ``volume_configmaps``/``volume_secrets``/``volume_spcs`` map a source name to the
+    containers that mount it (an unmounted volume maps to an empty tuple);
+    ``volume_spcs`` holds the SecretProviderClasses of CSI volumes
+    (``csi.volumeAttributes.secretProviderClass``).
     """
 
     containers: tuple[ContainerRefs, ...] = ()
     volume_configmaps: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     volume_secrets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    volume_spcs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def volumes(self, kind: SourceKind) -> Mapping[str, tuple[str, ...]]:
+        """Source name → mounting containers, for the volumes of ``kind``."""
+        if kind is SourceKind.CONFIGMAP:
+            return self.volume_configmaps
+        return self.volume_secrets if kind is SourceKind.SECRET else self.volume_spcs
 
     def names(self, kind: SourceKind) -> frozenset[str]:
         """Every name of ``kind`` referenced anywhere in the pod template."""
-        out: set[str] = set(
-            self.volume_configmaps if kind is SourceKind.CONFIGMAP else self.volume_secrets
-        )
-        for c in self.containers:
-            out |= c.configmaps if kind is SourceKind.CONFIGMAP else c.secrets
+        out: set[str] = set(self.volumes(kind))
+        if kind is not SourceKind.SECRETPROVIDERCLASS:
+            for c in self.containers:
+                out |= c.configmaps if kind is SourceKind.CONFIGMAP else c.secrets
         return frozenset(out)
 
 

@@ -1,4 +1,6 @@
-"""Should this workload reload when this ConfigMap/Secret changed? Stakater's rules, pure.
+"""Should this workload reload when this ConfigMap/Secret/SecretProviderClass changed? Pure.
+
+Stakater's rules.
 
 :func:`decide` takes model values only and returns a :class:`Decision` with a
 :class:`Reason`: no logging, no clock, no I/O. The caller logs, counts and records Events
@@ -10,10 +12,12 @@ auto-reload-all):
 0. The source lives in another namespace than the workload → never (``OTHER_NAMESPACE``).
 1. ``reloader.stakater.com/ignore`` truthy on the **source** → never (``IGNORED``).
 2. The workload's exclude list for the source's type
-   (``configmaps.exclude.reloader.stakater.com/reload`` / ``secrets.exclude...``: exact
-   names, comma-separated, trimmed) names the source → never (``EXCLUDED``).
+   (``configmaps.exclude.reloader.stakater.com/reload`` / ``secrets.exclude...`` /
+   ``secretproviderclasses.exclude...``: exact names, comma-separated, trimmed) names the
+   source → never (``EXCLUDED``).
 3. The reload list for the source's type (``configmap.reloader.stakater.com/reload`` /
-   ``secret...``) has an entry that matches the whole name → reload (``EXPLICIT``). Each
+   ``secret...`` / ``secretproviderclass...``) has an entry that matches the whole name →
+   reload (``EXPLICIT``). Each
    comma-separated, trimmed entry is an RE2 regex (Go ``regexp`` syntax, as Stakater's)
    anchored at both ends and matched in linear time (:mod:`gitops_reloader.regex`); an
    invalid entry (bad syntax, backreferences, lookaround, longer than
@@ -22,13 +26,15 @@ auto-reload-all):
 4. ``reloader.stakater.com/search`` truthy on the workload and
    ``reloader.stakater.com/match`` truthy on the source → reload (``SEARCH``).
 5. ``reloader.stakater.com/auto`` truthy (``AUTO``), or the typed auto for the source's type
-   (``configmap.reloader.stakater.com/auto`` / ``secret...``) truthy (``TYPED_AUTO``).
+   (``configmap.reloader.stakater.com/auto`` / ``secret...`` / ``secretproviderclass...``)
+   truthy (``TYPED_AUTO``). The generic auto covers SecretProviderClasses too, as in
+   Stakater when the CSI integration is on (without it no such source ever changes).
 6. ``--auto-reload-all`` → reload (``AUTO_RELOAD_ALL``), unless the generic or that type's
    typed auto is set to a non-empty value that is not truthy (``AUTO_DISABLED``).
 
 Rules 4 to 6 apply only when the pod template references the source (env ``valueFrom``,
-``envFrom``, volumes, projected volumes; containers or init containers); otherwise the
-decision is ``NOT_REFERENCED``.
+``envFrom``, volumes, projected volumes; containers or init containers; a CSI volume's
+``volumeAttributes.secretProviderClass``); otherwise the decision is ``NOT_REFERENCED``.
 
 Size caps (tenant text is hostile): a reload or exclude list longer than
 :data:`MAX_LIST_BYTES` UTF-8 bytes or with more than :data:`MAX_LIST_ENTRIES` entries is
@@ -37,6 +43,8 @@ cap, the work per decision is bounded whatever the annotations hold.
 
 Workload annotations (rules 2 to 6) come from :func:`effective_annotations`: the workload's
 metadata if any relevant key is there, else the pod template's (a fallback, never a merge).
+For a SecretProviderClass the SecretProviderClass keys count as relevant too; for a
+ConfigMap/Secret they do not (Stakater looks only at the changed type's keys).
 "Truthy" is :func:`is_truthy` (Go's ``strconv.ParseBool``), used for every boolean
 annotation: ignore, search, match, auto and typed auto.
 """
@@ -64,10 +72,13 @@ __all__ = [
     "choose_container",
     "decide",
     "effective_annotations",
+    "exclude_key",
     "has_explicit_lists",
     "is_truthy",
+    "list_key",
     "relevant_keys",
     "shown_patterns",
+    "typed_auto_key",
 ]
 
 TRUTHY_VALUES = frozenset({"1", "t", "T", "true", "TRUE", "True"})
@@ -116,7 +127,8 @@ class Reason(enum.StrEnum):
     AUTO = "auto"
     """Generic ``reloader.stakater.com/auto`` truthy, source referenced."""
     TYPED_AUTO = "typed-auto"
-    """The type's ``configmap./secret.reloader.stakater.com/auto`` truthy, source referenced."""
+    """The type's ``configmap./secret./secretproviderclass.reloader.stakater.com/auto`` truthy,
+    source referenced."""
     AUTO_RELOAD_ALL = "auto-reload-all"
     """``--auto-reload-all`` and the source is referenced; no auto opt-out."""
     # no reload
@@ -171,9 +183,12 @@ def shown_patterns(patterns: tuple[str, ...]) -> str:
     return ", ".join(shown)
 
 
-def relevant_keys(keys: AnnotationKeys) -> tuple[str, ...]:
-    """The workload annotation keys whose presence selects where annotations are read."""
-    return (
+def relevant_keys(keys: AnnotationKeys, kind: SourceKind | None = None) -> tuple[str, ...]:
+    """The workload annotation keys whose presence selects where annotations are read.
+
+    The SecretProviderClass keys join only for ``kind`` ``SECRETPROVIDERCLASS``.
+    """
+    base = (
         keys.auto,
         keys.configmap_auto,
         keys.secret_auto,
@@ -183,17 +198,21 @@ def relevant_keys(keys: AnnotationKeys) -> tuple[str, ...]:
         keys.configmaps_exclude,
         keys.secrets_exclude,
     )
+    if kind is SourceKind.SECRETPROVIDERCLASS:
+        return (*base, keys.spc_auto, keys.spc_reload, keys.spcs_exclude)
+    return base
 
 
-def effective_annotations(view: WorkloadView, keys: AnnotationKeys) -> Mapping[str, str]:
-    """The annotations the rules read for ``view``.
+def effective_annotations(view: WorkloadView, keys: AnnotationKeys,
+                          kind: SourceKind | None = None) -> Mapping[str, str]:
+    """The annotations the rules read for ``view`` (and a source of ``kind``).
 
     The workload's metadata annotations if any key of :func:`relevant_keys` is present
     there (whatever its value, even empty); else the pod template's annotations. A
     fallback, never a merge: one relevant key in the metadata hides the whole template.
     """
     metadata = view.annotations or {}
-    if any(key in metadata for key in relevant_keys(keys)):
+    if any(key in metadata for key in relevant_keys(keys, kind)):
         return metadata
     return view.template_annotations or {}
 
@@ -217,27 +236,36 @@ def _read_list(annotations: Mapping[str, str], key: str, oversized: list[str]) -
     return entries
 
 
-def _list_key(kind: SourceKind, keys: AnnotationKeys) -> str:
-    return keys.configmap_reload if kind is SourceKind.CONFIGMAP else keys.secret_reload
+def list_key(kind: SourceKind, keys: AnnotationKeys) -> str:
+    """The reload-list annotation key for sources of ``kind``."""
+    return {SourceKind.CONFIGMAP: keys.configmap_reload, SourceKind.SECRET: keys.secret_reload,
+            SourceKind.SECRETPROVIDERCLASS: keys.spc_reload}[kind]
 
 
-def _exclude_key(kind: SourceKind, keys: AnnotationKeys) -> str:
-    return keys.configmaps_exclude if kind is SourceKind.CONFIGMAP else keys.secrets_exclude
+def exclude_key(kind: SourceKind, keys: AnnotationKeys) -> str:
+    """The exclude-list annotation key for sources of ``kind``."""
+    return {SourceKind.CONFIGMAP: keys.configmaps_exclude, SourceKind.SECRET: keys.secrets_exclude,
+            SourceKind.SECRETPROVIDERCLASS: keys.spcs_exclude}[kind]
 
 
-def _typed_auto_key(kind: SourceKind, keys: AnnotationKeys) -> str:
-    return keys.configmap_auto if kind is SourceKind.CONFIGMAP else keys.secret_auto
+def typed_auto_key(kind: SourceKind, keys: AnnotationKeys) -> str:
+    """The typed auto annotation key for sources of ``kind``."""
+    return {SourceKind.CONFIGMAP: keys.configmap_auto, SourceKind.SECRET: keys.secret_auto,
+            SourceKind.SECRETPROVIDERCLASS: keys.spc_auto}[kind]
 
 
 def has_explicit_lists(view: WorkloadView, keys: AnnotationKeys) -> bool:
-    """Whether the workload has a non-empty ConfigMap or Secret reload list.
+    """Whether the workload has a non-empty reload list of any source type.
 
     Such a workload may match sources it does not reference, so the controller flags it
     ``explicit`` in the :class:`~gitops_reloader.index.ReferenceIndex`. An oversized list
     counts too: it matches nothing, but :func:`decide` must see it to report it.
     """
-    annotations = effective_annotations(view, keys)
-    return any(_split(annotations.get(key)) != [] for key in (keys.configmap_reload, keys.secret_reload))
+    for kind in SourceKind:
+        annotations = effective_annotations(view, keys, kind)
+        if _split(annotations.get(list_key(kind, keys))) != []:
+            return True
+    return False
 
 
 # At most ~60 KB per compiled program (RE2's 256 KiB budget includes the DFA cache), so
@@ -279,8 +307,7 @@ def choose_container(refs: PodRefs, kind: SourceKind, name: str) -> str | None:
     None if the pod has no regular container.
     """
     regular = [c for c in refs.containers if not c.init]
-    volumes = refs.volume_configmaps if kind is SourceKind.CONFIGMAP else refs.volume_secrets
-    mounters = volumes.get(name, ())
+    mounters = refs.volumes(kind).get(name, ())
     for container in regular:
         if container.name in mounters:
             return container.name
@@ -300,12 +327,12 @@ def decide(view: WorkloadView, source: SourceMeta, options: PolicyOptions) -> De
     if is_truthy(source_annotations.get(keys.ignore)):
         return Decision(False, Reason.IGNORED)
 
-    annotations = effective_annotations(view, keys)
+    annotations = effective_annotations(view, keys, kind)
     oversized: list[str] = []
-    if name in _read_list(annotations, _exclude_key(kind, keys), oversized):
+    if name in _read_list(annotations, exclude_key(kind, keys), oversized):
         return Decision(False, Reason.EXCLUDED)
 
-    matched, invalid = _match_list(name, _read_list(annotations, _list_key(kind, keys), oversized))
+    matched, invalid = _match_list(name, _read_list(annotations, list_key(kind, keys), oversized))
     too_large = tuple(oversized)
 
     def reload(reason: Reason) -> Decision:
@@ -323,7 +350,7 @@ def decide(view: WorkloadView, source: SourceMeta, options: PolicyOptions) -> De
         source_annotations.get(keys.match)
     )
     auto_value = annotations.get(keys.auto)
-    typed_value = annotations.get(_typed_auto_key(kind, keys))
+    typed_value = annotations.get(typed_auto_key(kind, keys))
     if search or is_truthy(auto_value) or is_truthy(typed_value):
         if not referenced:
             return no_reload(Reason.NOT_REFERENCED)
@@ -337,6 +364,6 @@ def decide(view: WorkloadView, source: SourceMeta, options: PolicyOptions) -> De
             return no_reload(Reason.AUTO_DISABLED)
         return reload(Reason.AUTO_RELOAD_ALL) if referenced else no_reload(Reason.NOT_REFERENCED)
 
-    if any(key in annotations for key in relevant_keys(keys)):
+    if any(key in annotations for key in relevant_keys(keys, kind)):
         return no_reload(Reason.NOT_MATCHED)
     return no_reload(Reason.NO_ANNOTATION)

@@ -3,6 +3,9 @@
 :class:`Caches` builds the namespace, ConfigMap/Secret and workload informers from the
 configuration (scopes, label and field selectors, shard) and answers lookups from their
 stores — never a LIST call. Handlers are the controller's; they run on informer threads.
+With ``--enable-csi-integration`` it also holds the Secrets Store CSI informers
+(:class:`~gitops_reloader.csiwatch.CsiWatch`), so SecretProviderClasses are looked up
+like any other source.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from gitops_reloader.config import Config
+from gitops_reloader.csiwatch import ChangeHandler, CsiWatch
 from gitops_reloader.hashing import data_fingerprint, hash_object
 from gitops_reloader.kube.api import JSON, KubeApi
 from gitops_reloader.kube.fieldselectors import field_selector
@@ -66,11 +70,17 @@ class Caches:
         self.source_informers: dict[SourceKind, list[Informer[SourceMeta]]] = {}
         self.workload_informers: dict[str, list[Informer[WorkloadRecord]]] = {}
         self.namespace_informer: Informer[Mapping[str, str]] | None = None
+        self.csi: CsiWatch | None = None
+        """The CSI informers; None unless the integration is on and its API is served."""
 
     # --- building and running ------------------------------------------------------
 
-    def build(self, *, on_source: Handler[SourceMeta], on_workload: Handler[WorkloadRecord]) -> None:
-        """Create (not start) the informers the configuration asks for."""
+    def build(self, *, on_source: Handler[SourceMeta], on_workload: Handler[WorkloadRecord],
+              on_class_change: ChangeHandler | None = None) -> None:
+        """Create (not start) the informers the configuration asks for.
+
+        ``on_class_change`` receives SecretProviderClass changes (``--enable-csi-integration``).
+        """
         filters = self.config.filters
         if filters.namespace_selector:
             self.allowed_namespaces = set()
@@ -113,6 +123,10 @@ class Caches:
                 )
                 for scope in self._scopes()
             ]
+        if self.config.behaviour.enable_csi_integration and on_class_change is not None:
+            csi = CsiWatch(self.config, self.api, on_change=on_class_change, observer=self.observer,
+                           namespace_allowed=self.namespace_allowed)
+            self.csi = csi if csi.build() else None
 
     def informers(self) -> list[Informer[Any]]:
         """Every informer built, the namespace informer first."""
@@ -123,6 +137,8 @@ class Caches:
             out.extend(group)
         for wgroup in self.workload_informers.values():
             out.extend(wgroup)
+        if self.csi is not None:
+            out.extend(self.csi.informers())
         return out
 
     def synced(self) -> bool:
@@ -153,10 +169,14 @@ class Caches:
         return (allowed is None or namespace in allowed) and self.config.filters.shard.owns(namespace)
 
     def source_kinds(self) -> list[SourceKind]:
-        """The source kinds watched (``--resources-to-ignore`` drops one)."""
-        return list(self.source_informers)
+        """The source kinds watched (``--resources-to-ignore`` drops one; SecretProviderClass
+        with the CSI integration on)."""
+        kinds = list(self.source_informers)
+        return [*kinds, SourceKind.SECRETPROVIDERCLASS] if self.csi is not None else kinds
 
     def source(self, ref: SourceRef) -> SourceMeta | None:
+        if ref.kind is SourceKind.SECRETPROVIDERCLASS:
+            return self.csi.source(ref) if self.csi is not None else None
         for informer in self.source_informers.get(ref.kind, ()):
             meta = informer.store.get(object_key(ref.namespace, ref.name))
             if meta is not None:
@@ -164,6 +184,8 @@ class Caches:
         return None
 
     def sources_in(self, kind: SourceKind, namespace: str) -> list[SourceMeta]:
+        if kind is SourceKind.SECRETPROVIDERCLASS:
+            return self.csi.sources_in(namespace) if self.csi is not None else []
         prefix = f"{namespace}/"
         out: list[SourceMeta] = []
         for informer in self.source_informers.get(kind, ()):
@@ -178,6 +200,8 @@ class Caches:
             for informer in informers:
                 for meta in informer.store.values():
                     grouped.setdefault((kind, meta.ref.namespace), []).append(meta)
+        for meta in self.csi.sources() if self.csi is not None else ():
+            grouped.setdefault((SourceKind.SECRETPROVIDERCLASS, meta.ref.namespace), []).append(meta)
         return grouped
 
     def workload(self, ref: ObjectRef) -> WorkloadRecord | None:

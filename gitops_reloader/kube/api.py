@@ -252,10 +252,10 @@ class KubeApi:
             body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation},
         )
 
-    def discover_group(self, group: str) -> bool:
-        """Whether the API server serves ``group`` (e.g. ``apps.openshift.io``)."""
+    def discover_group(self, group: str, version: str = "") -> bool:
+        """Whether the API server serves ``group`` (e.g. ``apps.openshift.io``), and ``version``."""
         try:
-            self.request("GET", f"/apis/{group}")
+            self.request("GET", f"/apis/{group}/{version}" if version else f"/apis/{group}")
         except KubeNotFound:
             return False
         return True

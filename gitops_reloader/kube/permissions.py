@@ -25,6 +25,11 @@ from gitops_reloader.kube.resources import (
     JOBS,
     LEASES,
     NAMESPACES,
+    PODS,
+    REPLICASETS,
+    REPLICATIONCONTROLLERS,
+    SECRETPROVIDERCLASSES,
+    SECRETPROVIDERCLASSPODSTATUSES,
     SECRETS,
     ResourceKind,
 )
@@ -85,6 +90,8 @@ def required_permissions(config: Config, adapters: Mapping[str, WorkloadAdapter]
             needs += _needs(JOBS, ("create",), scopes, "reload CronJobs (start a Job)")
         else:
             needs += _needs(adapter.resource, ("patch",), scopes, f"reload {kind}s")
+    if config.behaviour.enable_csi_integration:
+        needs += _csi_needs(adapters, scopes)
     needs += _needs(EVENTS, ("create",), scopes, "record Events", essential=False)
     runtime = config.runtime
     if runtime.enable_ha:
@@ -121,6 +128,25 @@ def _state_store_needs(config: Config) -> list[Need]:
     if not read_only:
         needs += _needs(SECRETS, ("create",), key_scope, feature)
     needs += _needs(SECRETS, ("get",), key_scope, feature, name=gitops.digest_key_secret)
+    return needs
+
+
+def _csi_needs(adapters: Mapping[str, WorkloadAdapter], scopes: Sequence[str]) -> list[Need]:
+    """``--enable-csi-integration``: the driver's objects, and the owner links of pods.
+
+    Without the owner reads the controller still works, Stakater's way (every workload
+    using the class reloads), so those are not essential.
+    """
+    feature = "reload on Secrets Store CSI changes (--enable-csi-integration)"
+    needs = _needs(SECRETPROVIDERCLASSPODSTATUSES, ("list", "watch"), scopes, feature)
+    needs += _needs(SECRETPROVIDERCLASSES, ("list", "watch"), scopes, feature)
+    owners = "find the workload of a pod reporting new CSI versions"
+    needs += _needs(PODS, ("get",), scopes, owners, essential=False)
+    needs += _needs(REPLICASETS, ("get",), scopes, owners, essential=False)
+    if "Job" in adapters or "CronJob" in adapters:
+        needs += _needs(JOBS, ("get",), scopes, owners, essential=False)
+    if "DeploymentConfig" in adapters:
+        needs += _needs(REPLICATIONCONTROLLERS, ("get",), scopes, owners, essential=False)
     return needs
 
 

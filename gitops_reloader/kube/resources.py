@@ -57,3 +57,11 @@ KUSTOMIZATIONS = ResourceKind(
 GITREPOSITORIES = ResourceKind("source.toolkit.fluxcd.io", "v1", "gitrepositories", "GitRepository")
 HELMRELEASES = ResourceKind("helm.toolkit.fluxcd.io", "v2", "helmreleases", "HelmRelease")
 HELMCHARTS = ResourceKind("source.toolkit.fluxcd.io", "v1", "helmcharts", "HelmChart")
+PODS = ResourceKind("", "v1", "pods", "Pod")
+REPLICASETS = ResourceKind("apps", "v1", "replicasets", "ReplicaSet")
+REPLICATIONCONTROLLERS = ResourceKind("", "v1", "replicationcontrollers", "ReplicationController")
+CSI_GROUP = "secrets-store.csi.x-k8s.io"
+SECRETPROVIDERCLASSES = ResourceKind(CSI_GROUP, "v1", "secretproviderclasses", "SecretProviderClass")
+SECRETPROVIDERCLASSPODSTATUSES = ResourceKind(
+    CSI_GROUP, "v1", "secretproviderclasspodstatuses", "SecretProviderClassPodStatus"
+)

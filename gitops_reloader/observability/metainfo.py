@@ -32,9 +32,6 @@ log = logging.getLogger(__name__)
 META_INFO_LABEL = ("reloader.stakater.com/meta-info", "reloader")
 _ZERO_TIME = "0001-01-01T00:00:00Z"
 """Go's zero ``time.Time`` as encoding/json writes it (Stakater's "unknown" build date)."""
-_SPC_KEYS = ("secretproviderclass.reloader.stakater.com/reload",
-             "secretproviderclass.reloader.stakater.com/auto",
-             "secretproviderclasses.exclude.reloader.stakater.com/reload")
 
 
 def build_info() -> dict[str, Any]:
@@ -62,15 +59,15 @@ def reloader_options(config: Config) -> dict[str, Any]:
         "autoReloadAll": behaviour.auto_reload_all,
         "configmapUpdateOnChangeAnnotation": keys.configmap_reload,
         "secretUpdateOnChangeAnnotation": keys.secret_reload,
-        "secretProviderClassUpdateOnChangeAnnotation": _SPC_KEYS[0],
+        "secretProviderClassUpdateOnChangeAnnotation": keys.spc_reload,
         "reloaderAutoAnnotation": keys.auto,
         "ignoreResourceAnnotation": keys.ignore,
         "configmapReloaderAutoAnnotation": keys.configmap_auto,
         "secretReloaderAutoAnnotation": keys.secret_auto,
-        "secretProviderClassReloaderAutoAnnotation": _SPC_KEYS[1],
+        "secretProviderClassReloaderAutoAnnotation": keys.spc_auto,
         "configmapExcludeReloaderAnnotation": keys.configmaps_exclude,
         "secretExcludeReloaderAnnotation": keys.secrets_exclude,
-        "secretProviderClassExcludeReloaderAnnotation": _SPC_KEYS[2],
+        "secretProviderClassExcludeReloaderAnnotation": keys.spcs_exclude,
         "autoSearchAnnotation": keys.search,
         "searchMatchAnnotation": keys.match,
         "rolloutStrategyAnnotation": keys.rollout_strategy,
@@ -84,7 +81,7 @@ def reloader_options(config: Config) -> dict[str, Any]:
         "reloadOnDelete": behaviour.reload_on_delete,
         "syncAfterRestart": behaviour.sync_after_restart,
         "enableHA": runtime.enable_ha,
-        "enableCSIIntegration": False,
+        "enableCSIIntegration": behaviour.enable_csi_integration,
         "webhookUrl": without_credentials(behaviour.webhook_url),
         "resourcesToIgnore": resources_ignored,
         "workloadTypesToIgnore": list(filters.ignored_workload_types),

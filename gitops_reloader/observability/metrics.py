@@ -97,7 +97,7 @@ class Metrics:
     ``api_writes_total{kind}``                rate-limited workload writes (live sinks)
     ``api_write_limit_qps``                   the ``--write-qps`` limit of those writes
     ``watch_restarts_total{resource,reason}`` reason: expired, error, closed
-    ``changes_detected_total{kind}``          data changes seen (CONFIGMAP/SECRET)
+    ``changes_detected_total{kind}``          data changes seen (ConfigMap/Secret/SecretProviderClass)
     ``invalid_annotations_total{kind}``       malformed annotations skipped
     ``git_commits_total{repo}``               commits pushed
     ``git_push_rejections_total{repo}``       non-fast-forward pushes, re-applied
@@ -157,7 +157,8 @@ class Metrics:
         self._watch_restarts = counter(
             "watch_restarts_total", "Watch streams restarted, by reason.", ("resource", "reason"))
         self._changes = counter(
-            "changes_detected_total", "ConfigMap/Secret data changes detected.", ("kind",))
+            "changes_detected_total",
+            "ConfigMap/Secret data (and SecretProviderClass version) changes detected.", ("kind",))
         self._invalid_annotations = counter(
             "invalid_annotations_total", "Malformed annotations skipped.", ("kind",))
         self._git_commits = counter("git_commits_total", "Commits pushed.", ("repo",))
@@ -264,7 +265,7 @@ class Metrics:
         self._watch_restarts.labels(resource=resource, reason=reason).inc()
 
     def change_detected(self, kind: str) -> None:
-        """Count one data change of a ConfigMap/Secret (``kind``: CONFIGMAP or SECRET)."""
+        """Count one change (``kind``: ConfigMap, Secret or SecretProviderClass)."""
         self._changes.labels(kind=str(kind)).inc()
 
     def invalid_annotation(self, kind: str) -> None:

@@ -278,6 +278,8 @@ def test_argo_rollouts_openshift_args(rendered: dict[str, list[Obj]]) -> None:
     assert "--configmap-annotation=acme.example/configmap-reload" in args
     assert "--secret-annotation=acme.example/secret-reload" in args
     assert "--auto-annotation=acme.example/auto" in args
+    assert "--secretproviderclass-annotation=acme.example/spc-reload" in args
+    assert "--enable-csi-integration=true" in args
 
 
 def test_git_args_point_at_the_mounted_config(rendered: dict[str, list[Obj]]) -> None:
@@ -546,6 +548,22 @@ def test_argo_rollouts_and_openshift_rbac(rendered: dict[str, list[Obj]]) -> Non
     assert verbs_for(docs, "argoproj.io", "rollouts") == {*READ, "patch", "update"}
     assert verbs_for(docs, "apps.openshift.io", "deploymentconfigs") == {*READ, "patch", "update"}
     assert not verbs_for(docs, "argoproj.io", "applications")
+
+
+def test_csi_integration_rbac(rendered: dict[str, list[Obj]]) -> None:
+    """Stakater's rule on the driver's objects, plus the owner reads (get only) from pod to workload."""
+    docs = rendered["argo-rollouts-openshift"]
+    for resource in ("secretproviderclasspodstatuses", "secretproviderclasses"):
+        assert verbs_for(docs, "secrets-store.csi.x-k8s.io", resource) == set(READ)
+    assert verbs_for(docs, "", "pods") == {"get"}
+    assert verbs_for(docs, "", "replicationcontrollers") == {"get"}
+    assert verbs_for(docs, "apps", "replicasets") == {"get"}
+    assert "get" in verbs_for(docs, "batch", "jobs")
+    for name, other in rendered.items():
+        if name != "argo-rollouts-openshift":
+            assert not verbs_for(other, "secrets-store.csi.x-k8s.io", "secretproviderclasspodstatuses"), name
+            assert not verbs_for(other, "", "pods"), name
+            assert "--enable-csi-integration=true" not in args_of(other)
 
 
 @pytest.mark.parametrize("values", ["git-sink", "pull-request", "monitoring-pdb-netpol"])

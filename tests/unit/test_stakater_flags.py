@@ -169,22 +169,10 @@ EFFECTS: list[tuple[str, Callable[[Config], Any], Any]] = [
     ("alert-structured=true", lambda c: c.inert_flags, ("--alert-structured=true",)),
     ("enable-pprof=true", lambda c: c.inert_flags, ("--enable-pprof=true",)),
     ("pprof-addr=:6061", lambda c: c.inert_flags, ("--pprof-addr=:6061",)),
-    ("enable-csi-integration=true", lambda c: c.inert_flags, ("--enable-csi-integration=true",)),
-    (
-        "secretproviderclass-annotation=a.io/spc",
-        lambda c: c.inert_flags,
-        ("--secretproviderclass-annotation=a.io/spc",),
-    ),
-    (
-        "secretproviderclass-auto-annotation=a.io/spca",
-        lambda c: c.inert_flags,
-        ("--secretproviderclass-auto-annotation=a.io/spca",),
-    ),
-    (
-        "secretproviderclass-exclude-annotation=a.io/spcx",
-        lambda c: c.inert_flags,
-        ("--secretproviderclass-exclude-annotation=a.io/spcx",),
-    ),
+    ("enable-csi-integration=true", lambda c: c.behaviour.enable_csi_integration, True),
+    ("secretproviderclass-annotation=a.io/spc", lambda c: c.keys.spc_reload, "a.io/spc"),
+    ("secretproviderclass-auto-annotation=a.io/spca", lambda c: c.keys.spc_auto, "a.io/spca"),
+    ("secretproviderclass-exclude-annotation=a.io/spcx", lambda c: c.keys.spcs_exclude, "a.io/spcx"),
 ]
 
 
@@ -208,7 +196,7 @@ def test_environment_takes_effect_like_stakater_v2(setting, read, expected):
     elif name == "alert-proxy":  # v2 binds both ALERT_PROXY and the legacy ALERT_WEBHOOK_PROXY
         assert read(config) == expected
         assert read(load_config([], environ={**BASE, "ALERT_WEBHOOK_PROXY": value})) == expected
-    elif name.startswith(("alert-structured", "enable-pprof", "pprof-addr", "enable-csi", "secretprovider")):
+    elif name.startswith(("alert-structured", "enable-pprof", "pprof-addr")):
         assert config.inert_flags == (f"--{setting}",)
     else:
         assert read(config) == expected

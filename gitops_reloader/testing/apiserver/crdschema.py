@@ -46,7 +46,9 @@ import yaml
 
 from .status import ApiError
 
-__all__ = ["CRDS_ENV", "Cause", "CrdSchemas", "CrdVersion", "default_crd_paths", "validation_error"]
+__all__ = [
+    "BUNDLED_CRDS", "CRDS_ENV", "Cause", "CrdSchemas", "CrdVersion", "default_crd_paths", "validation_error",
+]
 
 CRDS_ENV: Final = "GITOPS_RELOADER_TEST_CRDS"
 """Environment variable: CRD files or directories for the test server, ``os.pathsep``-separated."""
@@ -298,12 +300,18 @@ def validation_error(kind: str, group: str, name: str, causes: list[Cause]) -> A
     return ApiError(422, f'{kind}.{group} "{name}" is invalid: {summary}', details=details)
 
 
+BUNDLED_CRDS: Final = Path(__file__).resolve().parent / "crds"
+"""CRDs shipped with the package (no registry carries them): the Secrets Store CSI
+driver's, converted from its v1.6.0 chart to JSON unchanged (the upstream file and
+commit are in each document's ``gitops-reloader.dev/schema-upstream`` annotation)."""
+
+
 def default_crd_paths() -> list[Path]:
-    """``$GITOPS_RELOADER_TEST_CRDS`` when set, else the repository's ``.tools/crds``."""
+    """The bundled CRDs, plus ``$GITOPS_RELOADER_TEST_CRDS`` when set, else ``.tools/crds``."""
     configured = os.environ.get(CRDS_ENV)
     if configured is not None:
-        return [Path(p) for p in configured.split(os.pathsep) if p]
-    return [Path(__file__).resolve().parents[3] / ".tools" / "crds"]
+        return [BUNDLED_CRDS, *(Path(p) for p in configured.split(os.pathsep) if p)]
+    return [BUNDLED_CRDS, Path(__file__).resolve().parents[3] / ".tools" / "crds"]
 
 
 def _crd_versions(doc: Mapping[str, Any], source: str) -> Iterable[CrdVersion]:

@@ -1,7 +1,7 @@
 """The resources the test server serves, and the discovery documents describing them.
 
 ``RESOURCES`` is the fixed catalogue (core v1, apps, batch, coordination, events.k8s.io,
-Argo, OpenShift and Flux kinds). Custom kinds are validated against their CRD where the
+Argo, OpenShift, Flux and Secrets Store CSI kinds). Custom kinds are validated against their CRD where the
 server holds one (``crdschema``); the status subresource flags here match the CRDs.
 A ``Registry`` is the catalogue minus the disabled API groups: disabled groups vanish
 from discovery and their paths answer 404, which is how tests exercise auto-detection of
@@ -123,6 +123,7 @@ RESOURCES: Final[tuple[ResourceType, ...]] = (
         merge_schema=SERVICE_SCHEMA,
     ),
     ResourceType("apps", "v1", "deployments", "Deployment", short_names=("deploy",), status_subresource=True),
+    ResourceType("apps", "v1", "replicasets", "ReplicaSet", short_names=("rs",), status_subresource=True),
     ResourceType("apps", "v1", "daemonsets", "DaemonSet", short_names=("ds",), status_subresource=True),
     ResourceType("apps", "v1", "statefulsets", "StatefulSet", short_names=("sts",), status_subresource=True),
     ResourceType(
@@ -222,6 +223,16 @@ RESOURCES: Final[tuple[ResourceType, ...]] = (
         short_names=("hr",),
         status_subresource=True,
         custom=True,
+    ),
+    # Secrets Store CSI driver: no status subresource in its CRDs (the driver writes the
+    # pod status's `status` through the main resource); v1alpha1 is served, deprecated.
+    *(
+        ResourceType("secrets-store.csi.x-k8s.io", version, plural, kind, custom=True)
+        for version in ("v1", "v1alpha1")
+        for plural, kind in (
+            ("secretproviderclasses", "SecretProviderClass"),
+            ("secretproviderclasspodstatuses", "SecretProviderClassPodStatus"),
+        )
     ),
 )
 

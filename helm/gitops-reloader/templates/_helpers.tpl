@@ -219,6 +219,15 @@ live in the namespaced "-self" Role (role-self.yaml), never here.
 {{- if $r.isOpenshift }}
 {{- $rules = append $rules (dict "apiGroups" (list "apps.openshift.io") "resources" (list "deploymentconfigs") "verbs" (list "get" "list" "watch" "patch" "update")) }}
 {{- end }}
+{{- if $r.enableCSIIntegration }}
+{{- /* Secrets Store CSI: the driver's objects, and the owner links from a pod to its workload. */}}
+{{- $rules = append $rules (dict "apiGroups" (list "secrets-store.csi.x-k8s.io") "resources" (list "secretproviderclasspodstatuses" "secretproviderclasses") "verbs" (list "get" "list" "watch")) }}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (ternary (list "pods" "replicationcontrollers") (list "pods") (not (not $r.isOpenshift))) "verbs" (list "get")) }}
+{{- $rules = append $rules (dict "apiGroups" (list "apps") "resources" (list "replicasets") "verbs" (list "get")) }}
+{{- if or (not $r.ignoreJobs) (not $r.ignoreCronJobs) }}
+{{- $rules = append $rules (dict "apiGroups" (list "batch") "resources" (list "jobs") "verbs" (list "get")) }}
+{{- end }}
+{{- end }}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "events") "verbs" (list "create" "patch")) }}
 {{- $rules = append $rules (dict "apiGroups" (list "events.k8s.io") "resources" (list "events") "verbs" (list "create" "patch")) }}
 {{- if and $r.namespaceSelector $r.watchGlobally }}
@@ -286,7 +295,7 @@ Container args, each "--flag=value" with a flag from gitops_reloader.config.FLAG
 {{- if and (hasKey $r "ignoreSecretTypes") (ne (toString $r.ignoreSecretTypes) "helm.sh/release.v1") }}{{ $args = append $args (printf "--ignore-secret-types=%s" (toString $r.ignoreSecretTypes)) }}{{ end }}
 {{- with $r.namespaceSelector }}{{ $args = append $args (printf "--namespace-selector=%s" .) }}{{ end }}
 {{- with $r.resourceLabelSelector }}{{ $args = append $args (printf "--resource-label-selector=%s" .) }}{{ end }}
-{{- $annotationFlags := dict "auto" "--auto-annotation" "configmap" "--configmap-annotation" "secret" "--secret-annotation" "configmap_auto" "--configmap-auto-annotation" "secret_auto" "--secret-auto-annotation" "search" "--auto-search-annotation" "match" "--search-match-annotation" "pause_deployment" "--pause-deployment-annotation" "pause_deployment_time" "--pause-deployment-time-annotation" }}
+{{- $annotationFlags := dict "auto" "--auto-annotation" "configmap" "--configmap-annotation" "secret" "--secret-annotation" "configmap_auto" "--configmap-auto-annotation" "secret_auto" "--secret-auto-annotation" "search" "--auto-search-annotation" "match" "--search-match-annotation" "pause_deployment" "--pause-deployment-annotation" "pause_deployment_time" "--pause-deployment-time-annotation" "secretproviderclass" "--secretproviderclass-annotation" "secretproviderclass_auto" "--secretproviderclass-auto-annotation" }}
 {{- range $key, $value := ($r.custom_annotations | default dict) }}
 {{- if not (hasKey $annotationFlags $key) }}
 {{- fail (printf "reloader.custom_annotations.%s: unknown key (use one of %s)" $key (keys $annotationFlags | sortAlpha | join ", ")) }}
@@ -295,6 +304,7 @@ Container args, each "--flag=value" with a flag from gitops_reloader.config.FLAG
 {{- end }}
 {{- with $r.webhookUrl }}{{ $args = append $args (printf "--webhook-url=%s" .) }}{{ end }}
 {{- if $r.isArgoRollouts }}{{ $args = append $args "--is-Argo-Rollouts=true" }}{{ end }}
+{{- if $r.enableCSIIntegration }}{{ $args = append $args "--enable-csi-integration=true" }}{{ end }}
 {{- $args = append $args (printf "--is-openshift=%s" (ternary "true" "false" (not (not $r.isOpenshift)))) }}
 {{- if $r.enableHA }}
 {{- $args = append $args "--enable-ha=true" }}

@@ -108,3 +108,19 @@ def test_describe_names_resource_verb_scope_and_feature():
         "Stakater's ClusterRole has no watch on workloads: use this chart's ClusterRole "
         "(helm/gitops-reloader) or add the verbs above."
     )
+
+
+def test_csi_integration_needs_the_driver_objects_and_owner_reads():
+    csi = ("secrets-store.csi.x-k8s.io", "", "")
+    assert not {n for n in needs([]) if n[0] == csi[0] or n[1] in ("pods", "replicasets")}
+    found = needs(["--enable-csi-integration"], openshift=True)
+    for resource in ("secretproviderclasspodstatuses", "secretproviderclasses"):
+        assert {("secrets-store.csi.x-k8s.io", resource, verb, "") for verb in ("list", "watch")} <= found
+    assert {("", "pods", "get", ""), ("apps", "replicasets", "get", ""), ("batch", "jobs", "get", ""),
+            ("", "replicationcontrollers", "get", "")} <= found
+    config = load_config(["--enable-csi-integration", "--namespaces=a"], environ=HOME)
+    essential = {(n.resource, n.verb, n.namespace): n.essential
+                 for n in required_permissions(config, adapters_for())}
+    assert essential[("secretproviderclasspodstatuses", "watch", "a")] is True
+    assert essential[("pods", "get", "a")] is False  # without it: Stakater's class-wide reloads
+    assert ("replicationcontrollers", "get", "a") not in essential

@@ -58,6 +58,7 @@ def test_options_follow_the_flags() -> None:
         "--resources-to-ignore=secrets", "--ignored-workload-types=jobs,cronjobs",
         "--namespaces-to-ignore=kube-system", "--namespace-selector=team=a",
         "--auto-annotation=example.com/auto", "--log-format=json",
+        "--enable-csi-integration", "--secretproviderclass-annotation=example.com/spc",
     ], environ={})
     options = reloader_options(config)
     assert options["autoReloadAll"] is True
@@ -69,6 +70,10 @@ def test_options_follow_the_flags() -> None:
     assert options["namespaceSelectors"] == ["team=a"]
     assert options["reloaderAutoAnnotation"] == "example.com/auto"
     assert options["logFormat"] == "json"
+    assert options["enableCSIIntegration"] is True
+    assert options["secretProviderClassUpdateOnChangeAnnotation"] == "example.com/spc"
+    spc_auto = options["secretProviderClassReloaderAutoAnnotation"]
+    assert spc_auto == "secretproviderclass.reloader.stakater.com/auto"
 
 
 def test_build_info_names_this_release() -> None:

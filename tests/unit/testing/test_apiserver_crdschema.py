@@ -13,7 +13,13 @@ from typing import Any
 
 import pytest
 
-from gitops_reloader.testing.apiserver.crdschema import CRDS_ENV, CrdSchemas, CrdVersion, default_crd_paths
+from gitops_reloader.testing.apiserver.crdschema import (
+    BUNDLED_CRDS,
+    CRDS_ENV,
+    CrdSchemas,
+    CrdVersion,
+    default_crd_paths,
+)
 from gitops_reloader.testing.apiserver.status import ApiError
 
 SCHEMA: dict[str, Any] = {
@@ -343,6 +349,7 @@ def test_load_reads_multi_document_yaml_and_json_directories(tmp_path: Path) -> 
 
 def test_default_paths_come_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv(CRDS_ENV, f"{tmp_path / 'a'}:{tmp_path / 'b'}")
-    assert default_crd_paths() == [tmp_path / "a", tmp_path / "b"]
+    assert default_crd_paths() == [BUNDLED_CRDS, tmp_path / "a", tmp_path / "b"]
     monkeypatch.delenv(CRDS_ENV)
-    assert default_crd_paths()[0].parts[-2:] == (".tools", "crds")
+    assert default_crd_paths()[0] == BUNDLED_CRDS
+    assert default_crd_paths()[1].parts[-2:] == (".tools", "crds")
