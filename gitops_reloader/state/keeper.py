@@ -26,16 +26,21 @@ import threading
 from collections.abc import Callable, Collection, Iterable
 
 from gitops_reloader.errors import ReloaderError
-from gitops_reloader.model import ObjectRef, Source, SourceMeta, SourceRef
+from gitops_reloader.model import ObjectRef, Source, SourceKind, SourceMeta, SourceRef
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.state.batch import StateBatch
 from gitops_reloader.state.codec import merge_shards, state_digest
 from gitops_reloader.state.resync import out_of_date
 from gitops_reloader.state.shards import STORE_LABEL, ConfigMapShards
 
-__all__ = ["StateKeeper", "source_id"]
+__all__ = ["STORED_KINDS", "StateKeeper", "source_id"]
 
 log = logging.getLogger(__name__)
+
+
+STORED_KINDS = frozenset({SourceKind.CONFIGMAP, SourceKind.SECRET})
+"""What the store records. A SecretProviderClass (CSI) changes through its pods' reported
+versions, not its data, and keeps today's marker-only start-up check."""
 
 
 def source_id(ref: SourceRef) -> str:
@@ -86,7 +91,7 @@ class StateKeeper:
         Never raises: while the digest key can't be read, the source waits in memory
         (its hash only, never written) and is digested before the next batch.
         """
-        if not meta.hash or self.is_shard(meta):
+        if not meta.hash or meta.ref.kind not in STORED_KINDS or self.is_shard(meta):
             return
         try:
             digest = self.digest(meta.ref, meta.hash)
@@ -130,7 +135,8 @@ class StateKeeper:
 
     def emitted(self, workload: ObjectRef, sources: Iterable[Source]) -> None:
         """The workload was given these sources' hashes (an emission that applied)."""
-        entry = {_emitted_id(s.ref): self.digest(s.ref, s.hash) for s in sources if s.hash}
+        entry = {_emitted_id(s.ref): self.digest(s.ref, s.hash) for s in sources
+                 if s.hash and s.ref.kind in STORED_KINDS}
         if entry and not self.batch.set_emitted(workload.key, entry):
             log.warning("state store: workload entry too large, not recorded",
                         extra={"object": workload.key, "sources": len(entry)})

@@ -224,3 +224,23 @@ def test_sources_seen_while_the_digest_key_is_unavailable_are_recorded_later(
     check = Store(api_client)
     assert check.load()
     assert check.keeper.batch.stored_source(str(ref(1))) == check.keeper.digest(ref(1), "new")
+
+
+def test_secret_provider_classes_keep_the_marker_only_check(server: ApiServer, api_client: ApiClient) -> None:
+    """CSI classes change through their pods' versions: not recorded, and an emission
+    that carried one still records its ConfigMaps and Secrets (readable at load)."""
+    store = Store(api_client, shard_bytes=64 * 1024)
+    assert store.load()
+    spc = SourceRef(SourceKind.SECRETPROVIDERCLASS, "ns", "vault")
+    store.keeper.observe(SourceMeta(ref=spc, hash="h"))
+    web = ObjectRef("Deployment", "ns", "web")
+    store.keeper.emitted(web, [Source(spc, "h"), Source(ref(1), "a")])
+    assert store.keeper.flush()
+    check = Store(api_client, shard_bytes=64 * 1024)
+    assert check.load(workloads=[web])
+    assert check.metric("state_store_invalid_entries_total") == 0
+    expected = {"ConfigMap/config-1": check.keeper.digest(ref(1), "a")}
+    assert check.keeper.batch.stored_workload(web.key) == expected
+    assert check.keeper.batch.stored_source(str(spc)) is None
+    assert not check.keeper.out_of_date(web, SourceMeta(ref=spc, hash="new"), None)  # no marker: as today
+    assert check.keeper.out_of_date(web, SourceMeta(ref=spc, hash="new"), "old")
