@@ -36,6 +36,7 @@ from gitops_reloader.kube.informer import Informer, InformerEvent, InformerOptio
 from gitops_reloader.kube.resources import CONFIGMAPS, NAMESPACES, SECRETS, ResourceKind
 from gitops_reloader.kube.store import object_key
 from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord, adapters_for
+from gitops_reloader.membership import NamespaceMembership
 from gitops_reloader.model import (
     ObjectRef,
     Outcome,
@@ -165,10 +166,10 @@ class Controller:
         self._pending_lock = threading.Lock()
         self._groups: dict[str, set[str]] = {}
         self._tombstones: OrderedDict[SourceRef, str] = OrderedDict()
-        self._allowed_namespaces: set[str] | None = None
+        self._membership: NamespaceMembership[tuple[SourceMeta, bool]] | None = None
         self._source_informers: dict[SourceKind, list[Informer[SourceMeta]]] = {}
         self._workload_informers: dict[str, list[Informer[WorkloadRecord]]] = {}
-        self._namespace_informer: Informer[Mapping[str, str]] | None = None
+        self._namespace_informer: Informer[int | None] | None = None
         self._workers: list[threading.Thread] = []
         self._started = threading.Event()
         self._active = threading.Event()
@@ -254,10 +255,10 @@ class Controller:
         filters = self.config.filters
         observer = self.metrics_observer()
         if filters.namespace_selector:
-            self._allowed_namespaces = set()
+            self._membership = NamespaceMembership()
             self._namespace_informer = Informer(
                 self.api, NAMESPACES,
-                lambda raw: dict((raw.get("metadata") or {}).get("labels") or {}),
+                lambda raw: _version((raw.get("metadata") or {}).get("resourceVersion")),
                 self._on_namespace,
                 options=InformerOptions(label_selector=filters.namespace_selector),
                 observer=observer,
@@ -305,15 +306,25 @@ class Controller:
         return _MetricsObserver(self.metrics)
 
     def _namespace_allowed(self, namespace: str) -> bool:
-        allowed = self._allowed_namespaces
-        return (allowed is None or namespace in allowed) and self.config.filters.shard.owns(namespace)
+        membership = self._membership
+        return ((membership is None or membership.selected(namespace))
+                and self.config.filters.shard.owns(namespace))
 
-    def _on_namespace(self, event: InformerEvent[Mapping[str, str]]) -> None:
-        assert self._allowed_namespaces is not None
-        if event.delta.new is None:
-            self._allowed_namespaces.discard(event.delta.key)
+    def _on_namespace(self, event: InformerEvent[int | None]) -> None:
+        """A namespace starts or stops matching --namespace-selector (hand-over: membership.py)."""
+        assert self._membership is not None
+        namespace, delta = event.delta.key, event.delta
+        if delta.new is None:
+            self._membership.leave(namespace, _version(event.resource_version))
+        elif delta.old is None:
+            for meta, deleted in self._membership.join(namespace, delta.new, initial=event.initial):
+                self._changed(meta, deleted=deleted)  # changed after the join, seen before it
         else:
-            self._allowed_namespaces.add(event.delta.key)
+            return  # still matching: nothing moves
+        if not event.initial:
+            joined = delta.new is not None
+            log.info("namespace joined the selector" if joined else "namespace left the selector",
+                     extra={"namespace": namespace, "selector": self.config.filters.namespace_selector})
 
     # --- lookups in the caches -----------------------------------------------------
 
@@ -367,25 +378,28 @@ class Controller:
             return
         old, new = event.delta.old, event.delta.new
         behaviour = self.config.behaviour
-        meta = new or old
-        assert meta is not None
-        if not self._namespace_allowed(meta.ref.namespace):
-            return
         if old is not None and new is not None:
             if old.change_key != new.change_key:
-                self._changed(new)
+                self._changed_if_ours(new, new.resource_version)
         elif new is not None:
             previous = self._tombstones.pop(new.ref, None)
             if previous is not None and previous != new.change_key:
-                self._changed(new)  # deleted and re-created with other data: a change
+                self._changed_if_ours(new, new.resource_version)  # re-created with other data
             elif behaviour.reload_on_create:
-                self._changed(new)
+                self._changed_if_ours(new, new.resource_version)
         elif old is not None:
             self._tombstones[old.ref] = old.change_key
             while len(self._tombstones) > _TOMBSTONES:
                 self._tombstones.popitem(last=False)
             if behaviour.reload_on_delete:
-                self._changed(old, deleted=True)
+                self._changed_if_ours(old, event.resource_version, deleted=True)
+
+    def _changed_if_ours(self, meta: SourceMeta, resource_version: str, *, deleted: bool = False) -> None:
+        """Act on a change only if its namespace was selected at the change's version."""
+        membership = self._membership
+        if membership is None or membership.owns(meta.ref.namespace, _version(resource_version),
+                                                 meta.ref, (meta, deleted)):
+            self._changed(meta, deleted=deleted)
 
     def _changed(self, meta: SourceMeta, *, deleted: bool = False) -> None:
         self.metrics.change_detected(meta.ref.kind.kube_kind)
@@ -807,3 +821,11 @@ def _shown(patterns: tuple[str, ...]) -> str:
 def _ref_from_key(key: str) -> ObjectRef:
     namespace, kind, name = key.split("/", 2)
     return ObjectRef(kind, namespace, name)
+
+
+def _version(resource_version: object) -> int | None:
+    """A resourceVersion as a number to order changes by (None: absent or not a number)."""
+    try:
+        return int(str(resource_version))
+    except ValueError:
+        return None

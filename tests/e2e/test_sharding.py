@@ -10,6 +10,7 @@ standby taking over, is ``test_sharding_ha.py`` (real processes).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
 import pytest
@@ -66,7 +67,8 @@ def acts_in(app: App, namespace: str) -> bool:
 
 
 def test_relabelled_namespace_is_handed_over_and_its_next_change_reloads_once_by_the_new_shard(
-        server, api_client):
+        server, api_client, caplog):
+    caplog.set_level(logging.INFO, logger="gitops_reloader.controller")
     core = CoreV1Api(api_client)
     labels = {"alpha": "a", "beta": "b", "mover": "a"}
     for ns, shard in labels.items():
@@ -105,6 +107,10 @@ def test_relabelled_namespace_is_handed_over_and_its_next_change_reloads_once_by
         wait_for(lambda: acts_in(b, "mover"), message="B acquires mover")
         for app in (a, b):
             settle(app)
+        moves = {(r.getMessage(), r.selector) for r in caplog.records
+                 if getattr(r, "namespace", "") == "mover"}
+        assert moves == {("namespace left the selector", "shard=a"),
+                         ("namespace joined the selector", "shard=b")}
         # The hand-over writes nothing: B treats mover's ConfigMap as current.
         assert (reloads(a), reloads(b)) == (2, 1)
         assert generation() == 2
