@@ -21,6 +21,7 @@ from gitops_reloader.app import App
 from gitops_reloader.hashing import configmap_hash
 from gitops_reloader.model import SourceKind, SourceRef
 from gitops_reloader.shard import shard_of
+from gitops_reloader.testing.apiserver import Fault
 from gitops_reloader.testing.harness import deployment, running_controller, settle, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -149,4 +150,37 @@ def test_change_queued_in_the_old_shard_when_its_namespace_moves_is_reloaded_onc
             settle(app)
         assert a.registry.get_sample_value(RELOADS, {"success": "true"}) == 1
         assert not b.registry.get_sample_value(RELOADS, {"success": "true"})
+        assert workload(server, "Deployment", "web", "mover")["metadata"]["generation"] == 2
+
+
+def test_change_seen_by_the_new_shard_before_the_relabel_is_not_lost(server, api_client):
+    """The acquiring shard's namespace watch lags (a scripted 3 s delay on that watch
+    only): it sees mover's change while mover is not yet its own, declines it, and acts
+    on it once the relabel arrives, because the change came after the relabel."""
+    core = CoreV1Api(api_client)
+    core.create_namespace({"metadata": {"name": "mover", "labels": {"shard": "a"}}})
+    create(api_client, configmap("cfg", {"v": "1"}, namespace="mover"))
+    create(api_client, deployment("web", namespace="mover",
+                                  annotations={"reloader.stakater.com/auto": "true"},
+                                  containers=[{"name": "app", "image": "x",
+                                               "envFrom": [{"configMapRef": {"name": "cfg"}}]}]))
+    with (running_controller(api_client, ["--namespace-selector=shard=a"]) as a,
+          running_controller(api_client, ["--namespace-selector=shard=b"]) as b):
+        server.add_fault(Fault("watch", "namespaces", None, latency=3.0, label_selector="shard=b"))
+        server.cut_watches()
+        wait_for(lambda: not server.faults.pending(), message="B's namespace watch held back")
+        core.patch_namespace("mover", {"metadata": {"labels": {"shard": "b"}}})
+        wait_for(lambda: not acts_in(a, "mover"), message="A releases mover")
+        changed = core.patch_namespaced_config_map("cfg", "mover", {"data": {"v": "2"}})
+        rv = changed.metadata.resource_version
+        wait_for(lambda: b.controller.seen(SourceKind.CONFIGMAP, "mover", "cfg", rv),
+                 message="B saw the change")
+        assert not acts_in(b, "mover")  # B saw the change first: the relabel has not reached it
+        expected = configmap_hash({"v": "2"})
+        wait_for(lambda: env_of(workload(server, "Deployment", "web", "mover")).get(
+            "STAKATER_CFG_CONFIGMAP") == expected, timeout=15, message="mover/web reloaded by B")
+        for app in (a, b):
+            settle(app)
+        assert not a.registry.get_sample_value(RELOADS, {"success": "true"})
+        assert b.registry.get_sample_value(RELOADS, {"success": "true"}) == 1
         assert workload(server, "Deployment", "web", "mover")["metadata"]["generation"] == 2
