@@ -39,7 +39,7 @@ def uses(path: Path, prefix: str) -> bool:
 
 
 PURE = ("gitops_reloader.model", "gitops_reloader.hashing", "gitops_reloader.policy",
-        "gitops_reloader.index")
+        "gitops_reloader.index", "gitops_reloader.shard", "gitops_reloader.membership")
 IO_LIBRARIES = ("kubernetes", "git", "httpx", "ruamel", "urllib3")
 
 
