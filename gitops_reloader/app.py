@@ -28,6 +28,7 @@ from gitops_reloader.kube.workloads import adapters_for
 from gitops_reloader.model import Outcome, ReloadRequest, SourceKind
 from gitops_reloader.observability.alerts import Alerter, alert_config_from_env, reload_message
 from gitops_reloader.observability.http import HttpServer
+from gitops_reloader.observability.metainfo import publish_meta_info
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.sinks import build_live_sinks
 from gitops_reloader.sinks.dryrun import dry_run_sinks
@@ -113,6 +114,7 @@ class App:
         ``--permission-check=strict`` and an essential permission is denied.
         """
         self.check_permissions()
+        publish_meta_info(self.api, self.config)
         for server in self.http_servers:
             server.start()
         runtime = self.config.runtime

@@ -186,6 +186,20 @@ class Config:
     """Stakater's ``METRICS_COUNT_BY_NAMESPACE=enabled``: export reloads by namespace."""
     inert_flags: tuple[str, ...] = ()
     """Stakater flags that were set but do nothing here (logged once at start-up)."""
+    meta_info: MetaInfoTarget | None = None
+    """Where to publish Stakater's ``reloader-meta-info`` ConfigMap (``RELOADER_NAMESPACE``)."""
+
+
+META_INFO_NAME = "reloader-meta-info"
+"""Stakater's meta-info ConfigMap, written where ``RELOADER_NAMESPACE`` says."""
+
+
+@dataclass(frozen=True, slots=True)
+class MetaInfoTarget:
+    """Stakater's ``RELOADER_NAMESPACE`` / ``RELOADER_DEPLOYMENT_NAME``."""
+
+    namespace: str
+    deployment_name: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -508,6 +522,9 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
         keys=keys, filters=filters, behaviour=behaviour, runtime=runtime, gitops=gitops, alerts=alerts,
         metrics_count_by_namespace=env.get("METRICS_COUNT_BY_NAMESPACE", "") == "enabled",
         inert_flags=tuple(inert),
+        meta_info=(MetaInfoTarget(env["RELOADER_NAMESPACE"].strip(),
+                                  env.get("RELOADER_DEPLOYMENT_NAME", "").strip())
+                   if env.get("RELOADER_NAMESPACE", "").strip() else None),
     )
 
 

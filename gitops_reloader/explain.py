@@ -29,7 +29,8 @@ from prometheus_client import CollectorRegistry
 
 from gitops_reloader import policy
 from gitops_reloader.config import Config, load_config, parse_duration
-from gitops_reloader.controller import choose_sink, source_transform
+from gitops_reloader.control.caches import source_transform
+from gitops_reloader.control.reconciler import choose_sink
 from gitops_reloader.errors import ConfigError, KubeNotFound, ReloaderError
 from gitops_reloader.hashing import env_var_name
 from gitops_reloader.kube.api import KubeApi

@@ -60,6 +60,12 @@ class ObjectRef:
     def key(self) -> str:
         return f"{self.namespace}/{self.kind}/{self.name}"
 
+    @classmethod
+    def from_key(cls, key: str) -> ObjectRef:
+        """The reference a :attr:`key` (``namespace/Kind/name``) was made from."""
+        namespace, kind, name = key.split("/", 2)
+        return cls(kind, namespace, name)
+
     def __str__(self) -> str:
         return self.key
 

@@ -43,7 +43,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from gitops_reloader.config import Config, load_config
-from gitops_reloader.controller import Controller, source_transform
+from gitops_reloader.control.caches import source_transform
+from gitops_reloader.controller import Controller
 from gitops_reloader.errors import ConfigError, ReloaderError
 from gitops_reloader.gitops import prpolicy
 from gitops_reloader.gitops.digestkey import DigestKey, read_digest_key

@@ -67,6 +67,7 @@ __all__ = [
     "has_explicit_lists",
     "is_truthy",
     "relevant_keys",
+    "shown_patterns",
 ]
 
 TRUTHY_VALUES = frozenset({"1", "t", "T", "true", "TRUE", "True"})
@@ -78,6 +79,8 @@ MAX_LIST_ENTRIES = 64
 """A reload or exclude list with more non-empty entries than this is ignored and reported."""
 MAX_PATTERN_CHARS = 512
 """A reload-list entry longer than this is an invalid pattern (bounds RE2 compile time)."""
+_SHOWN_PATTERNS = 3
+_SHOWN_PATTERN_CHARS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +160,15 @@ class Decision:
 def is_truthy(value: str | None) -> bool:
     """True for exactly ``1 t T true TRUE True`` (Go's ``strconv.ParseBool``); else False."""
     return value in TRUTHY_VALUES
+
+
+def shown_patterns(patterns: tuple[str, ...]) -> str:
+    """Tenant patterns for a log line or Event: the first few, each shortened."""
+    shown = [repr(p if len(p) <= _SHOWN_PATTERN_CHARS else p[:_SHOWN_PATTERN_CHARS] + "…")
+             for p in patterns[:_SHOWN_PATTERNS]]
+    if len(patterns) > _SHOWN_PATTERNS:
+        shown.append(f"and {len(patterns) - _SHOWN_PATTERNS} more")
+    return ", ".join(shown)
 
 
 def relevant_keys(keys: AnnotationKeys) -> tuple[str, ...]:

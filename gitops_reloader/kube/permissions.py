@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from gitops_reloader.config import Config
+from gitops_reloader.config import META_INFO_NAME, Config
 from gitops_reloader.errors import ReloaderError
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.resources import (
@@ -96,6 +96,11 @@ def required_permissions(config: Config, adapters: Mapping[str, WorkloadAdapter]
         scope = [gitops.digest_key_namespace]
         needs += _needs(SECRETS, ("create",), scope, feature)
         needs += _needs(SECRETS, ("get",), scope, feature, name=gitops.digest_key_secret)
+    if config.meta_info is not None:
+        scope, feature = [config.meta_info.namespace], "publish Stakater's meta-info ConfigMap"
+        needs += _needs(CONFIGMAPS, ("create",), scope, feature, essential=False)
+        needs += _needs(CONFIGMAPS, ("get", "update"), scope, feature, essential=False,
+                        name=META_INFO_NAME)
     return list(dict.fromkeys(needs))
 
 

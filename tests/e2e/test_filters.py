@@ -80,7 +80,7 @@ def test_resources_to_ignore_configmaps(server, api_client, flags):
         assert "STAKATER_CREDS_SECRET" in env_of(workload(server, "Deployment", "sec"))
         CoreV1Api(api_client).patch_namespaced_config_map("web-cfg", "ns", {"data": NEW})
         settle(app)
-        assert SourceKind.CONFIGMAP not in app.controller._source_informers
+        assert SourceKind.CONFIGMAP not in app.controller.caches.source_informers
     assert workload(server, "Deployment", "web") == before
     counts = server.request_counts()
     assert not counts.get(("list", "configmaps")) and not counts.get(("watch", "configmaps"))
@@ -130,13 +130,13 @@ def test_namespace_selector_watches_only_matching_namespaces(server, api_client)
         assert {n: workload(server, "Deployment", "web", n) for n in before} == before
         # A namespace labelled later joins.
         core.patch_namespace("dev", {"metadata": {"labels": {"env": "prod"}}})
-        wait_for(lambda: app.controller._namespace_allowed("dev"), message="dev selected")
+        wait_for(lambda: app.controller.namespace_allowed("dev"), message="dev selected")
         core.patch_namespaced_config_map("web-cfg", "dev", {"data": {"v": "3"}})
         wait_for(lambda: env_of(workload(server, "Deployment", "web", "dev")).get(env_name("web"))
                  == configmap_hash({"v": "3"}), message="dev reloaded")
         # A namespace relabelled out of the selector leaves.
         core.patch_namespace("prod-a", {"metadata": {"labels": {"env": "dev"}}})
-        wait_for(lambda: not app.controller._namespace_allowed("prod-a"), message="prod-a left")
+        wait_for(lambda: not app.controller.namespace_allowed("prod-a"), message="prod-a left")
         left = workload(server, "Deployment", "web", "prod-a")
         change_all(app, server, api_client, [("prod-a", "web"), ("dev", "web")], "dev/web")
         assert workload(server, "Deployment", "web", "prod-a") == left

@@ -69,7 +69,7 @@ def acts_in(app: App, namespace: str) -> bool:
 
 def test_relabelled_namespace_is_handed_over_and_its_next_change_reloads_once_by_the_new_shard(
         server, api_client, caplog):
-    caplog.set_level(logging.INFO, logger="gitops_reloader.controller")
+    caplog.set_level(logging.INFO, logger="gitops_reloader")
     core = CoreV1Api(api_client)
     labels = {"alpha": "a", "beta": "b", "mover": "a"}
     for ns, shard in labels.items():

@@ -345,7 +345,7 @@ def test_annotations_sink_records_stakater_json_and_is_idempotent(server, api_cl
         # once the controller's cache holds its own write.
         wait_for(lambda: "reloader.stakater.com/last-reloaded-from" in app.controller.workload(
             ObjectRef("Deployment", "ns", "web")).template_annotations)
-        app.controller._changed(app.controller.source(SourceRef(SourceKind.CONFIGMAP, "ns",
+        app.controller.changed(app.controller.source(SourceRef(SourceKind.CONFIGMAP, "ns",
                                                                 "app-cfg")))
         settle(app)
         assert writes(server, "deployments") == writes_before

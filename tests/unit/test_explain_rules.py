@@ -7,7 +7,7 @@ import pytest
 
 from gitops_reloader import policy
 from gitops_reloader.config import Behaviour, Config
-from gitops_reloader.controller import choose_sink
+from gitops_reloader.control.reconciler import choose_sink
 from gitops_reloader.errors import ConfigError
 from gitops_reloader.explain import (
     HIDDEN,

@@ -93,6 +93,23 @@ def args_of(docs: list[Obj]) -> list[str]:
     return args[1:]
 
 
+def env_of(docs: list[Obj]) -> dict[str, str]:
+    """The controller's environment as the pod would see it (fieldRef namespace resolved)."""
+    return container_env(container(docs))
+
+
+def container_env(c: Obj) -> dict[str, str]:
+    """A container's environment as the pod would see it (fieldRef namespace resolved)."""
+    env: dict[str, str] = {}
+    for var in c.get("env", []):
+        field = ((var.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+        if "value" in var:
+            env[var["name"]] = var["value"]
+        elif field == "metadata.namespace":
+            env[var["name"]] = NAMESPACE
+    return env
+
+
 def flag_values(docs: list[Obj]) -> dict[str, str]:
     return dict(arg.split("=", 1) for arg in args_of(docs))
 
@@ -480,7 +497,8 @@ def test_leases_only_with_ha(rendered: dict[str, list[Obj]]) -> None:
     assert role["metadata"]["namespace"] == NAMESPACE
     assert unrestricted_verbs(docs, "coordination.k8s.io", "leases") == {"create"}
     assert verbs_for(docs, "coordination.k8s.io", "leases") == {"create", "get", "update"}
-    named = [rule for _, rule in all_rules(docs) if rule.get("resourceNames")]
+    named = [rule for _, rule in all_rules(docs) if rule.get("resourceNames")
+             and rule["resources"] == ["leases"]]
     assert named == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
                       "resourceNames": [FULLNAME], "verbs": ["get", "update"]}]
     binding = one(docs, "RoleBinding", f"{FULLNAME}-self")
@@ -758,6 +776,19 @@ def test_ignore_secret_types(helm: Path, helm_home: Path, tmp_path: Path, value:
     assert load_config(args, environ={}).filters.ignore_secret_types == types
 
 
+def test_meta_info_is_published_only_when_asked(rendered: dict[str, list[Obj]]) -> None:
+    """publishMetaInfo sets Stakater's two variables and grants that one ConfigMap, nothing more."""
+    meta = load_config([], environ=env_of(rendered["ha"])).meta_info
+    assert meta is not None and (meta.namespace, meta.deployment_name) == (NAMESPACE, FULLNAME)
+    assert load_config([], environ=env_of(rendered["default"])).meta_info is None
+    granted = [rule for role, rule in all_rules(rendered["ha"]) if "configmaps" in rule["resources"]
+               and role["kind"] == "Role" and role["metadata"]["name"].endswith("-self")]
+    assert granted == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+                       {"apiGroups": [""], "resources": ["configmaps"],
+                        "resourceNames": ["reloader-meta-info"], "verbs": ["get", "update"]}]
+    assert not [rule for role, rule in all_rules(rendered["default"]) if role["kind"] == "Role"]
+
+
 @pytest.mark.parametrize("name", values_files())
 def test_chart_rbac_grants_every_permission_the_start_up_check_asks_for(rendered, name):
     """The start-up check (kube/permissions.py) and the chart's Roles must agree: a chart
@@ -766,8 +797,9 @@ def test_chart_rbac_grants_every_permission_the_start_up_check_asks_for(rendered
     rules = [*rules_from_role([rule for role in objects(docs, "ClusterRole") for rule in role["rules"]])]
     for role in objects(docs, "Role"):
         rules += rules_from_role(role["rules"], namespaces=[role["metadata"]["namespace"]])
-    for deployment, args in deployment_args(docs).items():  # every shard, with its own Lease
-        config = load_config(args, environ={"POD_NAMESPACE": "ops", "HOME": "/nonexistent"})
+    for deployment in objects(docs, "Deployment"):  # every shard, with its own Lease
+        [c] = deployment["spec"]["template"]["spec"]["containers"]
+        config = load_config(c["args"][1:], environ={**container_env(c), "HOME": "/nonexistent"})
         behaviour = config.behaviour
         adapters = adapters_for(argo_rollouts=behaviour.is_argo_rollouts,
                                 openshift=bool(behaviour.is_openshift),
@@ -775,7 +807,7 @@ def test_chart_rbac_grants_every_permission_the_start_up_check_asks_for(rendered
         denied = [str(need) for need in required_permissions(config, adapters)
                   if not any(rule.allows(need.verb, need.group, need.resource, need.namespace, need.name)
                              for rule in rules)]
-        assert denied == [], deployment
+        assert denied == [], deployment["metadata"]["name"]
 
 
 # --------------------------------------------------------------------------- shards

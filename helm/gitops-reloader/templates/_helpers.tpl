@@ -284,7 +284,7 @@ live in the namespaced "-self" Role (role-self.yaml), never here.
 {{- toYaml $rules }}
 {{- end }}
 
-{{/* Rules of the "-self" Role in the release namespace: HA Lease, digest key Secret. */}}
+{{/* Rules of the "-self" Role in the release namespace: HA Lease, digest key Secret, meta-info ConfigMap. */}}
 {{- define "gitops-reloader.selfRules" -}}
 {{- $rules := list }}
 {{- if .Values.reloader.enableHA }}
@@ -297,6 +297,10 @@ live in the namespaced "-self" Role (role-self.yaml), never here.
 {{- if include "gitops-reloader.gitEnabled" . }}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "secrets") "verbs" (list "create")) }}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "secrets") "resourceNames" (list (include "gitops-reloader.digestKeySecret" .)) "verbs" (list "get" "update")) }}
+{{- end }}
+{{- if .Values.reloader.publishMetaInfo }}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "configmaps") "verbs" (list "create")) }}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "configmaps") "resourceNames" (list "reloader-meta-info") "verbs" (list "get" "update")) }}
 {{- end }}
 {{- if $rules }}
 {{- toYaml $rules }}

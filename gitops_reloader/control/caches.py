@@ -1,0 +1,233 @@
+"""The informers and what they keep: one small record per object, looked up by key.
+
+:class:`Caches` builds the namespace, ConfigMap/Secret and workload informers from the
+configuration (scopes, label and field selectors, shard) and answers lookups from their
+stores — never a LIST call. Handlers are the controller's; they run on informer threads.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from gitops_reloader.config import Config
+from gitops_reloader.hashing import data_fingerprint, hash_object
+from gitops_reloader.kube.api import JSON, KubeApi
+from gitops_reloader.kube.fieldselectors import field_selector
+from gitops_reloader.kube.informer import Handler, Informer, InformerEvent, InformerOptions, WatchObserver
+from gitops_reloader.kube.resources import CONFIGMAPS, NAMESPACES, SECRETS, ResourceKind
+from gitops_reloader.kube.store import object_key
+from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord
+from gitops_reloader.membership import NamespaceMembership
+from gitops_reloader.model import ObjectRef, SourceKind, SourceMeta, SourceRef
+
+from .changes import Change
+
+log = logging.getLogger(__name__)
+
+SourcesByNamespace = Mapping[tuple[SourceKind, str], list[SourceMeta]]
+
+
+def source_transform(kind: SourceKind, keys: Iterable[str],
+                     full_hash: Callable[[], bool]) -> Callable[[JSON], SourceMeta]:
+    """Informer transform: hash the data, keep labels and the annotations we read, drop the rest.
+
+    For Secrets the Stakater hash (which decodes every value) is computed only when
+    ``full_hash()`` says so — after the initial list, or for ``--sync-after-restart``;
+    change detection uses the cheap fingerprint either way.
+    """
+    wanted = tuple(keys)
+
+    def transform(raw: JSON) -> SourceMeta:
+        metadata = raw.get("metadata") or {}
+        annotations = metadata.get("annotations") or {}
+        secret = kind is SourceKind.SECRET
+        return SourceMeta(
+            ref=SourceRef(kind, str(metadata.get("namespace", "")), str(metadata["name"])),
+            hash=hash_object(kind, raw) if not secret or full_hash() else "",
+            labels=dict(metadata.get("labels") or {}),
+            annotations={k: str(annotations[k]) for k in wanted if k in annotations},
+            resource_version=str(metadata.get("resourceVersion", "")),
+            fingerprint=data_fingerprint(raw) if secret else "",
+        )
+
+    return transform
+
+
+class Caches:
+    """Every informer of one controller and the lookups over their stores."""
+
+    def __init__(self, config: Config, api: KubeApi, adapters: Mapping[str, WorkloadAdapter],
+                 *, observer: WatchObserver | None = None) -> None:
+        self.config = config
+        self.api = api
+        self.adapters = adapters
+        self.observer = observer
+        self.membership: NamespaceMembership[Change] | None = None
+        """Namespaces ``--namespace-selector`` selects, by version (None: no selector)."""
+        self._on_handover: Callable[[Change], None] = lambda change: None
+        self.source_informers: dict[SourceKind, list[Informer[SourceMeta]]] = {}
+        self.workload_informers: dict[str, list[Informer[WorkloadRecord]]] = {}
+        self.namespace_informer: Informer[int | None] | None = None
+
+    # --- building and running ------------------------------------------------------
+
+    def build(self, *, on_source: Handler[SourceMeta], on_workload: Handler[WorkloadRecord],
+              on_handover: Callable[[Change], None] | None = None) -> None:
+        """Create (not start) the informers the configuration asks for.
+
+        ``on_handover`` receives the changes a namespace joining the selector hands back:
+        seen before the join arrived, made after it (``membership.py``).
+        """
+        filters = self.config.filters
+        if on_handover is not None:
+            self._on_handover = on_handover
+        if filters.namespace_selector:
+            self.membership = NamespaceMembership()
+            self.namespace_informer = Informer(
+                self.api, NAMESPACES,
+                lambda raw: resource_version((raw.get("metadata") or {}).get("resourceVersion")),
+                self._on_namespace,
+                options=InformerOptions(label_selector=filters.namespace_selector),
+                observer=self.observer,
+            )
+        keys = (self.config.keys.ignore, self.config.keys.match)
+        owns = filters.shard.owns if filters.shard.sharded else None
+        kinds: list[tuple[SourceKind, ResourceKind]] = []
+        if not filters.ignore_configmaps:
+            kinds.append((SourceKind.CONFIGMAP, CONFIGMAPS))
+        if not filters.ignore_secrets:
+            kinds.append((SourceKind.SECRET, SECRETS))
+        for source_kind, resource in kinds:
+            self.source_informers[source_kind] = [
+                Informer(
+                    self.api, resource,
+                    source_transform(source_kind, keys, self._full_hashes(source_kind)),
+                    on_source,
+                    options=InformerOptions(
+                        namespace=scope, label_selector=filters.resource_label_selector,
+                        field_selector=field_selector(filters, secrets=source_kind is SourceKind.SECRET),
+                        accept_namespace=owns,
+                    ),
+                    observer=self.observer,
+                )
+                for scope in self._scopes()
+            ]
+        for kind, adapter in self.adapters.items():
+            self.workload_informers[kind] = [
+                Informer(
+                    self.api, adapter.resource, adapter.record, on_workload,
+                    options=InformerOptions(namespace=scope, field_selector=field_selector(filters),
+                                            accept_namespace=owns),
+                    observer=self.observer,
+                )
+                for scope in self._scopes()
+            ]
+
+    def informers(self) -> list[Informer[Any]]:
+        """Every informer built, the namespace informer first."""
+        out: list[Informer[Any]] = []
+        if self.namespace_informer is not None:
+            out.append(self.namespace_informer)
+        for group in self.source_informers.values():
+            out.extend(group)
+        for wgroup in self.workload_informers.values():
+            out.extend(wgroup)
+        return out
+
+    def synced(self) -> bool:
+        return all(i.has_synced() for i in self.informers())
+
+    def _scopes(self) -> list[str | None]:
+        return list(self.config.filters.namespaces) or [None]
+
+    def _full_hashes(self, kind: SourceKind) -> Callable[[], bool]:
+        """Whether the informer for ``kind`` must compute Stakater hashes right now."""
+        if self.config.behaviour.sync_after_restart or self.config.runtime.enable_ha:
+            return lambda: True  # start-up / take-over checks compare recorded hashes
+        return lambda: all(i.has_synced() for i in self.source_informers.get(kind, ()))
+
+    def _on_namespace(self, event: InformerEvent[int | None]) -> None:
+        """A namespace starts or stops matching --namespace-selector (hand-over: membership.py)."""
+        assert self.membership is not None
+        namespace, delta = event.delta.key, event.delta
+        if delta.new is None:
+            self.membership.leave(namespace, resource_version(event.resource_version))
+        elif delta.old is None:
+            for change in self.membership.join(namespace, delta.new, initial=event.initial):
+                self._on_handover(change)  # changed after the join, seen before it
+        else:
+            return  # still matching: nothing moves
+        if not event.initial:
+            joined = delta.new is not None
+            log.info("namespace joined the selector" if joined else "namespace left the selector",
+                     extra={"namespace": namespace, "selector": self.config.filters.namespace_selector})
+
+    # --- lookups -------------------------------------------------------------------
+
+    def namespace_allowed(self, namespace: str) -> bool:
+        """Whether changes in ``namespace`` are this instance's now (selector and shard)."""
+        membership = self.membership
+        return ((membership is None or membership.selected(namespace))
+                and self.config.filters.shard.owns(namespace))
+
+    def owns_change(self, change: Change, version: str) -> bool:
+        """Whether ``change``, made at resourceVersion ``version``, is this instance's.
+
+        With a selector, by the namespace's membership *at that version*; a declined change
+        is kept in case its namespace joins at an older version (``membership.py``).
+        """
+        namespace = change.meta.ref.namespace
+        if not self.config.filters.shard.owns(namespace):
+            return False
+        membership = self.membership
+        return membership is None or membership.owns(namespace, resource_version(version),
+                                                     change.meta.ref, change)
+
+    def source_kinds(self) -> list[SourceKind]:
+        """The source kinds watched (``--resources-to-ignore`` drops one)."""
+        return list(self.source_informers)
+
+    def source(self, ref: SourceRef) -> SourceMeta | None:
+        for informer in self.source_informers.get(ref.kind, ()):
+            meta = informer.store.get(object_key(ref.namespace, ref.name))
+            if meta is not None:
+                return meta
+        return None
+
+    def sources_in(self, kind: SourceKind, namespace: str) -> list[SourceMeta]:
+        prefix = f"{namespace}/"
+        out: list[SourceMeta] = []
+        for informer in self.source_informers.get(kind, ()):
+            keys = [k for k in list(informer.store.keys()) if k.startswith(prefix)]
+            out.extend(m for k in keys if (m := informer.store.get(k)) is not None)
+        return out
+
+    def sources_by_namespace(self) -> dict[tuple[SourceKind, str], list[SourceMeta]]:
+        """All cached sources grouped by (kind, namespace): one pass over the stores."""
+        grouped: dict[tuple[SourceKind, str], list[SourceMeta]] = {}
+        for kind, informers in self.source_informers.items():
+            for informer in informers:
+                for meta in informer.store.values():
+                    grouped.setdefault((kind, meta.ref.namespace), []).append(meta)
+        return grouped
+
+    def workload(self, ref: ObjectRef) -> WorkloadRecord | None:
+        for informer in self.workload_informers.get(ref.kind, ()):
+            record = informer.store.get(object_key(ref.namespace, ref.name))
+            if record is not None:
+                return record
+        return None
+
+    def workloads(self) -> list[WorkloadRecord]:
+        return [r for group in self.workload_informers.values() for i in group
+                for r in i.store.values()]
+
+
+def resource_version(text: object) -> int | None:
+    """A resourceVersion as a number to order changes by (None: absent or not a number)."""
+    try:
+        return int(str(text))
+    except ValueError:
+        return None

@@ -1,0 +1,108 @@
+"""Which informer deltas are data changes, and the changes waiting for their workload.
+
+:class:`ChangeDetector` turns a source's old/new record into the changes that matter
+(data differs, deleted and re-created with other data, and — when asked — creations and
+deletions). :class:`PendingChanges` keeps, per workload key, the changed sources not yet
+emitted, in the order they changed, plus the batch groups a batch sink collects them in.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gitops_reloader.model import SourceMeta, SourceRef
+
+_TOMBSTONES = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class PendingSource:
+    """A changed source waiting for its workload's turn (deleted: a delete to record)."""
+
+    meta: SourceMeta
+    deleted: bool = False
+    resync: bool = False
+    detected: float | None = None
+    """Monotonic time the change was seen (None: a resync, not a change)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """A source whose data changed (``deleted``: the change is its deletion)."""
+
+    meta: SourceMeta
+    deleted: bool = False
+
+
+class ChangeDetector:
+    """Decides from informer deltas which are data changes (informer threads only).
+
+    A deleted source leaves a tombstone (its change key, the last ``limit`` kept) so that
+    a delete-and-re-create with other data counts as a change, and with the same data
+    does not.
+    """
+
+    def __init__(self, *, reload_on_create: bool, reload_on_delete: bool,
+                 limit: int = _TOMBSTONES) -> None:
+        self.reload_on_create = reload_on_create
+        self.reload_on_delete = reload_on_delete
+        self.limit = limit
+        self._tombstones: OrderedDict[SourceRef, str] = OrderedDict()
+
+    def changes(self, old: SourceMeta | None, new: SourceMeta | None) -> list[Change]:
+        """The changes one delta (``old`` → ``new``; None for absent) amounts to."""
+        if old is not None and new is not None:
+            return [Change(new)] if old.change_key != new.change_key else []
+        if new is not None:
+            previous = self._tombstones.pop(new.ref, None)
+            if previous is not None and previous != new.change_key:
+                return [Change(new)]  # deleted and re-created with other data
+            return [Change(new)] if self.reload_on_create else []
+        if old is not None:
+            self._tombstones[old.ref] = old.change_key
+            while len(self._tombstones) > self.limit:
+                self._tombstones.popitem(last=False)
+            return [Change(old, deleted=True)] if self.reload_on_delete else []
+        return []
+
+
+class PendingChanges:
+    """Changed sources per workload key, and batch groups of workload keys (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._pending: dict[str, dict[SourceRef, PendingSource]] = {}
+        self._groups: dict[str, set[str]] = {}
+        self._lock = threading.Lock()
+
+    def __bool__(self) -> bool:
+        with self._lock:
+            return bool(self._pending)
+
+    def add(self, key: str, sources: Mapping[SourceRef, PendingSource], *, retry: bool = False) -> None:
+        """Record ``sources`` for ``key``; on ``retry`` a newer change already recorded wins."""
+        with self._lock:
+            pending = self._pending.setdefault(key, {})
+            for ref, item in sources.items():
+                if retry and ref in pending:
+                    continue  # a newer change arrived meanwhile: it wins
+                pending.pop(ref, None)  # keep insertion order = order of change
+                pending[ref] = item
+
+    def take(self, key: str) -> dict[SourceRef, PendingSource]:
+        """Remove and return what is pending for ``key`` (empty: nothing)."""
+        with self._lock:
+            return self._pending.pop(key, {})
+
+    def join_group(self, group: str, key: str) -> None:
+        """Make ``key`` a member of batch ``group`` (emitted together)."""
+        with self._lock:
+            self._groups.setdefault(group, set()).add(key)
+
+    def take_group(self, group: str) -> dict[str, dict[SourceRef, PendingSource]]:
+        """Remove the group and return each member's pending sources, members sorted."""
+        with self._lock:
+            members = sorted(self._groups.pop(group, set()))
+            return {key: self._pending.pop(key, {}) for key in members}

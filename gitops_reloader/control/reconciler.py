@@ -1,0 +1,306 @@
+"""One workload (or one batch group) from its pending changes to an emission.
+
+:class:`Reconciler` is what a worker calls for a queue key: it reads the *current*
+workload and sources from the caches, asks the policy which pending sources this
+workload reloads for, hands one :class:`ReloadRequest` to the workload's sink (or one
+batch to a batch sink), and reports the outcome as a log line, metrics, an Event and to
+the listeners. A retryable failure puts the pending sources back before it is re-raised.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from gitops_reloader import policy
+from gitops_reloader.clock import Clock
+from gitops_reloader.config import Config
+from gitops_reloader.control.caches import Caches, SourcesByNamespace
+from gitops_reloader.control.changes import PendingChanges, PendingSource
+from gitops_reloader.errors import KubeNotFound, ReloaderError
+from gitops_reloader.kube.events import EventRecorder
+from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord
+from gitops_reloader.model import (
+    ObjectRef,
+    Outcome,
+    OutcomeStatus,
+    ReloadItem,
+    ReloadRequest,
+    SinkName,
+    Source,
+    SourceMeta,
+    SourceRef,
+)
+from gitops_reloader.observability.metrics import Metrics
+from gitops_reloader.queue import WorkQueue
+from gitops_reloader.sinks.base import Sink
+
+log = logging.getLogger(__name__)
+
+Listener = Callable[[ReloadRequest, Outcome], None]
+
+
+def choose_sink(config: Config, record: WorkloadRecord) -> tuple[SinkName | None, str]:
+    """The sink for ``record`` (None: the annotation names no known sink) and why, in words.
+
+    ``--webhook-url`` wins; then the sink annotation (workload, else pod template); then
+    ``--default-sink``; then ``--reload-strategy``.
+    """
+    behaviour = config.behaviour
+    if behaviour.webhook_url:
+        return SinkName.WEBHOOK, "--webhook-url is set"
+    key = config.keys.sink
+    chosen = record.annotations.get(key) or record.template_annotations.get(key)
+    if chosen:
+        sink = SinkName.from_annotation(chosen)
+        if sink is None:
+            return None, f"annotation {key}={chosen[:64]!r} names no known sink"
+        return sink, f"annotation {key}"
+    if behaviour.default_sink:
+        return behaviour.default_sink, "--default-sink"
+    return behaviour.reload_strategy, "--reload-strategy"
+
+
+def view(record: WorkloadRecord) -> policy.WorkloadView:
+    """What the policy reads of a workload record."""
+    return policy.WorkloadView(record.ref, record.annotations, record.template_annotations,
+                               record.refs)
+
+
+class Reconciler:
+    """Turns a workload's pending changes into one emission and reports its outcome."""
+
+    def __init__(self, config: Config, caches: Caches, pending: PendingChanges,
+                 queue: WorkQueue[str], *, sinks: Mapping[str, Sink],
+                 adapters: Mapping[str, WorkloadAdapter], metrics: Metrics, clock: Clock,
+                 recorder: EventRecorder | None = None, listeners: Iterable[Listener] = ()) -> None:
+        self.config = config
+        self.caches = caches
+        self.pending = pending
+        self.queue = queue
+        self.sinks = sinks
+        self.adapters = adapters
+        self.metrics = metrics
+        self.clock = clock
+        self.recorder = recorder
+        self.listeners = tuple(listeners)
+        self.options = policy.PolicyOptions(keys=config.keys,
+                                            auto_reload_all=config.behaviour.auto_reload_all)
+
+    # --- what a workload tracks ----------------------------------------------------
+
+    def sink_name(self, record: WorkloadRecord) -> str | None:
+        """The sink for this workload (None: the annotation names no known sink)."""
+        return choose_sink(self.config, record)[0]
+
+    def sink_for(self, record: WorkloadRecord) -> Sink | None:
+        return self.sinks.get(self.sink_name(record) or "")
+
+    def tracked(self, record: WorkloadRecord, by_namespace: SourcesByNamespace | None = None,
+                ) -> list[tuple[SourceMeta, str | None]]:
+        """Every cached source the policy says this workload reloads for, with its container."""
+        workload = view(record)
+        explicit = policy.has_explicit_lists(workload, self.config.keys)
+        out: list[tuple[SourceMeta, str | None]] = []
+        for kind in self.caches.source_kinds():
+            if explicit:
+                metas = (by_namespace.get((kind, record.ref.namespace), []) if by_namespace is not None
+                         else self.caches.sources_in(kind, record.ref.namespace))
+            else:
+                found = (self.caches.source(SourceRef(kind, record.ref.namespace, n))
+                         for n in sorted(record.refs.names(kind)))
+                metas = [m for m in found if m is not None]
+            for meta in metas:
+                decision = policy.decide(workload, meta, self.options)
+                if decision.reload:
+                    out.append((meta, decision.container))
+        return out
+
+    def tracked_sources(self, record: WorkloadRecord) -> tuple[Source, ...]:
+        """The hashed sources this workload tracks (a batch sink records them all)."""
+        return tuple(Source(m.ref, m.hash) for m, _ in self.tracked(record) if m.hash)
+
+    def recorded_hash(self, record: WorkloadRecord, meta: SourceMeta,
+                      container: str | None) -> str | None:
+        """The hash the workload's sink recorded for ``meta`` (None: it records none)."""
+        recorder = getattr(self.sink_for(record), "recorded_hash", None)
+        return recorder(record, meta.ref, container) if recorder is not None else None
+
+    def items(self, record: WorkloadRecord, pending: Mapping[SourceRef, PendingSource], *,
+              lookup: Callable[[SourceRef], SourceMeta | None] | None = None) -> list[ReloadItem]:
+        """The pending sources the policy says this workload reloads for.
+
+        ``lookup`` reads a source's current meta (the cache by default).
+        """
+        workload = view(record)
+        items: list[ReloadItem] = []
+        for ref, item in pending.items():
+            meta = item.meta if item.deleted else (lookup or self.caches.source)(ref)
+            if meta is None:
+                continue  # deleted since the change; a delete is its own event
+            if not meta.hash and not item.deleted:
+                log.error("no hash for source, skipped", extra={"object": str(ref)})
+                continue
+            decision = policy.decide(workload, meta, self.options)
+            if decision.invalid_patterns:
+                self.metrics.invalid_annotation(record.ref.kind)
+                self.warn(record, "InvalidAnnotation",
+                          "invalid regex in reload list, entry skipped: "
+                          + policy.shown_patterns(decision.invalid_patterns))
+            if decision.oversized:
+                self.metrics.invalid_annotation(record.ref.kind)
+                self.warn(record, "AnnotationTooLarge",
+                          f"annotation {', '.join(decision.oversized)} is over "
+                          f"{policy.MAX_LIST_BYTES} bytes or {policy.MAX_LIST_ENTRIES} entries; "
+                          "ignored")
+            if decision.reload:
+                items.append(ReloadItem(Source(ref, meta.hash), decision.container, item.deleted))
+        return items
+
+    # --- one workload --------------------------------------------------------------
+
+    def sync(self, key: str) -> None:
+        """Emit what is pending for one workload key (raises on failure, pending kept on retry)."""
+        pending = self.pending.take(key)
+        if not pending:
+            return
+        ref = ObjectRef.from_key(key)
+        record = self.caches.workload(ref)
+        if record is None and ref.kind in self.adapters:
+            record = self.adapters[ref.kind].orphan(ref)  # e.g. a Job deleted, not yet re-created
+        if record is None:
+            return
+        try:
+            emitted = self._emit(record, pending)
+        except ReloaderError as exc:
+            if self._will_retry(key, exc):
+                self.pending.add(key, pending, retry=True)
+            else:
+                self.metrics.reload_executed(False, ref.namespace)
+                self.warn(record, "ReloadFailed", f"reload failed: {exc}")
+            raise
+        if emitted is None:
+            return
+        request, outcome = emitted
+        self._observe_latency(outcome, pending.values())
+        self.report(record, request, outcome)
+
+    def _will_retry(self, key: str, exc: ReloaderError) -> bool:
+        return exc.retryable and self.queue.num_requeues(key) < self.config.runtime.max_retries
+
+    def _emit(self, record: WorkloadRecord,
+              pending: Mapping[SourceRef, PendingSource]) -> tuple[ReloadRequest, Outcome] | None:
+        items = self.items(record, pending)
+        if not items:
+            return None
+        if not record.has_template and record.ref.kind != "CronJob":
+            log.info("workload has no pod template (e.g. a Rollout with workloadRef), skipped",
+                     extra={"object": record.ref.key})
+            return None
+        name = self.sink_name(record)
+        sink = self.sinks.get(name or "")
+        if sink is None:
+            self.metrics.sink_error(name or "unknown", "unknown-sink")
+            self.warn(record, "UnknownSink",
+                      f"{self.config.keys.sink} names no available sink; not reloaded")
+            return None
+        request = ReloadRequest(record.ref, record, tuple(items), int(self.clock.now()))
+        with self.metrics.time_emit(sink.name):
+            try:
+                outcome = sink.emit(request)
+            except ReloaderError as exc:
+                self.metrics.sink_outcome(sink.name, "error")
+                self.metrics.sink_error(sink.name, type(exc).__name__)
+                if isinstance(exc, KubeNotFound):
+                    return None  # the workload is gone
+                raise
+        self.metrics.sink_outcome(sink.name, outcome.status.value)
+        return request, outcome
+
+    # --- one batch group -----------------------------------------------------------
+
+    def sync_batch(self, group: str) -> None:
+        """One emission for every workload of a batch group (e.g. one git commit)."""
+        pending = self.pending.take_group(group)
+        requests: list[tuple[str, WorkloadRecord, ReloadRequest]] = []
+        sink: Any = None
+        for key, sources in pending.items():
+            record = self.caches.workload(ObjectRef.from_key(key))
+            if record is None or not sources:
+                continue
+            items = self.items(record, sources)
+            if items:
+                sink = self.sink_for(record)
+                resync = all(p.resync for p in sources.values())
+                requests.append((key, record, ReloadRequest(
+                    record.ref, record, tuple(items), int(self.clock.now()),
+                    tracked=self.tracked_sources(record), resync=resync)))
+        if not requests or sink is None:
+            return
+        try:
+            with self.metrics.time_emit(sink.name):
+                outcomes = sink.emit_batch([r for _, _, r in requests])
+        except ReloaderError as exc:
+            self.metrics.sink_outcome(sink.name, "error")
+            self.metrics.sink_error(sink.name, type(exc).__name__)
+            retry = self._will_retry(group, exc)
+            for key, record, _ in requests:
+                if retry:
+                    self.pending.add(key, pending[key], retry=True)
+                    self.pending.join_group(group, key)
+                else:
+                    self.metrics.reload_executed(False, record.ref.namespace)
+                self.warn(record, "ReloadFailed", f"{sink.name} sink: {exc}")
+            raise
+        for (key, record, request), outcome in zip(requests, outcomes, strict=True):
+            self.metrics.sink_outcome(sink.name, outcome.status.value)
+            self._observe_latency(outcome, pending[key].values())
+            self.report(record, request, outcome)
+
+    # --- reporting -----------------------------------------------------------------
+
+    def _observe_latency(self, outcome: Outcome, sources: Iterable[PendingSource]) -> None:
+        """change → emit latency of an applied emission, from its oldest detected change."""
+        detected = [p.detected for p in sources if p.detected is not None]
+        if outcome.status is OutcomeStatus.APPLIED and detected:
+            self.metrics.observe_change_to_emit(outcome.sink,
+                                                self.clock.monotonic() - min(detected))
+
+    def report(self, record: WorkloadRecord, request: ReloadRequest, outcome: Outcome) -> None:
+        """An applied emission: log line, metric, Normal Event, listeners (alerts)."""
+        if outcome.status is OutcomeStatus.WOULD_APPLY:
+            self._report_dry_run(record, outcome)
+            return
+        if outcome.status is not OutcomeStatus.APPLIED:
+            return
+        ref = record.ref
+        self.metrics.reload_executed(True, ref.namespace)
+        log.info("reloaded", extra={"object": ref.key, "sink": outcome.sink, "detail": outcome.detail})
+        if self.recorder is not None:
+            self.recorder.normal(ref, "Reloaded", f"reloaded through {outcome.sink}: {outcome.detail}",
+                                 uid=record.uid)
+        for listener in self.listeners:
+            try:
+                listener(request, outcome)
+            except Exception:  # a listener (alerts) must never break a reload
+                log.exception("reload listener failed", extra={"object": ref.key})
+
+    def _report_dry_run(self, record: WorkloadRecord, outcome: Outcome) -> None:
+        """``--dry-run``: what would have been written, as a log line, a metric and an Event.
+
+        No reload is counted and no listener (alerts) is called: nothing happened.
+        """
+        ref = record.ref
+        self.metrics.dry_run_decision(outcome.sink, ref.namespace)
+        log.info("would reload (dry run)", extra={"object": ref.key, "sink": outcome.sink,
+                                                  "detail": outcome.detail})
+        if self.recorder is not None:
+            self.recorder.normal(ref, "WouldReload", f"dry run, {outcome.sink} sink: {outcome.detail}",
+                                 uid=record.uid)
+
+    def warn(self, record: WorkloadRecord, reason: str, message: str) -> None:
+        """A problem with one workload: a log line and a Warning Event on it."""
+        log.warning(message, extra={"object": record.ref.key, "reason": reason})
+        if self.recorder is not None:
+            self.recorder.warning(record.ref, reason, message, uid=record.uid)

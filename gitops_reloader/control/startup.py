@@ -1,0 +1,40 @@
+"""Which workloads are out of date when the controller starts or takes over.
+
+With ``--sync-after-restart`` (or on an HA take-over, where the old leader may have died
+with changes in its queue) each workload's recorded hash — the env var or annotation its
+sink wrote — is compared with its sources' current hash. Only a workload whose recorded
+hash differs is reloaded; one that never recorded a hash is left alone. A batch sink (git)
+gets every tracked source as a resync and compares the manifest's digest itself.
+"""
+
+from __future__ import annotations
+
+from gitops_reloader.control.caches import Caches
+from gitops_reloader.control.changes import PendingSource
+from gitops_reloader.control.reconciler import Reconciler
+from gitops_reloader.model import SourceRef
+
+
+def out_of_date(caches: Caches, reconciler: Reconciler) -> dict[str, dict[SourceRef, PendingSource]]:
+    """Workload key → the sources to reload it for, for every out-of-date workload."""
+    stale_by_workload: dict[str, dict[SourceRef, PendingSource]] = {}
+    by_namespace = caches.sources_by_namespace()
+    for record in caches.workloads():
+        if not caches.namespace_allowed(record.ref.namespace):
+            continue  # --namespace-selector / shard: its sources' changes are not ours either
+        batch = getattr(reconciler.sink_for(record), "group_key", None) is not None
+        stale: dict[SourceRef, PendingSource] = {}
+        for meta, container in reconciler.tracked(record, by_namespace):
+            if not meta.hash:
+                continue  # not hashed (no start-up check was configured at list time)
+            if batch:
+                # A batch sink (git) compares the whole digest itself, and only where
+                # the manifest already records one.
+                stale[meta.ref] = PendingSource(meta, resync=True)
+                continue
+            recorded = reconciler.recorded_hash(record, meta, container)
+            if recorded is not None and recorded != meta.hash:
+                stale[meta.ref] = PendingSource(meta)
+        if stale:
+            stale_by_workload[record.ref.key] = stale
+    return stale_by_workload

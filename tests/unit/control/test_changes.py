@@ -1,0 +1,111 @@
+"""ChangeDetector and PendingChanges alone: which deltas are changes, what waits for whom."""
+
+from __future__ import annotations
+
+import threading
+
+from gitops_reloader.control.changes import Change, ChangeDetector, PendingChanges, PendingSource
+from gitops_reloader.model import SourceKind, SourceMeta, SourceRef
+
+REF = SourceRef(SourceKind.CONFIGMAP, "ns", "app")
+OTHER = SourceRef(SourceKind.SECRET, "ns", "creds")
+
+
+def meta(data_hash: str, ref: SourceRef = REF, rv: str = "1") -> SourceMeta:
+    return SourceMeta(ref, data_hash, resource_version=rv)
+
+
+def detector(*, create: bool = False, delete: bool = False, limit: int = 10_000) -> ChangeDetector:
+    return ChangeDetector(reload_on_create=create, reload_on_delete=delete, limit=limit)
+
+
+def test_an_update_is_a_change_only_when_the_data_differs() -> None:
+    changes = detector()
+    assert changes.changes(meta("a"), meta("a", rv="2")) == []  # metadata-only update
+    assert changes.changes(meta("a"), meta("b", rv="2")) == [Change(meta("b", rv="2"))]
+
+
+def test_a_secret_change_is_seen_through_its_fingerprint_even_without_a_hash() -> None:
+    old = SourceMeta(OTHER, "", fingerprint="f1")
+    new = SourceMeta(OTHER, "", fingerprint="f2")
+    assert detector().changes(old, new) == [Change(new)]
+    assert detector().changes(old, SourceMeta(OTHER, "", fingerprint="f1", resource_version="9")) == []
+
+
+def test_creations_and_deletions_count_only_when_asked() -> None:
+    quiet = detector()
+    assert quiet.changes(None, meta("a")) == []
+    assert quiet.changes(meta("a"), None) == []
+    loud = detector(create=True, delete=True)
+    assert loud.changes(None, meta("a")) == [Change(meta("a"))]
+    assert loud.changes(meta("a"), None) == [Change(meta("a"), deleted=True)]
+
+
+def test_delete_then_recreate_is_a_change_only_with_other_data() -> None:
+    changes = detector()
+    changes.changes(meta("a"), None)
+    assert changes.changes(None, meta("a", rv="5")) == []  # same data back: nothing to do
+    changes.changes(meta("a", rv="5"), None)
+    assert changes.changes(None, meta("b", rv="7")) == [Change(meta("b", rv="7"))]
+    assert changes.changes(None, meta("c", rv="8")) == []  # the tombstone was used up
+
+
+def test_tombstones_are_bounded_oldest_first() -> None:
+    changes = detector(limit=2)
+    refs = [SourceRef(SourceKind.CONFIGMAP, "ns", f"cm-{i}") for i in range(3)]
+    for ref in refs:
+        changes.changes(meta("a", ref), None)
+    assert changes.changes(None, meta("b", refs[0])) == []  # evicted: looks like a creation
+    assert changes.changes(None, meta("b", refs[2])) == [Change(meta("b", refs[2]))]
+
+
+def test_pending_keeps_the_order_of_change_and_the_newest_meta() -> None:
+    pending = PendingChanges()
+    assert not pending
+    pending.add("w", {REF: PendingSource(meta("a"))})
+    pending.add("w", {OTHER: PendingSource(meta("s", OTHER))})
+    pending.add("w", {REF: PendingSource(meta("b"))})  # moves to the end, newest wins
+    assert pending
+    taken = pending.take("w")
+    assert list(taken) == [OTHER, REF]
+    assert taken[REF].meta.hash == "b"
+    assert not pending and pending.take("w") == {}
+
+
+def test_a_retry_never_overwrites_a_newer_change() -> None:
+    pending = PendingChanges()
+    pending.add("w", {REF: PendingSource(meta("new"))})
+    pending.add("w", {REF: PendingSource(meta("old")), OTHER: PendingSource(meta("s", OTHER))},
+                retry=True)
+    taken = pending.take("w")
+    assert taken[REF].meta.hash == "new"
+    assert taken[OTHER].meta.hash == "s"
+
+
+def test_a_batch_group_hands_out_each_member_once_sorted() -> None:
+    pending = PendingChanges()
+    for key in ("ns/Deployment/b", "ns/Deployment/a"):
+        pending.add(key, {REF: PendingSource(meta("a"))})
+        pending.join_group("batch|repo", key)
+    pending.join_group("batch|repo", "ns/Deployment/a")
+    group = pending.take_group("batch|repo")
+    assert list(group) == ["ns/Deployment/a", "ns/Deployment/b"]
+    assert all(REF in sources for sources in group.values())
+    assert pending.take_group("batch|repo") == {}
+    assert not pending
+
+
+def test_pending_is_safe_across_threads() -> None:
+    pending = PendingChanges()
+    refs = [SourceRef(SourceKind.CONFIGMAP, "ns", f"cm-{i}") for i in range(200)]
+
+    def add(part: list[SourceRef]) -> None:
+        for ref in part:
+            pending.add("w", {ref: PendingSource(meta("a", ref))})
+
+    threads = [threading.Thread(target=add, args=(refs[i::4],)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert set(pending.take("w")) == set(refs)
