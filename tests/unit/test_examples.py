@@ -200,6 +200,23 @@ def test_flux_example_objects_are_checked_against_installed_crds() -> None:
         'Kustomization.kustomize.toolkit.fluxcd.io "payments" is invalid: spec.prune: Required value']
 
 
+def test_argo_example_objects_are_checked_against_installed_crds() -> None:
+    docs = [(path, doc) for path in manifest_files() for doc in load_documents(path)
+            if str(doc.get("apiVersion", "")).startswith("argoproj.io/")]
+    checked = sorted(rel(path) for path, doc in docs
+                     if CRDS.get(*doc["apiVersion"].split("/"), doc["kind"]) is not None)
+    assert checked == ["argocd-annotations-sink/application.yaml", "argocd-git-sink/application.yaml",
+                       "helm-values-target/application.yaml"], "run `bash .ci/install-tools.sh`"
+    app = docs[0][1]
+    broken = dict(app, spec={k: v for k, v in app["spec"].items() if k not in ("destination", "project")})
+    name = app["metadata"]["name"]
+    assert crd_problems(broken) == [f'Application.argoproj.io "{name}" is invalid: '
+                                    "[spec.destination: Required value, spec.project: Required value]"]
+    typo = dict(app, spec=dict(app["spec"], syncPolicy={"automated": {"prune": True, "selfheal": True}}))
+    assert crd_problems(typo) == [f"Application/{name}: .spec.syncPolicy.automated.selfheal would be pruned "
+                                  "by the server"]
+
+
 @pytest.mark.parametrize("path", values_files(), ids=rel)
 def test_values_file_renders_and_validates(path: Path, helm: Path, helm_home: Path) -> None:
     lint = run_helm(helm, ["lint", "--strict", str(CHART_DIR), "--values", str(path)],

@@ -28,13 +28,25 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
-__all__ = ["FLUX_KINDS", "FluxKind", "crd_document", "structural"]
+__all__ = [
+    "APISERVER_FORMATS",
+    "FLUX_KINDS",
+    "KEPT_KEYWORDS",
+    "SOURCE_ANNOTATION",
+    "CrdNames",
+    "FluxKind",
+    "crd_document",
+    "crd_envelope",
+    "structural",
+]
 
 SOURCE_PACKAGE: Final = "cloudcoil-models-fluxcd"
+SOURCE_ANNOTATION: Final = "gitops-reloader.dev/schema-source"
+"""Annotation on every rebuilt CRD naming the registry package it came from."""
 _MAX_DEPTH: Final = 40
-_KEPT: Final = (
+KEPT_KEYWORDS: Final = (
     "enum",
     "pattern",
     "minLength",
@@ -46,7 +58,22 @@ _KEPT: Final = (
     "minProperties",
     "maxProperties",
 )
-_FORMATS: Final = frozenset({"date-time", "date", "byte", "uuid", "ipv4"})
+"""Validation keywords copied as they are into the structural schema."""
+APISERVER_FORMATS: Final = frozenset({"date-time", "date", "byte", "uuid", "ipv4"})
+"""The string formats kube-apiserver checks (``crdschema``); others are dropped."""
+
+
+class CrdNames(Protocol):
+    """How a CRD names its kind: what ``crd_envelope`` needs."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def group(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def plural(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,14 +138,14 @@ def structural(node: Mapping[str, Any], defs: Mapping[str, Any], depth: int = 0)
     out: dict[str, Any] = {}
     if "const" in node:
         out["enum"] = [node["const"]]
-    for key in _KEPT:
+    for key in KEPT_KEYWORDS:
         if key in node:
             out[key] = node[key]
     for key, flag in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
         if isinstance(node.get(key), int | float) and not isinstance(node.get(key), bool):
             out[flag] = node[key]
             out[key] = True
-    if node.get("format") in _FORMATS:
+    if node.get("format") in APISERVER_FORMATS:
         out["format"] = node["format"]
     if node.get("default") is not None:
         out["default"] = node["default"]
@@ -143,42 +170,51 @@ def structural(node: Mapping[str, Any], defs: Mapping[str, Any], depth: int = 0)
     return out
 
 
-def crd_document(kind: FluxKind, model_schema: Mapping[str, Any], source: str) -> dict[str, Any]:
-    """An ``apiextensions.k8s.io/v1`` CRD serving ``kind`` with the rebuilt schema."""
-    defs = model_schema.get("$defs") or {}
-    schema = structural(model_schema, defs)
+def crd_envelope(
+    names: CrdNames, schema: dict[str, Any], source: str, *, status_subresource: bool = True
+) -> dict[str, Any]:
+    """An ``apiextensions.k8s.io/v1`` CRD serving ``names`` with ``schema``.
+
+    The root keeps type meta and ObjectMeta as every CRD does (``apiVersion``/``kind``
+    strings, ``metadata`` an object), whatever the source said about them.
+    """
     props = schema.setdefault("properties", {})
     props["apiVersion"] = {"type": "string"}
     props["kind"] = {"type": "string"}
     props["metadata"] = {"type": "object"}
     schema.pop("x-kubernetes-preserve-unknown-fields", None)
+    version: dict[str, Any] = {
+        "name": names.version,
+        "served": True,
+        "storage": True,
+        "subresources": {"status": {}} if status_subresource else {},
+        "schema": {"openAPIV3Schema": schema},
+    }
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {
-            "name": f"{kind.plural}.{kind.group}",
-            "annotations": {"gitops-reloader.dev/schema-source": source},
+            "name": f"{names.plural}.{names.group}",
+            "annotations": {SOURCE_ANNOTATION: source},
         },
         "spec": {
-            "group": kind.group,
+            "group": names.group,
             "names": {
-                "kind": kind.kind,
-                "listKind": f"{kind.kind}List",
-                "plural": kind.plural,
-                "singular": kind.kind.lower(),
+                "kind": names.kind,
+                "listKind": f"{names.kind}List",
+                "plural": names.plural,
+                "singular": names.kind.lower(),
             },
             "scope": "Namespaced",
-            "versions": [
-                {
-                    "name": kind.version,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "schema": {"openAPIV3Schema": schema},
-                }
-            ],
+            "versions": [version],
         },
     }
+
+
+def crd_document(kind: FluxKind, model_schema: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """The CRD serving Flux ``kind`` with the schema rebuilt from its pydantic model."""
+    defs = model_schema.get("$defs") or {}
+    return crd_envelope(kind, structural(model_schema, defs), source)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
+from crd_objects import as_stored
 
 from gitops_reloader.errors import AnnotationError, KubeError, KubeNotFound, ManifestNotFound, YamlEditError
 from gitops_reloader.gitops.gitconfig import GitConfig, normalize_repo_url, parse_git_config
@@ -252,8 +253,8 @@ def application(source: Mapping[str, Any] | None = None, *,
         spec["sources"] = [dict(s) for s in sources]
     if hydrator is not None:
         spec["sourceHydrator"] = dict(hydrator)
-    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-            "metadata": {"name": "app", "namespace": "argocd"}, "spec": spec}
+    return as_stored({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+                      "metadata": {"name": "app", "namespace": "argocd"}, "spec": spec})
 
 
 def argocd_cm(**data: str) -> dict[tuple[str, str, str], dict[str, Any]]:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from crd_objects import as_stored
 from test_locate import FakeApi, Files, argocd_cm, deploy, record
 
 from gitops_reloader.errors import ConfigError, GitError, KubeError, ManifestNotFound
@@ -89,7 +90,7 @@ def app(*, source: Mapping[str, Any] | None = None, sources: list[Mapping[str, A
                            "metadata": {"name": "web", "namespace": namespace}, "spec": spec}
     if status is not None:
         obj["status"] = dict(status)
-    return obj
+    return as_stored(obj)
 
 
 def locator(objects: Mapping[tuple[str, str, str], dict[str, Any] | KubeError], *,

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
+from crd_objects import as_stored
 
 from gitops_reloader.errors import AnnotationError, KubeNotFound, ManifestNotFound, PolicyDenied
 from gitops_reloader.gitops.gitconfig import parse_git_config
@@ -180,10 +181,11 @@ def test_own_git_target_is_allowed() -> None:
 
 
 def argo_app(path: str, url: str = "https://git.example.com/platform/open.git") -> FakeApi:
-    return FakeApi({("applications", "argocd", "web"): {
+    return FakeApi({("applications", "argocd", "web"): as_stored({
         "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-        "spec": {"source": {"repoURL": url, "path": path, "targetRevision": "main"},
-                 "destination": {"namespace": "team-a"}}}})
+        "metadata": {"name": "web", "namespace": "argocd"},
+        "spec": {"project": "default", "source": {"repoURL": url, "path": path, "targetRevision": "main"},
+                 "destination": {"namespace": "team-a"}}})})
 
 
 @pytest.mark.parametrize(("target", "api", "allowed"), [
