@@ -128,7 +128,8 @@ class Controller:
         :meth:`activate` when it becomes leader.
         """
         self.caches.build(on_source=self._on_source, on_workload=self._on_workload,
-                          on_class_change=self.class_changed)
+                          on_class_change=self.class_changed,
+                          on_handover=lambda change: self.changed(change.meta, deleted=change.deleted))
         for informer in self.informers():
             informer.start()
         for informer in self.informers():
@@ -204,12 +205,11 @@ class Controller:
     def _on_source(self, event: InformerEvent[SourceMeta]) -> None:
         if event.initial:
             return
-        meta = event.delta.new or event.delta.old
-        assert meta is not None
-        if not self.namespace_allowed(meta.ref.namespace):
-            return
         for change in self.changes.changes(event.delta.old, event.delta.new):
-            self.changed(change.meta, deleted=change.deleted)
+            # A delete's version is the event's; otherwise the object's own.
+            version = event.resource_version if change.deleted else change.meta.resource_version
+            if self.caches.owns_change(change, version):
+                self.changed(change.meta, deleted=change.deleted)
 
     def changed(self, meta: SourceMeta, *, deleted: bool = False) -> None:
         """A source's data changed: make every workload that may use it pending."""
