@@ -319,7 +319,7 @@ FLAGS: tuple[FlagSpec, ...] = (
     FlagSpec(("--shard-index",), "Which of the --shard-count shards this instance is (0-based); its Lease gets a -shard-<index> suffix.", "0", stakater=False),
     FlagSpec(("--ignore-secret-types",), "Comma list of Secret types never listed or watched (a server-side field selector); empty watches all.", HELM_RELEASE_SECRET_TYPE, stakater=False),
     FlagSpec(("--state-store",), "Keep the last-seen keyed digest of every source and what each workload was last given outside the workloads: none or configmap (ConfigMaps in the controller's namespace; --sync-after-restart and HA take-over read it).", "none", stakater=False),
-    FlagSpec(("--state-store-name",), "Name prefix of the state-store ConfigMaps (<name>-0, <name>-1, ...).", "gitops-reloader-state", stakater=False),
+    FlagSpec(("--state-store-name",), "Name prefix of the state-store ConfigMaps (<name>-0, <name>-1, ...); with --shard-count, -shard-<index> is added.", "gitops-reloader-state", stakater=False),
     FlagSpec(("--state-store-interval",), "How often the state store writes its batch of changes.", "5s", stakater=False),
     FlagSpec(("--state-store-shard-size",), "Target bytes of one state-store ConfigMap (1024 to 921600); more entries add shards.", "524288", stakater=False),
 )
@@ -581,7 +581,9 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
     )
     state = StateStore(
         kind=_flag("state-store", raw["state_store"].strip().lower() or "none", _choice("none", "configmap")),
-        name=_flag("state-store-name", raw["state_store_name"].strip(), _dns_label_prefix),
+        # Each hash shard leads alone, so it keeps its own store, as it keeps its own Lease.
+        name=_flag("state-store-name", raw["state_store_name"].strip()
+                   + (f"-shard-{shard.index}" if shard.sharded else ""), _dns_label_prefix),
         namespace=runtime.lease_namespace,
         interval=_flag("state-store-interval", raw["state_store_interval"], _positive_duration),
         shard_bytes=_flag("state-store-shard-size", raw["state_store_shard_size"], _shard_size),

@@ -135,7 +135,8 @@ class Controller:
         :meth:`activate` when it becomes leader.
         """
         self.caches.build(on_source=self._on_source, on_workload=self._on_workload,
-                          on_class_change=self.class_changed)
+                          on_class_change=self.class_changed,
+                          on_handover=lambda change: self.changed(change.meta, deleted=change.deleted))
         for informer in self.informers():
             informer.start()
         for informer in self.informers():
@@ -220,16 +221,19 @@ class Controller:
     def _on_source(self, event: InformerEvent[SourceMeta]) -> None:
         meta = event.delta.new or event.delta.old
         assert meta is not None
-        if not self.namespace_allowed(meta.ref.namespace):
-            return
         if self.state is not None and self.state.is_shard(meta):
             return  # the store's own ConfigMaps change with every batch: never a reload
         if not event.initial:
             for change in self.changes.changes(event.delta.old, event.delta.new):
-                self.changed(change.meta, deleted=change.deleted)
+                # A delete's version is the event's; otherwise the object's own.
+                version = event.resource_version if change.deleted else change.meta.resource_version
+                if self.caches.owns_change(change, version):
+                    self.changed(change.meta, deleted=change.deleted)
         if self.state is not None:
             # After the change is pending, so the store holds its new digest back until
-            # every workload it reloads has been handled.
+            # every workload it reloads has been handled. Every cached source is recorded
+            # (other hash shards' never reach the cache), so a namespace that joins this
+            # instance later is known too.
             if event.delta.new is not None:
                 self.state.observe(event.delta.new)
             else:
@@ -241,8 +245,7 @@ class Controller:
         self.state.emitted(request.ref, (item.source for item in request.items if not item.deleted))
 
     def _source_refs(self) -> list[SourceRef]:
-        return [meta.ref for metas in self.caches.sources_by_namespace().values() for meta in metas
-                if self.namespace_allowed(meta.ref.namespace)]
+        return [meta.ref for metas in self.caches.sources_by_namespace().values() for meta in metas]
 
     def _workload_refs(self) -> list[ObjectRef]:
         return [record.ref for record in self.workloads()]
