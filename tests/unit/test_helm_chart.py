@@ -462,7 +462,8 @@ def test_rbac_never_grants_wildcards_or_escalation(rendered: dict[str, list[Obj]
 @pytest.mark.parametrize("values", values_files())
 def test_secret_writes_only_with_git_or_state_store(rendered: dict[str, list[Obj]], values: str) -> None:
     docs = rendered[values]
-    keyed = bool(objects(docs, "ConfigMap")) or "--state-store=configmap" in args_of(docs)
+    keyed = bool(objects(docs, "ConfigMap")) or any(
+        "--state-store=configmap" in args for args in deployment_args(docs).values())
     writes = verbs_for(docs, "", "secrets") - set(READ)
     if not keyed:
         assert not writes, "secret writes without a git sink or state store"
@@ -494,7 +495,8 @@ def test_state_store_args_and_rbac(rendered: dict[str, list[Obj]]) -> None:
     assert verbs_for([one(docs, "ClusterRole")], "", "configmaps") == set(READ)
     for values, other in rendered.items():
         if values != "state-store":
-            assert "--state-store=configmap" not in args_of(other), values
+            every = deployment_args(other).values()
+            assert not any("--state-store=configmap" in args for args in every), values
 
 
 def test_namespaced_rbac(rendered: dict[str, list[Obj]]) -> None:
@@ -990,3 +992,13 @@ def test_shard_names_are_checked_by_the_schema(helm: Path, helm_home: Path, tmp_
     result = run_helm(helm, ["template", RELEASE, str(CHART_DIR), "--values", str(values)], home=helm_home)
     assert result.returncode != 0
     assert "shards" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("values", ["shards-by-label", "shards-by-hash"])
+def test_every_shard_keeps_its_own_state_store(helm: Path, helm_home: Path, values: str) -> None:
+    """Each shard leads alone (its own Lease), so two shards must never write one store."""
+    docs = render(helm, CHART_DIR, home=helm_home, values_files=[VALUES_DIR / f"{values}.yaml"],
+                  set_values={"reloader.stateStore": "configmap"}, release=RELEASE, namespace=NAMESPACE)
+    names = [config_of(args).state.name for args in deployment_args(docs).values()]
+    assert len(set(names)) == len(names) > 1
+    assert all(name.startswith(f"{FULLNAME}-state-") and len(name) <= 58 for name in names)

@@ -86,12 +86,15 @@ unnamed entry (today's single Deployment) when the list is empty. Each entry:
   deployment  the Deployment's name
   args        the shard's own flags (--namespace-selector / --shard-*), after the shared ones
   lease       the Lease the controller elects on (the controller adds -shard-<I> itself)
+  stateStore  --state-store-name: label shards get their own (hash shards: the controller
+              adds -shard-<I> itself)
   leaseHeld   the Lease name as it exists in the cluster (RBAC resourceNames)
   replicas, resources, extraArgs
 Label shards (every entry has namespaceSelector) combine it with reloader.namespaceSelector;
 hash shards (no entry has one) get --shard-index=<position> --shard-count=<entries>.
 */}}
 {{- define "gitops-reloader.shards" -}}
+{{- $root := . }}
 {{- $r := .Values.reloader }}
 {{- $d := $r.deployment }}
 {{- $fullname := include "gitops-reloader.fullname" . }}
@@ -100,7 +103,7 @@ hash shards (no entry has one) get --shard-index=<position> --shard-count=<entri
 {{- if not $r.shards }}
 {{- $args := list }}
 {{- with $r.namespaceSelector }}{{ $args = append $args (printf "--namespace-selector=%s" .) }}{{ end }}
-{{- $out = append $out (dict "name" "" "deployment" $fullname "args" $args "lease" $lease "leaseHeld" $lease "replicas" $d.replicas "resources" $d.resources "extraArgs" list) }}
+{{- $out = append $out (dict "name" "" "deployment" $fullname "args" $args "lease" $lease "leaseHeld" $lease "stateStore" (include "gitops-reloader.stateStoreName" $root) "replicas" $d.replicas "resources" $d.resources "extraArgs" list) }}
 {{- else }}
 {{- if not $r.watchGlobally }}
 {{- fail "reloader.shards needs reloader.watchGlobally=true (a namespaced install watches only its own namespace)" }}
@@ -123,15 +126,14 @@ hash shards (no entry has one) get --shard-index=<position> --shard-count=<entri
 {{- $args := list }}
 {{- $shardLease := $lease }}
 {{- $held := printf "%s-shard-%d" $lease $i }}
+{{- $stateStore := include "gitops-reloader.stateStoreName" $root }}
 {{- if $labelled }}
 {{- $selector := join "," (compact (list ($r.namespaceSelector | default "") $s.namespaceSelector)) }}
 {{- $args = append $args (printf "--namespace-selector=%s" $selector) }}
 {{- $shardLease = printf "%s-%s" $lease $s.name }}
 {{- $held = $shardLease }}
-{{- if include "gitops-reloader.stateStoreEnabled" $ }}
 {{- /* Each label shard leads alone: its own state store, as its own Lease. */}}
-{{- $args = append $args (printf "--state-store-name=%s-%s" (include "gitops-reloader.stateStoreName" $ | trunc (int (sub 57 (len $s.name))) | trimSuffix "-") $s.name) }}
-{{- end }}
+{{- $stateStore = printf "%s-%s" ($stateStore | trunc (int (sub 57 (len $s.name))) | trimSuffix "-") $s.name }}
 {{- else }}
 {{- with $r.namespaceSelector }}{{ $args = append $args (printf "--namespace-selector=%s" .) }}{{ end }}
 {{- $args = append $args (printf "--shard-count=%d" (len $r.shards)) }}
@@ -139,7 +141,7 @@ hash shards (no entry has one) get --shard-index=<position> --shard-count=<entri
 {{- end }}
 {{- $replicas := $d.replicas }}
 {{- if hasKey $s "replicas" }}{{ $replicas = $s.replicas }}{{ end }}
-{{- $out = append $out (dict "name" $s.name "deployment" $name "args" $args "lease" $shardLease "leaseHeld" $held "replicas" $replicas "resources" ($s.resources | default $d.resources) "extraArgs" ($s.extraArgs | default list)) }}
+{{- $out = append $out (dict "name" $s.name "deployment" $name "args" $args "lease" $shardLease "leaseHeld" $held "stateStore" $stateStore "replicas" $replicas "resources" ($s.resources | default $d.resources) "extraArgs" ($s.extraArgs | default list)) }}
 {{- end }}
 {{- end }}
 {{- toYaml $out }}
@@ -396,11 +398,11 @@ Called with (dict "root" $ "shard" <an entry of gitops-reloader.shards>).
 {{- $args = append $args (printf "--pr-grouping=%s" $r.git.prGrouping) }}
 {{- $args = append $args (printf "--request-refresh=%s" (ternary "true" "false" (not (not $r.requestRefresh)))) }}
 {{- end }}
-{{- if include "gitops-reloader.stateStoreEnabled" . }}
+{{- if include "gitops-reloader.stateStoreEnabled" $root }}
 {{- $args = append $args "--state-store=configmap" }}
-{{- $args = append $args (printf "--state-store-name=%s" (include "gitops-reloader.stateStoreName" .)) }}
-{{- if not (include "gitops-reloader.gitEnabled" .) }}
-{{- $args = append $args (printf "--digest-key-secret=%s" (include "gitops-reloader.digestKeySecret" .)) }}
+{{- $args = append $args (printf "--state-store-name=%s" $shard.stateStore) }}
+{{- if not (include "gitops-reloader.gitEnabled" $root) }}
+{{- $args = append $args (printf "--digest-key-secret=%s" (include "gitops-reloader.digestKeySecret" $root)) }}
 {{- end }}
 {{- end }}
 {{- range $r.extraArgs }}{{ $args = append $args (toString .) }}{{ end }}
