@@ -481,7 +481,7 @@ class PullRequestSink:
             log.warning("auto-merge cancelled: the pull-request branch has foreign commits", extra=fields)
             return " Its auto-merge was cancelled."
         log.info("no auto-merge armed on the pull request with foreign commits", extra=fields)
-        return " No auto-merge was armed on it."
+        return " There was no auto-merge of ours to cancel."
 
     def _close_obsolete(self, name: str, target: _Target, pull: PullRequest | None, branch: str) -> None:
         """Every edit of the branch is on the base now: close its open pull request."""

@@ -48,7 +48,7 @@ setup = sink_tests.setup
 
 API_BRANCH = workload_branch("api")
 CANCELLED = "Its auto-merge was cancelled."
-NONE_ARMED = "No auto-merge was armed on it."
+NONE_ARMED = "There was no auto-merge of ours to cancel."
 NOT_CANCELLED = "Its auto-merge could NOT be cancelled"
 
 
