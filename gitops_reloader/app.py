@@ -6,6 +6,7 @@ import logging
 import os
 import socket
 import threading
+from datetime import UTC, datetime
 
 from kubernetes.client import ApiClient
 from prometheus_client import CollectorRegistry
@@ -27,7 +28,7 @@ from gitops_reloader.kube.permissions import (
 )
 from gitops_reloader.kube.workloads import adapters_for
 from gitops_reloader.model import Outcome, ReloadRequest, SourceKind
-from gitops_reloader.observability.alerts import Alerter, alert_config_from_env, reload_message
+from gitops_reloader.observability.alerts import Alerter, ReloadAlert, alert_config_from_env
 from gitops_reloader.observability.http import HttpServer
 from gitops_reloader.observability.metainfo import publish_meta_info
 from gitops_reloader.observability.metrics import Metrics
@@ -103,12 +104,15 @@ class App:
     def _alert(self, request: ReloadRequest, outcome: Outcome) -> None:
         """Stakater's alert on reload; Secrets get no hash at all."""
         assert self.alerter is not None
+        now = datetime.fromtimestamp(self.clock.now(), UTC)
         for item in request.items:
-            source = item.source
-            self.alerter.notify(reload_message(
-                workload=request.ref.name, kind=request.ref.kind, source=source.ref.name,
-                namespace=request.ref.namespace, source_kind=source.ref.kind.value,
-                hash_prefix=source.hash[:12] if source.ref.kind is SourceKind.CONFIGMAP else "",
+            source = item.source.ref
+            self.alerter.notify(ReloadAlert(
+                workload_kind=request.ref.kind, workload_name=request.ref.name,
+                workload_namespace=request.ref.namespace, resource_kind=source.kind.kube_kind,
+                resource_name=source.name, resource_namespace=source.namespace, timestamp=now,
+                stakater_type=source.kind.value,
+                hash_prefix=item.source.hash[:12] if source.kind is SourceKind.CONFIGMAP else "",
             ))
 
     def start(self) -> None:

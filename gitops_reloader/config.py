@@ -307,7 +307,7 @@ FLAGS: tuple[FlagSpec, ...] = (
     FlagSpec(("--alert-sink",), "Alert format: slack, teams, gchat, raw/webhook (env ALERT_SINK).", ""),
     FlagSpec(("--alert-proxy",), "HTTP(S) proxy for alerts (env ALERT_PROXY or ALERT_WEBHOOK_PROXY).", ""),
     FlagSpec(("--alert-additional-info",), "Text prefixed to every alert, e.g. the cluster name (env ALERT_ADDITIONAL_INFO).", ""),
-    FlagSpec(("--alert-structured",), "Stakater v2 raw sink's structured JSON: accepted, alerts stay Stakater v1's text.", "false", True, inert=True),
+    FlagSpec(("--alert-structured",), "Raw/webhook alerts as Stakater v2's structured JSON instead of text (env ALERT_STRUCTURED).", "false", True),
     FlagSpec(("--enable-pprof",), "Go pprof server: accepted, not applicable to this Python process (use py-spy).", "false", True, inert=True),
     FlagSpec(("--pprof-addr",), "Go pprof address: accepted, not applicable (see --enable-pprof).", ":6060", inert=True),
     FlagSpec(("--enable-csi-integration",), "Secrets Store CSI: reload when a pod's SecretProviderClassPodStatus reports new object versions (needs the secrets-store.csi.x-k8s.io/v1 API).", "false", True),
@@ -608,7 +608,7 @@ def _optional_duration(name: str, raw: Mapping[str, str]) -> float | None:
 _ALERT_FLAGS: Final = {
     "alert_on_reload": "ALERT_ON_RELOAD", "alert_webhook_url": "ALERT_WEBHOOK_URL",
     "alert_sink": "ALERT_SINK", "alert_proxy": "ALERT_WEBHOOK_PROXY",
-    "alert_additional_info": "ALERT_ADDITIONAL_INFO",
+    "alert_additional_info": "ALERT_ADDITIONAL_INFO", "alert_structured": "ALERT_STRUCTURED",
 }
 
 
