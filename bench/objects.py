@@ -34,6 +34,7 @@ from gitops_reloader.index import ReferenceIndex
 from gitops_reloader.kube.store import Store, object_key
 from gitops_reloader.kube.workloads import DeploymentAdapter
 from gitops_reloader.model import SourceKind, WorkloadKey
+from gitops_reloader.state.shards import STORE_LABEL
 
 KEYS = AnnotationKeys()
 
@@ -78,7 +79,8 @@ def run_once(quick: bool) -> dict[str, float]:
     results: dict[str, float] = {}
     for kind, source_kind in (("secret", SourceKind.SECRET), ("configmap", SourceKind.CONFIGMAP)):
         store: Store[Any] = Store()
-        transform = source_transform(source_kind, (KEYS.ignore, KEYS.match), lambda: False)
+        transform = source_transform(source_kind, (KEYS.ignore, KEYS.match), lambda: False,
+                                     label_keys=(STORE_LABEL,))
 
         def keep_source(raw: dict[str, Any], store: Store[Any] = store,
                         transform: Callable[[dict[str, Any]], Any] = transform) -> None:

@@ -6,6 +6,7 @@ import logging
 import os
 import socket
 import threading
+from datetime import UTC, datetime
 
 from kubernetes.client import ApiClient
 from prometheus_client import CollectorRegistry
@@ -14,6 +15,7 @@ from gitops_reloader.clock import Clock, SystemClock
 from gitops_reloader.config import Config
 from gitops_reloader.controller import Controller
 from gitops_reloader.errors import KubeError
+from gitops_reloader.gitops.digestkey import DigestKeyStore
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.client import load_api_client
 from gitops_reloader.kube.events import EventRecorder
@@ -26,13 +28,15 @@ from gitops_reloader.kube.permissions import (
 )
 from gitops_reloader.kube.workloads import adapters_for
 from gitops_reloader.model import Outcome, ReloadRequest, SourceKind
-from gitops_reloader.observability.alerts import Alerter, alert_config_from_env, reload_message
+from gitops_reloader.observability.alerts import Alerter, ReloadAlert, alert_config_from_env
 from gitops_reloader.observability.http import HttpServer
 from gitops_reloader.observability.metainfo import publish_meta_info
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.sinks import build_live_sinks
 from gitops_reloader.sinks.dryrun import dry_run_sinks
 from gitops_reloader.sinks.gitwiring import build_git_sink, build_pull_request_sink
+from gitops_reloader.state.keeper import StateKeeper
+from gitops_reloader.state.shards import ConfigMapShards
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +87,7 @@ class App:
             config, self.api, sinks=sinks, metrics=self.metrics, recorder=self.recorder,
             adapters=self.adapters, clock=self.clock,
             listeners=[self._alert] if self.alerter is not None else [],
+            state=build_state_keeper(config, self.api, self.metrics),
         )
         addresses = [a for a in (config.runtime.http_address, config.runtime.health_address) if a]
         self.http_servers = ([HttpServer(address, registry=self.registry, ready=self.controller.ready)
@@ -99,12 +104,15 @@ class App:
     def _alert(self, request: ReloadRequest, outcome: Outcome) -> None:
         """Stakater's alert on reload; Secrets get no hash at all."""
         assert self.alerter is not None
+        now = datetime.fromtimestamp(self.clock.now(), UTC)
         for item in request.items:
-            source = item.source
-            self.alerter.notify(reload_message(
-                workload=request.ref.name, kind=request.ref.kind, source=source.ref.name,
-                namespace=request.ref.namespace, source_kind=source.ref.kind.value,
-                hash_prefix=source.hash[:12] if source.ref.kind is SourceKind.CONFIGMAP else "",
+            source = item.source.ref
+            self.alerter.notify(ReloadAlert(
+                workload_kind=request.ref.kind, workload_name=request.ref.name,
+                workload_namespace=request.ref.namespace, resource_kind=source.kind.kube_kind,
+                resource_name=source.name, resource_namespace=source.namespace, timestamp=now,
+                stakater_type=source.kind.value,
+                hash_prefix=item.source.hash[:12] if source.kind is SourceKind.CONFIGMAP else "",
             ))
 
     def start(self) -> None:
@@ -164,6 +172,8 @@ class App:
 
     def _lost(self) -> None:
         # As client-go's users do: a replica that lost the lease exits and restarts clean.
+        if self.controller.state is not None:
+            self.controller.state.abandon()  # the new leader owns the state store now
         self.metrics.set_leader(False)
         self._lost_leadership.set()
         self._stop.set()
@@ -188,3 +198,20 @@ class App:
             self.alerter.close()
         for server in self.http_servers:
             server.stop()
+
+
+def build_state_keeper(config: Config, api: KubeApi, metrics: Metrics) -> StateKeeper | None:
+    """The ``--state-store configmap`` keeper (None without one).
+
+    Its digests are keyed with the git sink's digest key (created on first use unless
+    ``--dry-run``, which also never writes the store).
+    """
+    state = config.state
+    if not state.enabled:
+        return None
+    dry_run = config.runtime.dry_run
+    keys = DigestKeyStore(api, namespace=config.gitops.digest_key_namespace,
+                          name=config.gitops.digest_key_secret, create=not dry_run)
+    shards = ConfigMapShards(api, namespace=state.namespace, name=state.name)
+    return StateKeeper(shards, lambda: keys.get().value, metrics=metrics, interval=state.interval,
+                       shard_bytes=state.shard_bytes, read_only=dry_run)

@@ -177,6 +177,26 @@ class GitOps:
 
 
 @dataclass(frozen=True, slots=True)
+class StateStore:
+    """``--state-store``: reload state kept outside the workloads (docs/migrating-from-stakater.md)."""
+
+    kind: str = "none"
+    """``none`` (the workloads' markers are the only record) or ``configmap``."""
+    name: str = "gitops-reloader-state"
+    """Shard ConfigMaps are ``<name>-0``, ``<name>-1``, ... in ``namespace``."""
+    namespace: str = "default"
+    """The controller's namespace (as for the Lease and the digest key)."""
+    interval: float = 5.0
+    """Seconds between batch writes."""
+    shard_bytes: int = 512 * 1024
+    """Target size of one shard's text (a ConfigMap holds at most 1 MiB)."""
+
+    @property
+    def enabled(self) -> bool:
+        return self.kind != "none"
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     """The whole validated configuration, built once by :func:`load_config`."""
 
@@ -185,6 +205,7 @@ class Config:
     behaviour: Behaviour = field(default_factory=Behaviour)
     runtime: Runtime = field(default_factory=Runtime)
     gitops: GitOps = field(default_factory=GitOps)
+    state: StateStore = field(default_factory=StateStore)
     alerts: Mapping[str, str] = field(default_factory=dict)
     """ALERT_* environment variables (ALERT_ON_RELOAD, ALERT_SINK, ...)."""
     metrics_count_by_namespace: bool = False
@@ -286,7 +307,7 @@ FLAGS: tuple[FlagSpec, ...] = (
     FlagSpec(("--alert-sink",), "Alert format: slack, teams, gchat, raw/webhook (env ALERT_SINK).", ""),
     FlagSpec(("--alert-proxy",), "HTTP(S) proxy for alerts (env ALERT_PROXY or ALERT_WEBHOOK_PROXY).", ""),
     FlagSpec(("--alert-additional-info",), "Text prefixed to every alert, e.g. the cluster name (env ALERT_ADDITIONAL_INFO).", ""),
-    FlagSpec(("--alert-structured",), "Stakater v2 raw sink's structured JSON: accepted, alerts stay Stakater v1's text.", "false", True, inert=True),
+    FlagSpec(("--alert-structured",), "Raw/webhook alerts as Stakater v2's structured JSON instead of text (env ALERT_STRUCTURED).", "false", True),
     FlagSpec(("--enable-pprof",), "Go pprof server: accepted, not applicable to this Python process (use py-spy).", "false", True, inert=True),
     FlagSpec(("--pprof-addr",), "Go pprof address: accepted, not applicable (see --enable-pprof).", ":6060", inert=True),
     FlagSpec(("--enable-csi-integration",), "Secrets Store CSI: reload when a pod's SecretProviderClassPodStatus reports new object versions (needs the secrets-store.csi.x-k8s.io/v1 API).", "false", True),
@@ -297,6 +318,10 @@ FLAGS: tuple[FlagSpec, ...] = (
     FlagSpec(("--shard-count",), "Split namespaces across this many instances by a consistent hash of their names (docs/scaling.md).", "1", stakater=False),
     FlagSpec(("--shard-index",), "Which of the --shard-count shards this instance is (0-based); its Lease gets a -shard-<index> suffix.", "0", stakater=False),
     FlagSpec(("--ignore-secret-types",), "Comma list of Secret types never listed or watched (a server-side field selector); empty watches all.", HELM_RELEASE_SECRET_TYPE, stakater=False),
+    FlagSpec(("--state-store",), "Keep the last-seen keyed digest of every source and what each workload was last given outside the workloads: none or configmap (ConfigMaps in the controller's namespace; --sync-after-restart and HA take-over read it).", "none", stakater=False),
+    FlagSpec(("--state-store-name",), "Name prefix of the state-store ConfigMaps (<name>-0, <name>-1, ...); with --shard-count, -shard-<index> is added.", "gitops-reloader-state", stakater=False),
+    FlagSpec(("--state-store-interval",), "How often the state store writes its batch of changes.", "5s", stakater=False),
+    FlagSpec(("--state-store-shard-size",), "Target bytes of one state-store ConfigMap (1024 to 921600); more entries add shards.", "524288", stakater=False),
 )
 
 
@@ -382,6 +407,34 @@ def _positive_float(text: str) -> float:
     if number <= 0:
         raise ValueError(f"must be greater than 0, got {number}")
     return number
+
+
+def _positive_duration(text: str) -> float:
+    seconds = parse_duration(text)
+    if seconds <= 0:
+        raise ValueError(f"must be greater than 0, got {text!r}")
+    return seconds
+
+
+_SHARD_SIZES = (1024, 900 * 1024)
+
+
+def _shard_size(text: str) -> int:
+    number = int(text)
+    if not _SHARD_SIZES[0] <= number <= _SHARD_SIZES[1]:
+        raise ValueError(f"must be between {_SHARD_SIZES[0]} and {_SHARD_SIZES[1]} bytes, got {number}")
+    return number
+
+
+_DNS_LABEL_CHARS = 58
+"""A shard name adds ``-<index>`` (up to 4 characters) and must stay a 63-character label."""
+
+
+def _dns_label_prefix(text: str) -> str:
+    if (not text or len(text) > _DNS_LABEL_CHARS or not text[0].isalnum() or not text[-1].isalnum()
+            or any(not (c.isdigit() or ("a" <= c <= "z") or c == "-") for c in text)):
+        raise ValueError(f"{text[:80]!r} is not a lower-case DNS label of at most {_DNS_LABEL_CHARS} characters")
+    return text
 
 
 def _choice(*allowed: str):  # type: ignore[no-untyped-def]
@@ -526,9 +579,19 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
         pr_grouping=_flag("pr-grouping", raw["pr_grouping"], _choice("workload", "repository")),
         request_refresh=flag_bool["request_refresh"],
     )
+    state = StateStore(
+        kind=_flag("state-store", raw["state_store"].strip().lower() or "none", _choice("none", "configmap")),
+        # Each hash shard leads alone, so it keeps its own store, as it keeps its own Lease.
+        name=_flag("state-store-name", raw["state_store_name"].strip()
+                   + (f"-shard-{shard.index}" if shard.sharded else ""), _dns_label_prefix),
+        namespace=runtime.lease_namespace,
+        interval=_flag("state-store-interval", raw["state_store_interval"], _positive_duration),
+        shard_bytes=_flag("state-store-shard-size", raw["state_store_shard_size"], _shard_size),
+    )
     alerts = _alerts(env, raw, given)
     return Config(
-        keys=keys, filters=filters, behaviour=behaviour, runtime=runtime, gitops=gitops, alerts=alerts,
+        keys=keys, filters=filters, behaviour=behaviour, runtime=runtime, gitops=gitops, state=state,
+        alerts=alerts,
         metrics_count_by_namespace=env.get("METRICS_COUNT_BY_NAMESPACE", "") == "enabled",
         inert_flags=tuple(inert),
         meta_info=(MetaInfoTarget(env["RELOADER_NAMESPACE"].strip(),
@@ -545,7 +608,7 @@ def _optional_duration(name: str, raw: Mapping[str, str]) -> float | None:
 _ALERT_FLAGS: Final = {
     "alert_on_reload": "ALERT_ON_RELOAD", "alert_webhook_url": "ALERT_WEBHOOK_URL",
     "alert_sink": "ALERT_SINK", "alert_proxy": "ALERT_WEBHOOK_PROXY",
-    "alert_additional_info": "ALERT_ADDITIONAL_INFO",
+    "alert_additional_info": "ALERT_ADDITIONAL_INFO", "alert_structured": "ALERT_STRUCTURED",
 }
 
 

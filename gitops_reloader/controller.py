@@ -10,7 +10,9 @@ from the caches, asks the policy, and emits one :class:`ReloadRequest` through t
 workload's sink. Success → ``forget``; a retryable error → the pending sources are put
 back and the key re-queued with backoff (up to ``--max-retries``); a permanent error →
 log, metric, Warning Event. Pause periods (:mod:`.control.pause`) and the start-up check
-(:mod:`.control.startup`) feed the same queue.
+(:mod:`.control.startup`) feed the same queue. With ``--state-store`` a
+:class:`~.state.keeper.StateKeeper` is told every source the caches hold and every applied
+emission, loaded when this instance becomes active and written in batches from then on.
 
 Handlers run on informer threads and only record and enqueue; all writes happen on the
 worker threads.
@@ -50,6 +52,7 @@ from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.queue import WorkQueue
 from gitops_reloader.ratelimit import ItemExponentialLimiter
 from gitops_reloader.sinks.base import Sink
+from gitops_reloader.state.keeper import StateKeeper
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +73,12 @@ class Controller:
         adapters: Mapping[str, WorkloadAdapter] | None = None,
         clock: Clock | None = None,
         listeners: Iterable[Callable[[ReloadRequest, Outcome], None]] = (),
+        state: StateKeeper | None = None,
     ) -> None:
         self.config = config
+        self.state = state
+        if state is not None:
+            listeners = (*listeners, self._record_emission)
         self.api = api
         self.sinks = dict(sinks)
         self.metrics = metrics
@@ -128,7 +135,8 @@ class Controller:
         :meth:`activate` when it becomes leader.
         """
         self.caches.build(on_source=self._on_source, on_workload=self._on_workload,
-                          on_class_change=self.class_changed)
+                          on_class_change=self.class_changed,
+                          on_handover=lambda change: self.changed(change.meta, deleted=change.deleted))
         for informer in self.informers():
             informer.start()
         for informer in self.informers():
@@ -151,11 +159,16 @@ class Controller:
             return
         self._active.set()
         self.pauses.schedule_all()
+        state = self.state
+        loaded = state is not None and state.load(sources=self._source_refs, workloads=self._workload_refs)
         if self.config.behaviour.sync_after_restart or resync:
-            stale = out_of_date(self.caches, self.reconciler)
+            stale = out_of_date(self.caches, self.reconciler, state if loaded else None)
             for key, sources in stale.items():
                 self._add_pending(key, sources)
-            log.info("sync after restart", extra={"workloads_out_of_date": len(stale)})
+            log.info("sync after restart", extra={"workloads_out_of_date": len(stale),
+                                                  "state_store": loaded})
+        if state is not None:
+            state.start(held=self.pending.sources)  # after the check: its work is held back
         for number in range(self.config.runtime.workers):
             thread = threading.Thread(target=self._worker, name=f"worker-{number}", daemon=True)
             thread.start()
@@ -167,6 +180,8 @@ class Controller:
             informer.stop()
         for thread in self._workers:
             thread.join(timeout)
+        if self.state is not None:
+            self.state.stop()  # the last batch, after the last emission
 
     # --- lookups in the caches -----------------------------------------------------
 
@@ -194,6 +209,8 @@ class Controller:
         if delta.new is None:
             if delta.old is not None:
                 self.index.remove(WorkloadKey(delta.old.ref.key))
+                if self.state is not None:
+                    self.state.forget_workload(delta.old.ref)
             return
         record = delta.new
         self.index.update(WorkloadKey(record.ref.key), record.ref.namespace, record.refs,
@@ -202,14 +219,36 @@ class Controller:
             self.pauses.schedule(record)
 
     def _on_source(self, event: InformerEvent[SourceMeta]) -> None:
-        if event.initial:
-            return
         meta = event.delta.new or event.delta.old
         assert meta is not None
-        if not self.namespace_allowed(meta.ref.namespace):
-            return
-        for change in self.changes.changes(event.delta.old, event.delta.new):
-            self.changed(change.meta, deleted=change.deleted)
+        if self.state is not None and self.state.is_shard(meta):
+            return  # the store's own ConfigMaps change with every batch: never a reload
+        if not event.initial:
+            for change in self.changes.changes(event.delta.old, event.delta.new):
+                # A delete's version is the event's; otherwise the object's own.
+                version = event.resource_version if change.deleted else change.meta.resource_version
+                if self.caches.owns_change(change, version):
+                    self.changed(change.meta, deleted=change.deleted)
+        if self.state is not None:
+            # After the change is pending, so the store holds its new digest back until
+            # every workload it reloads has been handled. Every cached source is recorded
+            # (other hash shards' never reach the cache), so a namespace that joins this
+            # instance later is known too.
+            if event.delta.new is not None:
+                self.state.observe(event.delta.new)
+            else:
+                self.state.forget_source(meta.ref)
+
+    def _record_emission(self, request: ReloadRequest, outcome: Outcome) -> None:
+        """An applied emission: the state store records what the workload was given."""
+        assert self.state is not None
+        self.state.emitted(request.ref, (item.source for item in request.items if not item.deleted))
+
+    def _source_refs(self) -> list[SourceRef]:
+        return [meta.ref for metas in self.caches.sources_by_namespace().values() for meta in metas]
+
+    def _workload_refs(self) -> list[ObjectRef]:
+        return [record.ref for record in self.workloads()]
 
     def changed(self, meta: SourceMeta, *, deleted: bool = False) -> None:
         """A source's data changed: make every workload that may use it pending."""
@@ -301,6 +340,7 @@ class Controller:
                 log.exception("unexpected error while reloading", extra={"object": key})
                 self._failed(key, ReloaderError(f"internal error: {type(exc).__name__}"))
             finally:
+                self.pending.settle(key)
                 self.queue.done(key)
 
     def _failed(self, key: str, exc: ReloaderError) -> None:

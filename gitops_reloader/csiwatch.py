@@ -108,7 +108,7 @@ class CsiWatch:
         for informer in self.class_informers:
             meta = informer.store.get(object_key(ref.namespace, ref.name))
             if meta is not None:
-                return SourceMeta(meta.ref, digest, meta.annotations, meta.resource_version)
+                return SourceMeta(meta.ref, digest, meta.labels, meta.annotations, meta.resource_version)
         return SourceMeta(ref, digest)
 
     def sources_in(self, namespace: str) -> list[SourceMeta]:

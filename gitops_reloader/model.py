@@ -126,29 +126,32 @@ class SourceMeta:
     of the initial list is the largest start-up cost and no decision needs it then);
     ``fingerprint`` changes exactly when the data changes and is what change detection
     compares (for Secrets a digest of the base64 text, for ConfigMaps the hash itself).
-    ``annotations`` holds only the few keys the policy reads. Labels are not kept: the
-    label selector is applied by the API server and no decision reads them.
+    ``labels`` and ``annotations`` hold only the few keys a decision reads (the label
+    selector itself is applied by the API server).
 
     One of these exists per cached ConfigMap/Secret, so it is stingy: both digests are
     kept as 20 raw bytes (the hex text is made when asked for; text that is not
-    lower-case hex is kept as given), ``__slots__``, and one
-    shared read-only mapping when there are no annotations. Immutable: callers must not
+    lower-case hex is kept as given), ``__slots__``, and one shared read-only mapping
+    when there are no labels or annotations. Immutable: callers must not
     mutate ``annotations``; :meth:`replace` makes a changed copy.
     """
 
-    __slots__ = ("_fingerprint", "_hash", "annotations", "ref", "resource_version")
+    __slots__ = ("_fingerprint", "_hash", "annotations", "labels", "ref", "resource_version")
 
     ref: SourceRef
+    labels: Mapping[str, str]
     annotations: Mapping[str, str]
     resource_version: str
     _hash: bytes | str
     _fingerprint: bytes | str
 
-    def __init__(self, ref: SourceRef, hash: str = "", annotations: Mapping[str, str] | None = None,
-                 resource_version: str = "", fingerprint: str = "") -> None:
+    def __init__(self, ref: SourceRef, hash: str = "", labels: Mapping[str, str] | None = None,
+                 annotations: Mapping[str, str] | None = None, resource_version: str = "",
+                 fingerprint: str = "") -> None:
         setter = object.__setattr__
         setter(self, "ref", ref)
         setter(self, "_hash", _digest(hash))
+        setter(self, "labels", labels if labels else EMPTY_MAP)
         setter(self, "annotations", annotations if annotations else EMPTY_MAP)
         setter(self, "resource_version", resource_version)
         setter(self, "_fingerprint", _digest(fingerprint))
@@ -173,17 +176,18 @@ class SourceMeta:
 
     def replace(self, **changes: Any) -> SourceMeta:
         """A copy with some constructor arguments changed."""
-        fields = {"ref": self.ref, "hash": self.hash, "annotations": self.annotations,
+        fields = {"ref": self.ref, "hash": self.hash, "labels": self.labels,
+                  "annotations": self.annotations,
                   "resource_version": self.resource_version, "fingerprint": self.fingerprint}
         return SourceMeta(**{**fields, **changes})
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (SourceMeta, (self.ref, self.hash, dict(self.annotations), self.resource_version,
-                             self.fingerprint))
+        return (SourceMeta, (self.ref, self.hash, dict(self.labels), dict(self.annotations),
+                             self.resource_version, self.fingerprint))
 
     def _key(self) -> tuple[object, ...]:
-        return (self.ref, self._hash, dict(self.annotations), self.resource_version,
-                self._fingerprint)
+        return (self.ref, self._hash, dict(self.labels), dict(self.annotations),
+                self.resource_version, self._fingerprint)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SourceMeta):
@@ -194,7 +198,7 @@ class SourceMeta:
         return hash((self.ref, self._hash, self._fingerprint, self.resource_version))
 
     def __repr__(self) -> str:
-        return (f"SourceMeta(ref={self.ref!r}, hash={self.hash!r}, "
+        return (f"SourceMeta(ref={self.ref!r}, hash={self.hash!r}, labels={dict(self.labels)!r}, "
                 f"annotations={dict(self.annotations)!r}, "
                 f"resource_version={self.resource_version!r}, fingerprint={self.fingerprint!r})")
 

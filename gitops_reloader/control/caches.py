@@ -24,7 +24,11 @@ from gitops_reloader.kube.informer import Handler, Informer, InformerEvent, Info
 from gitops_reloader.kube.resources import CONFIGMAPS, NAMESPACES, SECRETS, ResourceKind
 from gitops_reloader.kube.store import object_key
 from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord
+from gitops_reloader.membership import NamespaceMembership
 from gitops_reloader.model import ObjectRef, SourceKind, SourceMeta, SourceRef
+from gitops_reloader.state.shards import STORE_LABEL
+
+from .changes import Change
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +36,10 @@ SourcesByNamespace = Mapping[tuple[SourceKind, str], list[SourceMeta]]
 
 
 def source_transform(kind: SourceKind, keys: Iterable[str],
-                     full_hash: Callable[[], bool]) -> Callable[[JSON], SourceMeta]:
-    """Informer transform: hash the data, keep the annotations we read, drop the rest.
+                     full_hash: Callable[[], bool], *,
+                     label_keys: Iterable[str] = ()) -> Callable[[JSON], SourceMeta]:
+    """Informer transform: hash the data, keep the annotations (``keys``) and labels
+    (``label_keys``) a decision reads, drop the rest.
 
     For Secrets the Stakater hash (which decodes every value) is computed only when
     ``full_hash()`` says so — after the initial list, or for ``--sync-after-restart``;
@@ -41,14 +47,17 @@ def source_transform(kind: SourceKind, keys: Iterable[str],
     values are interned: they repeat across thousands of cached objects.
     """
     wanted = tuple(keys)
+    wanted_labels = tuple(label_keys)
 
     def transform(raw: JSON) -> SourceMeta:
         metadata = raw.get("metadata") or {}
         annotations = metadata.get("annotations") or {}
+        labels = metadata.get("labels") or {}
         secret = kind is SourceKind.SECRET
         return SourceMeta(
             ref=SourceRef(kind, sys.intern(str(metadata.get("namespace", ""))), str(metadata["name"])),
             hash=hash_object(kind, raw) if not secret or full_hash() else "",
+            labels={k: sys.intern(str(labels[k])) for k in wanted_labels if k in labels},
             annotations={k: sys.intern(str(annotations[k])) for k in wanted if k in annotations},
             resource_version=str(metadata.get("resourceVersion", "")),
             fingerprint=data_fingerprint(raw) if secret else "",
@@ -66,28 +75,34 @@ class Caches:
         self.api = api
         self.adapters = adapters
         self.observer = observer
-        self.allowed_namespaces: set[str] | None = None
-        """Namespaces ``--namespace-selector`` selects right now (None: no selector)."""
+        self.membership: NamespaceMembership[Change] | None = None
+        """Namespaces ``--namespace-selector`` selects, by version (None: no selector)."""
+        self._on_handover: Callable[[Change], None] = lambda change: None
         self.source_informers: dict[SourceKind, list[Informer[SourceMeta]]] = {}
         self.workload_informers: dict[str, list[Informer[WorkloadRecord]]] = {}
-        self.namespace_informer: Informer[Mapping[str, str]] | None = None
+        self.namespace_informer: Informer[int | None] | None = None
         self.csi: CsiWatch | None = None
         """The CSI informers; None unless the integration is on and its API is served."""
 
     # --- building and running ------------------------------------------------------
 
     def build(self, *, on_source: Handler[SourceMeta], on_workload: Handler[WorkloadRecord],
-              on_class_change: ChangeHandler | None = None) -> None:
+              on_class_change: ChangeHandler | None = None,
+              on_handover: Callable[[Change], None] | None = None) -> None:
         """Create (not start) the informers the configuration asks for.
 
-        ``on_class_change`` receives SecretProviderClass changes (``--enable-csi-integration``).
+        ``on_class_change`` receives SecretProviderClass changes (``--enable-csi-integration``);
+        ``on_handover`` receives the changes a namespace joining the selector hands back:
+        seen before the join arrived, made after it (``membership.py``).
         """
         filters = self.config.filters
+        if on_handover is not None:
+            self._on_handover = on_handover
         if filters.namespace_selector:
-            self.allowed_namespaces = set()
+            self.membership = NamespaceMembership()
             self.namespace_informer = Informer(
                 self.api, NAMESPACES,
-                lambda raw: dict((raw.get("metadata") or {}).get("labels") or {}),
+                lambda raw: resource_version((raw.get("metadata") or {}).get("resourceVersion")),
                 self._on_namespace,
                 options=InformerOptions(label_selector=filters.namespace_selector),
                 observer=self.observer,
@@ -103,7 +118,8 @@ class Caches:
             self.source_informers[source_kind] = [
                 Informer(
                     self.api, resource,
-                    source_transform(source_kind, keys, self._full_hashes(source_kind)),
+                    source_transform(source_kind, keys, self._full_hashes(source_kind),
+                                     label_keys=(STORE_LABEL,)),
                     on_source,
                     options=InformerOptions(
                         namespace=scope, label_selector=filters.resource_label_selector,
@@ -150,23 +166,47 @@ class Caches:
 
     def _full_hashes(self, kind: SourceKind) -> Callable[[], bool]:
         """Whether the informer for ``kind`` must compute Stakater hashes right now."""
-        if self.config.behaviour.sync_after_restart or self.config.runtime.enable_ha:
-            return lambda: True  # start-up / take-over checks compare recorded hashes
+        if (self.config.behaviour.sync_after_restart or self.config.runtime.enable_ha
+                or self.config.state.enabled):
+            return lambda: True  # start-up / take-over checks and the state store compare hashes
         return lambda: all(i.has_synced() for i in self.source_informers.get(kind, ()))
 
-    def _on_namespace(self, event: InformerEvent[Mapping[str, str]]) -> None:
-        assert self.allowed_namespaces is not None
-        if event.delta.new is None:
-            self.allowed_namespaces.discard(event.delta.key)
+    def _on_namespace(self, event: InformerEvent[int | None]) -> None:
+        """A namespace starts or stops matching --namespace-selector (hand-over: membership.py)."""
+        assert self.membership is not None
+        namespace, delta = event.delta.key, event.delta
+        if delta.new is None:
+            self.membership.leave(namespace, resource_version(event.resource_version))
+        elif delta.old is None:
+            for change in self.membership.join(namespace, delta.new, initial=event.initial):
+                self._on_handover(change)  # changed after the join, seen before it
         else:
-            self.allowed_namespaces.add(event.delta.key)
+            return  # still matching: nothing moves
+        if not event.initial:
+            joined = delta.new is not None
+            log.info("namespace joined the selector" if joined else "namespace left the selector",
+                     extra={"namespace": namespace, "selector": self.config.filters.namespace_selector})
 
     # --- lookups -------------------------------------------------------------------
 
     def namespace_allowed(self, namespace: str) -> bool:
-        """Whether changes in ``namespace`` are this instance's (selector and shard)."""
-        allowed = self.allowed_namespaces
-        return (allowed is None or namespace in allowed) and self.config.filters.shard.owns(namespace)
+        """Whether changes in ``namespace`` are this instance's now (selector and shard)."""
+        membership = self.membership
+        return ((membership is None or membership.selected(namespace))
+                and self.config.filters.shard.owns(namespace))
+
+    def owns_change(self, change: Change, version: str) -> bool:
+        """Whether ``change``, made at resourceVersion ``version``, is this instance's.
+
+        With a selector, by the namespace's membership *at that version*; a declined change
+        is kept in case its namespace joins at an older version (``membership.py``).
+        """
+        namespace = change.meta.ref.namespace
+        if not self.config.filters.shard.owns(namespace):
+            return False
+        membership = self.membership
+        return membership is None or membership.owns(namespace, resource_version(version),
+                                                     change.meta.ref, change)
 
     def source_kinds(self) -> list[SourceKind]:
         """The source kinds watched (``--resources-to-ignore`` drops one; SecretProviderClass
@@ -214,3 +254,11 @@ class Caches:
     def workloads(self) -> list[WorkloadRecord]:
         return [r for group in self.workload_informers.values() for i in group
                 for r in i.store.values()]
+
+
+def resource_version(text: object) -> int | None:
+    """A resourceVersion as a number to order changes by (None: absent or not a number)."""
+    try:
+        return int(str(text))
+    except ValueError:
+        return None

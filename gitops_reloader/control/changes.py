@@ -70,11 +70,17 @@ class ChangeDetector:
 
 
 class PendingChanges:
-    """Changed sources per workload key, and batch groups of workload keys (thread-safe)."""
+    """Changed sources per workload key, and batch groups of workload keys (thread-safe).
+
+    What :meth:`take` / :meth:`take_group` hand out stays *in flight* until
+    :meth:`settle` is called for the same key, so :meth:`sources` names every source
+    with work outstanding, queued or under way (the state store holds those back).
+    """
 
     def __init__(self) -> None:
         self._pending: dict[str, dict[SourceRef, PendingSource]] = {}
         self._groups: dict[str, set[str]] = {}
+        self._in_flight: dict[str, set[SourceRef]] = {}
         self._lock = threading.Lock()
 
     def __bool__(self) -> bool:
@@ -92,9 +98,25 @@ class PendingChanges:
                 pending[ref] = item
 
     def take(self, key: str) -> dict[SourceRef, PendingSource]:
-        """Remove and return what is pending for ``key`` (empty: nothing)."""
+        """Remove and return what is pending for ``key`` (empty: nothing); in flight until settled."""
         with self._lock:
-            return self._pending.pop(key, {})
+            taken = self._pending.pop(key, {})
+            if taken:
+                self._in_flight.setdefault(key, set()).update(taken)
+            return taken
+
+    def settle(self, key: str) -> None:
+        """The work taken for ``key`` (a workload or batch group key) is finished."""
+        with self._lock:
+            self._in_flight.pop(key, None)
+
+    def sources(self) -> set[SourceRef]:
+        """Every source with work outstanding: pending or in flight."""
+        with self._lock:
+            out = {ref for pending in self._pending.values() for ref in pending}
+            for refs in self._in_flight.values():
+                out |= refs
+            return out
 
     def join_group(self, group: str, key: str) -> None:
         """Make ``key`` a member of batch ``group`` (emitted together)."""
@@ -105,4 +127,8 @@ class PendingChanges:
         """Remove the group and return each member's pending sources, members sorted."""
         with self._lock:
             members = sorted(self._groups.pop(group, set()))
-            return {key: self._pending.pop(key, {}) for key in members}
+            taken = {key: self._pending.pop(key, {}) for key in members}
+            flying = {ref for sources in taken.values() for ref in sources}
+            if flying:
+                self._in_flight.setdefault(group, set()).update(flying)
+            return taken

@@ -5,6 +5,11 @@ with changes in its queue) each workload's recorded hash — the env var or anno
 sink wrote — is compared with its sources' current hash. Only a workload whose recorded
 hash differs is reloaded; one that never recorded a hash is left alone. A batch sink (git)
 gets every tracked source as a resync and compares the manifest's digest itself.
+
+With the state store (``--state-store``, loaded before this runs) the store also answers
+for workloads without a marker — never reloaded, or stripped by a GitOps re-apply — by
+the rule in :mod:`gitops_reloader.state.resync`: marker, else what the workload was last
+given, else what the controller last finished handling for the source.
 """
 
 from __future__ import annotations
@@ -13,9 +18,11 @@ from gitops_reloader.control.caches import Caches
 from gitops_reloader.control.changes import PendingSource
 from gitops_reloader.control.reconciler import Reconciler
 from gitops_reloader.model import SourceRef
+from gitops_reloader.state.keeper import StateKeeper
 
 
-def out_of_date(caches: Caches, reconciler: Reconciler) -> dict[str, dict[SourceRef, PendingSource]]:
+def out_of_date(caches: Caches, reconciler: Reconciler, state: StateKeeper | None = None,
+                ) -> dict[str, dict[SourceRef, PendingSource]]:
     """Workload key → the sources to reload it for, for every out-of-date workload."""
     stale_by_workload: dict[str, dict[SourceRef, PendingSource]] = {}
     by_namespace = caches.sources_by_namespace()
@@ -33,7 +40,10 @@ def out_of_date(caches: Caches, reconciler: Reconciler) -> dict[str, dict[Source
                 stale[meta.ref] = PendingSource(meta, resync=True)
                 continue
             recorded = reconciler.recorded_hash(record, meta, container)
-            if recorded is not None and recorded != meta.hash:
+            if state is not None:
+                if state.out_of_date(record.ref, meta, recorded):
+                    stale[meta.ref] = PendingSource(meta)
+            elif recorded is not None and recorded != meta.hash:
                 stale[meta.ref] = PendingSource(meta)
         if stale:
             stale_by_workload[record.ref.key] = stale

@@ -44,6 +44,8 @@ class InformerEvent(Generic[T]):
     resource: str
     delta: Delta[T]
     initial: bool
+    resource_version: str = ""
+    """The watch event's object version (for a delete: the deletion's), or the list's."""
 
 
 class Handler(Protocol[T]):
@@ -182,7 +184,7 @@ class Informer(Generic[T]):
         self._resource_version = resource_version
         del entries
         for delta in deltas:
-            self._notify(delta, initial=initial)
+            self._notify(delta, initial=initial, resource_version=resource_version)
         del deltas
         self._synced.set()
         release_free_heap()
@@ -246,12 +248,12 @@ class Informer(Generic[T]):
             key, rv, record = entry
             delta = self.store.delete(key) if kind == "DELETED" else self.store.upsert(key, rv, record)
             if delta is not None:
-                self._notify(delta, initial=False)
+                self._notify(delta, initial=False, resource_version=resource_version)
         if resource_version:
             self._resource_version = resource_version
 
-    def _notify(self, delta: Delta[T], *, initial: bool) -> None:
+    def _notify(self, delta: Delta[T], *, initial: bool, resource_version: str) -> None:
         try:
-            self.handler(InformerEvent(self.kind.plural, delta, initial))
+            self.handler(InformerEvent(self.kind.plural, delta, initial, resource_version))
         except Exception:
             log.exception("event handler failed", extra={"resource": self.name, "key": delta.key})

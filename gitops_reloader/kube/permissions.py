@@ -108,7 +108,27 @@ def required_permissions(config: Config, adapters: Mapping[str, WorkloadAdapter]
         needs += _needs(CONFIGMAPS, ("create",), scope, feature, essential=False)
         needs += _needs(CONFIGMAPS, ("get", "update"), scope, feature, essential=False,
                         name=META_INFO_NAME)
+    if config.state.enabled:
+        needs += _state_store_needs(config)
     return list(dict.fromkeys(needs))
+
+
+def _state_store_needs(config: Config) -> list[Need]:
+    """``--state-store configmap``: its shards, and the digest key its entries are keyed with.
+
+    Shard names grow with the data, so get/update cannot be limited to named objects.
+    ``--dry-run`` only reads (the list at start-up; the key is not created).
+    """
+    state, gitops = config.state, config.gitops
+    feature = "keep reload state in ConfigMaps (--state-store)"
+    read_only = config.runtime.dry_run
+    needs = _needs(CONFIGMAPS, ("list",) if read_only else ("list", "get", "create", "update"),
+                   [state.namespace], feature)
+    key_scope = [gitops.digest_key_namespace]
+    if not read_only:
+        needs += _needs(SECRETS, ("create",), key_scope, feature)
+    needs += _needs(SECRETS, ("get",), key_scope, feature, name=gitops.digest_key_secret)
+    return needs
 
 
 def _csi_needs(adapters: Mapping[str, WorkloadAdapter], scopes: Sequence[str]) -> list[Need]:

@@ -9,13 +9,17 @@ Configured as Stakater is, by environment (collected into ``Config.alerts``):
 ``ALERT_WEBHOOK_URL``      where to POST; required when enabled; treated as a secret
 ``ALERT_ADDITIONAL_INFO``  prefixed to every message as ``"<info> : <message>"``
 ``ALERT_WEBHOOK_PROXY``    optional HTTP(S) proxy for the POST
+``ALERT_STRUCTURED``       ``true``: the raw webhook gets Stakater v2's JSON (below)
 =========================  ===============================================================
 
 Payloads: Slack and Google Chat ``{"text": message}``; Teams a MessageCard
 ``{"@type": "MessageCard", "@context": "http://schema.org/extensions", "text": message}``
 (Stakater sends the bare ``{"text": ...}``, which Teams reads the same way); the raw
 webhook gets the message as a ``text/plain`` body with Markdown ``*`` removed, exactly as
-Stakater's raw sink posts it, so existing receivers keep parsing it.
+Stakater's raw sink posts it, so existing receivers keep parsing it. With
+``ALERT_STRUCTURED`` (v2's ``--alert-structured``) the raw webhook gets v2's JSON instead:
+``{"event": "reload", "workloadKind", "workloadName", "workloadNamespace", "resourceKind",
+"resourceName", "resourceNamespace", "timestamp" (RFC 3339), "additional" (when set)}``.
 
 :class:`Alerter` never blocks or raises into its caller: :meth:`Alerter.notify` puts the
 message on a bounded queue and returns; one daemon thread posts, with a timeout and
@@ -35,6 +39,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -62,6 +67,51 @@ class AlertConfig:
     additional_info: str = ""
     """Prefixed to every message, e.g. the cluster name."""
     proxy: str = field(default="", repr=False)
+    structured: bool = False
+    """Raw webhook only: Stakater v2's JSON document instead of the text line."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadAlert:
+    """One reloaded workload and the source that caused it (Stakater v2's ``AlertMessage``).
+
+    ``hash_prefix`` is a short prefix of a ConfigMap hash (empty for Secrets), never data.
+    """
+
+    workload_kind: str
+    workload_name: str
+    workload_namespace: str
+    resource_kind: str
+    """``ConfigMap``, ``Secret`` or ``SecretProviderClass``."""
+    resource_name: str
+    resource_namespace: str
+    timestamp: datetime
+    stakater_type: str = ""
+    """The source's Stakater type name (``CONFIGMAP``, ...) for the text message."""
+    hash_prefix: str = ""
+
+    @property
+    def text(self) -> str:
+        """Stakater v1's text for this reload."""
+        return reload_message(workload=self.workload_name, kind=self.workload_kind,
+                              source=self.resource_name, namespace=self.workload_namespace,
+                              source_kind=self.stakater_type, hash_prefix=self.hash_prefix)
+
+    def document(self, additional: str) -> dict[str, str]:
+        """Stakater v2's structured raw-webhook JSON (``rawMessage``)."""
+        doc = {
+            "event": "reload",
+            "workloadKind": self.workload_kind,
+            "workloadName": self.workload_name,
+            "workloadNamespace": self.workload_namespace,
+            "resourceKind": self.resource_kind,
+            "resourceName": self.resource_name,
+            "resourceNamespace": self.resource_namespace,
+            "timestamp": self.timestamp.isoformat(timespec="seconds").replace("+00:00", "Z"),
+        }
+        if additional:
+            doc["additional"] = additional
+        return doc
 
 
 def alert_config_from_env(env: Mapping[str, str]) -> AlertConfig:
@@ -87,6 +137,7 @@ def alert_config_from_env(env: Mapping[str, str]) -> AlertConfig:
         webhook_url=url,
         additional_info=env.get("ALERT_ADDITIONAL_INFO", "").strip(),
         proxy=env.get("ALERT_WEBHOOK_PROXY", "").strip(),
+        structured=env.get("ALERT_STRUCTURED", "").strip().lower() in _TRUE,
     )
 
 
@@ -184,7 +235,7 @@ class Alerter:
         self._thread: threading.Thread | None = None
         self._closed = False
 
-    def notify(self, message: str) -> None:
+    def notify(self, message: str | ReloadAlert) -> None:
         """Queue ``message`` for delivery and return at once; never raises."""
         if not self.config.enabled:
             return
@@ -221,11 +272,15 @@ class Alerter:
             self._client.close()
         return finished and not self._abort.is_set()
 
-    def payload(self, message: str) -> tuple[dict[str, Any] | None, str]:
+    def payload(self, message: str | ReloadAlert) -> tuple[dict[str, Any] | None, str]:
         """The request for ``message``: a JSON body, or ``None`` and a plain text body."""
         info = self.config.additional_info
-        text = f"{info} : {message}" if info else message
         sink = self.config.sink
+        if isinstance(message, ReloadAlert):
+            if sink == "webhook" and self.config.structured:
+                return message.document(info), ""
+            message = message.text
+        text = f"{info} : {message}" if info else message
         if sink == "teams":
             return {"@type": "MessageCard", "@context": _CARD_CONTEXT, "text": text}, ""
         if sink in ("slack", "gchat"):
@@ -258,13 +313,14 @@ class Alerter:
                 self._count(False)
                 continue
             try:
-                ok = self._deliver(str(item))
+                assert isinstance(item, str | ReloadAlert)
+                ok = self._deliver(item)
             except Exception:  # keep the thread alive whatever happens
                 log.exception("alert failed", extra={"sink": self.config.sink})
                 ok = False
             self._count(ok)
 
-    def _deliver(self, message: str) -> bool:
+    def _deliver(self, message: str | ReloadAlert) -> bool:
         assert self._client is not None
         body, text = self.payload(message)
         where = safe_url(self.config.webhook_url)

@@ -39,6 +39,9 @@ SINK_OUTCOMES = frozenset({"applied", "already-current", "skipped", "would-apply
 WATCH_RESTART_REASONS = frozenset({"expired", "error", "closed"})
 """Allowed ``reason`` label values of ``gitops_reloader_watch_restarts_total``."""
 
+STATE_STORE_OPERATIONS = frozenset({"read", "write", "key"})
+"""Allowed ``operation`` label values of ``gitops_reloader_state_store_errors_total``."""
+
 _EMIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
@@ -104,6 +107,10 @@ class Metrics:
     ``webhook_posts_total{success}``          POSTs of the ``webhook`` sink
     ``leader``                                1 while this replica holds the Lease
     ``informer_synced{resource}``             1 once the informer's cache has synced
+    ``state_store_batches_total``             state-store batches written (every shard)
+    ``state_store_errors_total{operation}``   state-store failures: read, write, key
+    ``state_store_invalid_entries_total``     unreadable state-store lines skipped
+    ``state_store_entries{kind}``             source / workload entries, and shards
     ========================================  =========================================
     """
 
@@ -173,6 +180,16 @@ class Metrics:
             "Permissions the configuration needs that the API server denied at start-up.", ("essential",))
         self._informer_synced = gauge(
             "informer_synced", "1 once the informer's cache has synced.", ("resource",))
+        self._state_batches = counter(
+            "state_store_batches_total", "State-store batches written (every shard).")
+        self._state_errors = counter(
+            "state_store_errors_total", "State-store failures by operation (read, write, key).",
+            ("operation",))
+        self._state_invalid = counter(
+            "state_store_invalid_entries_total", "Unreadable state-store lines or shards skipped.")
+        self._state_entries = gauge(
+            "state_store_entries", "State-store entries (kind source, workload) and shards (kind shard).",
+            ("kind",))
 
     # Stakater-compatible
 
@@ -267,6 +284,28 @@ class Metrics:
     def set_leader(self, leader: bool) -> None:
         """Report whether this replica currently leads."""
         self._leader.set(1 if leader else 0)
+
+    # state store
+
+    def state_store_batch(self) -> None:
+        """Count one state-store batch written."""
+        self._state_batches.inc()
+
+    def state_store_error(self, operation: str) -> None:
+        """Count one state-store failure: ``read`` (load), ``write`` (a batch) or ``key`` (digest key)."""
+        if operation not in STATE_STORE_OPERATIONS:
+            raise ValueError(f"unknown state-store operation {operation!r}")
+        self._state_errors.labels(operation=operation).inc()
+
+    def state_store_invalid(self, count: int) -> None:
+        """Count unreadable state-store lines skipped at load."""
+        self._state_invalid.inc(count)
+
+    def set_state_store_entries(self, sources: int, workloads: int, shards: int) -> None:
+        """Report the stored state's size."""
+        self._state_entries.labels(kind="source").set(sources)
+        self._state_entries.labels(kind="workload").set(workloads)
+        self._state_entries.labels(kind="shard").set(shards)
 
     # git and git hosts
 

@@ -21,7 +21,12 @@ For one branch (``gitops-reloader/<base>/<key>``), :meth:`emit_batch`:
    of the base, carrying a valid seal — an HMAC over its tree and parent keyed with the
    digest key, which only the controller holds; names and e-mails are never trusted).
    If anyone else pushed to it, the branch is left alone: a ``ForeignCommits`` Warning
-   Event on each workload, outcome ``skipped``, no push, no commit, no auto-merge;
+   Event on each workload, outcome ``skipped``, no push, no commit, no auto-merge. With
+   ``autoMerge`` on, the auto-merge asked for earlier is cancelled
+   (:meth:`~gitops_reloader.gitops.hosts.GitHost.cancel_auto_merge`), so foreign content is
+   never merged on the controller's authority; the Event says whether it was cancelled,
+   none was armed, or cancelling failed (``git_errors_total{reason="cancel-auto-merge"}``;
+   tried again on the next change, the other workloads carry on);
 4. **rebuilds the branch as one sealed commit on the latest base**: the config-hash
    changes of the previous commit of the open pull request are carried over file by file
    (a file whose change is anything else is refused and logged; unchanged by the base
@@ -51,7 +56,7 @@ token (:class:`~gitops_reloader.errors.HostAuthError`) is permanent: Warning Eve
 each workload, ``skipped``. Per-workload problems (no manifest, unparsable file, ...)
 skip that workload only, as in the git sink. Metrics:
 ``pr_operations_total{host, operation}`` (``create``, ``update``, ``skip``, ``close``,
-``auto-merge``) and ``git_errors_total{repo, reason}``.
+``auto-merge``, ``cancel-auto-merge``) and ``git_errors_total{repo, reason}``.
 
 **Secrets.** Only keyed digests are written; the body shows their first 12 hex digits.
 Titles, bodies, commit messages, logs and events carry kind/namespace/name only. Tokens
@@ -297,8 +302,9 @@ class PullRequestSink:
                 decision = prpolicy.branch_ownership(ahead, key=digest_key.value)
                 if not decision.ours:
                     self.metrics.pr_operation(host.kind, "skip")
+                    note = self._cancel_auto_merge(name, target, pull, branch)
                     for position, request, _ in located:
-                        outcomes[position] = self._foreign(request, name, branch, pull, decision)
+                        outcomes[position] = self._foreign(request, name, branch, pull, decision, note)
                     return outcomes
 
             # Rebuild: one commit on the latest base = previous commit carried over + this batch.
@@ -453,6 +459,30 @@ class PullRequestSink:
             log.info("auto-merge not available on this host or repository",
                      extra={"repo": name, "number": pull.number})
 
+    def _cancel_auto_merge(self, name: str, target: _Target, pull: PullRequest, branch: str) -> str:
+        """Cancel the auto-merge we may have armed on a branch that is not ours any more.
+
+        Returns the sentence for the ``ForeignCommits`` Event (``""`` without ``autoMerge``).
+        A failure is logged and counted, never raised: the next change tries again.
+        """
+        if not target.config.auto_merge:
+            return ""
+        fields = {"repo": name, "branch": branch, "number": pull.number}
+        try:
+            cancelled = target.host.cancel_auto_merge(target.config.repository, pull.number)
+        except HostError as exc:
+            self.metrics.git_error(name, "cancel-auto-merge")
+            log.warning("could not cancel the auto-merge of a pull request with foreign commits; "
+                        "tried again on the next change", extra={**fields, "error": str(exc)})
+            return (f" Its auto-merge could NOT be cancelled ({_short_error(exc)}): cancel it by hand; "
+                    "it is tried again on the next change.")
+        if cancelled:
+            self.metrics.pr_operation(target.host.kind, "cancel-auto-merge")
+            log.warning("auto-merge cancelled: the pull-request branch has foreign commits", extra=fields)
+            return " Its auto-merge was cancelled."
+        log.info("no auto-merge armed on the pull request with foreign commits", extra=fields)
+        return " There was no auto-merge of ours to cancel."
+
     def _close_obsolete(self, name: str, target: _Target, pull: PullRequest | None, branch: str) -> None:
         """Every edit of the branch is on the base now: close its open pull request."""
         if pull is None:
@@ -497,10 +527,10 @@ class PullRequestSink:
     # -- reporting ------------------------------------------------------------------------------
 
     def _foreign(self, request: ReloadRequest, repo_name: str, branch: str, pull: PullRequest,
-                 decision: prpolicy.BranchDecision) -> Outcome:
+                 decision: prpolicy.BranchDecision, auto_merge_note: str = "") -> Outcome:
         message = (f"pull-request sink, repository {repo_name}: branch {branch} has commits from someone "
                    f"else ({decision.reason}); not updated. Pull request #{pull.number} is theirs now: "
-                   "merge or close it, and the next change opens a new one")
+                   f"merge or close it, and the next change opens a new one.{auto_merge_note}")
         log.warning("pull-request branch has commits from someone else; not updated", extra={
             "object": request.ref.key, "sink": self.name, "repo": repo_name, "branch": branch,
             "number": pull.number, "reason": decision.reason})
@@ -523,6 +553,12 @@ def _branch_repository(handle: RepositoryHandle) -> PullRequestRepository:
 def _same(a: str, b: str) -> bool:
     """Equal up to line endings and surrounding whitespace (hosts normalize both)."""
     return a.replace("\r\n", "\n").strip() == b.replace("\r\n", "\n").strip()
+
+
+def _short_error(exc: HostError, limit: int = 200) -> str:
+    """The host client's message (already scrubbed of tokens), cut to ``limit`` characters."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _short(items: Sequence[str]) -> str:

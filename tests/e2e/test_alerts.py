@@ -6,6 +6,7 @@ import logging
 import socket
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -14,6 +15,7 @@ from gitops_reloader.errors import ConfigError
 from gitops_reloader.observability.alerts import (
     AlertConfig,
     Alerter,
+    ReloadAlert,
     alert_config_from_env,
     reload_message,
 )
@@ -50,8 +52,10 @@ def alerter(
     retries: int = 3,
     backoff: float = 0.01,
     max_queue: int = 1000,
+    structured: bool = False,
 ) -> Alerter:
-    config = AlertConfig(enabled=True, sink=sink, webhook_url=url, additional_info=info)
+    config = AlertConfig(enabled=True, sink=sink, webhook_url=url, additional_info=info,
+                         structured=structured)
     return Alerter(config, metrics=metrics, retries=retries, timeout=2.0, backoff=backoff,
                    max_queue=max_queue)
 
@@ -79,6 +83,46 @@ MESSAGE = reload_message(
     workload="web", kind="Deployment", source="app-cfg", source_kind="CONFIGMAP",
     namespace="ns", hash_prefix="3c9a892aeaed",
 )
+
+
+RELOAD = ReloadAlert(
+    workload_kind="Deployment", workload_name="web", workload_namespace="ns",
+    resource_kind="ConfigMap", resource_name="app-cfg", resource_namespace="ns",
+    timestamp=datetime(2026, 11, 24, 7, 5, 9, tzinfo=UTC), stakater_type="CONFIGMAP",
+    hash_prefix="3c9a892aeaed",
+)
+
+
+def test_structured_raw_webhook_gets_stakater_v2s_json(receiver: HttpReceiver, metrics: Metrics) -> None:
+    """v2 ``--alert-structured``: ``rawMessage`` as JSON, additional info as its own field."""
+    a = alerter(receiver.url + "/hook", "webhook", metrics, info="cluster: prod-eu", structured=True)
+    a.notify(RELOAD)
+    [request] = receiver.wait_for(1)
+    assert a.close(5)
+    assert request.header("content-type") == "application/json"
+    assert request.json == {
+        "event": "reload", "workloadKind": "Deployment", "workloadName": "web",
+        "workloadNamespace": "ns", "resourceKind": "ConfigMap", "resourceName": "app-cfg",
+        "resourceNamespace": "ns", "timestamp": "2026-11-24T07:05:09Z", "additional": "cluster: prod-eu",
+    }
+
+
+@pytest.mark.parametrize(("sink", "structured"), [("webhook", False), ("slack", True)])
+def test_a_reload_alert_is_text_unless_the_raw_sink_is_structured(
+    receiver: HttpReceiver, metrics: Metrics, sink: str, structured: bool,
+) -> None:
+    a = alerter(receiver.url + "/hook", sink, metrics, structured=structured)
+    a.notify(RELOAD)
+    [request] = receiver.wait_for(1)
+    assert a.close(5)
+    text = MESSAGE.replace("*", "") if sink == "webhook" else MESSAGE
+    assert (request.body.decode() if sink == "webhook" else request.json["text"]) == text
+
+
+def test_alert_structured_is_read_from_stakater_v2s_variable() -> None:
+    env = {"ALERT_ON_RELOAD": "true", "ALERT_WEBHOOK_URL": "http://127.0.0.1:9/x"}
+    assert alert_config_from_env({**env, "ALERT_STRUCTURED": "true"}).structured
+    assert not alert_config_from_env(env).structured
 
 
 def test_reload_message_reads_like_stakaters() -> None:

@@ -270,3 +270,13 @@ def test_module_runs_as_a_separate_process_and_stops_on_sigterm(
         api.close()
     os.kill(proc.pid, signal.SIGTERM)
     assert proc.wait(10) == 0
+
+
+def test_fault_with_a_label_selector_hits_only_the_request_with_that_selector(server, core):
+    server.add_fault(Fault("list", "namespaces", 503, times=None, label_selector="shard=b"))
+    assert core.list_namespace(label_selector="shard=a").items == []
+    assert core.list_namespace().items  # no selector: not matched either
+    with pytest.raises(ApiException) as caught:
+        core.list_namespace(label_selector="shard=b")
+    assert caught.value.status == 503
+    assert server.faults.pending()  # times=None: still armed

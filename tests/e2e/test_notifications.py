@@ -118,6 +118,25 @@ def test_slack_alert_per_reload(server, api_client, receiver):
     assert all(configmap_hash(NEW)[:12] in t for t in texts)
 
 
+def test_alert_structured_posts_stakater_v2s_json_per_reload(server, api_client, receiver):
+    """v2 command line: ``--alert-webhook-url`` turns alerts on, ``--alert-structured`` makes
+    the raw sink post JSON; a Secret's alert names it and carries no hash."""
+    create(api_client, secret("creds", {"password": "old"}))
+    create(api_client, deployment("web", annotations=AUTO, containers=[uses("creds", "secretRef")]))
+    flags = [f"--alert-webhook-url={receiver.url}/hook", "--alert-structured"]
+    with running_controller(api_client, flags, environ=NO_HOME):
+        CoreV1Api(api_client).patch_namespaced_secret("creds", "ns", {"stringData": {"password": "new"}})
+        [post] = receiver.wait_for(1)
+    document = post.json
+    assert post.header("content-type") == "application/json"
+    assert {k: v for k, v in document.items() if k != "timestamp"} == {
+        "event": "reload", "workloadKind": "Deployment", "workloadName": "web",
+        "workloadNamespace": "ns", "resourceKind": "Secret", "resourceName": "creds",
+        "resourceNamespace": "ns"}
+    assert document["timestamp"].endswith("Z")
+    assert secret_hash({"password": base64.b64encode(b"new").decode()})[:12] not in post.text
+
+
 def test_alert_for_a_secret_carries_no_hash(server, api_client, receiver):
     create(api_client, secret("creds", {"password": "old"}))
     create(api_client, deployment("web", annotations=AUTO, containers=[uses("creds", "secretRef")]))

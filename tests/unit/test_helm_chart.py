@@ -30,7 +30,8 @@ from gitops_reloader.testing.apiserver.authz import rules_from_role
 VALUES_DIR = CHART_DIR / "values-tests"
 EXPECTED_MATRIX = {
     "default", "namespaced", "ha", "git-sink", "pull-request", "argo-rollouts-openshift",
-    "ignore-secrets", "monitoring-pdb-netpol", "stakater-compat",
+    "ignore-secrets", "monitoring-pdb-netpol", "stakater-compat", "shards-by-label", "shards-by-hash",
+    "state-store",
 }
 NAMESPACE = "ops"
 RELEASE = "reloader"
@@ -95,8 +96,13 @@ def args_of(docs: list[Obj]) -> list[str]:
 
 def env_of(docs: list[Obj]) -> dict[str, str]:
     """The controller's environment as the pod would see it (fieldRef namespace resolved)."""
+    return container_env(container(docs))
+
+
+def container_env(c: Obj) -> dict[str, str]:
+    """A container's environment as the pod would see it (fieldRef namespace resolved)."""
     env: dict[str, str] = {}
-    for var in container(docs).get("env", []):
+    for var in c.get("env", []):
         field = ((var.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
         if "value" in var:
             env[var["name"]] = var["value"]
@@ -107,6 +113,17 @@ def env_of(docs: list[Obj]) -> dict[str, str]:
 
 def flag_values(docs: list[Obj]) -> dict[str, str]:
     return dict(arg.split("=", 1) for arg in args_of(docs))
+
+
+def deployment_args(docs: list[Obj]) -> dict[str, list[str]]:
+    """Deployment name → its controller args after `run` (one Deployment per shard)."""
+    out: dict[str, list[str]] = {}
+    for doc in objects(docs, "Deployment"):
+        [only] = doc["spec"]["template"]["spec"]["containers"]
+        assert only["args"][0] == "run", "the first arg must be the `run` sub-command"
+        out[doc["metadata"]["name"]] = only["args"][1:]
+    assert out, "no Deployment"
+    return out
 
 
 def all_rules(docs: list[Obj]) -> Iterator[tuple[Obj, Obj]]:
@@ -197,7 +214,7 @@ def test_validator_rejects_unknown_fields_and_unknown_groups() -> None:
 
 @pytest.mark.parametrize("values", values_files())
 def test_every_arg_is_a_known_flag(rendered: dict[str, list[Obj]], values: str) -> None:
-    for arg in args_of(rendered[values]):
+    for arg in (arg for args in deployment_args(rendered[values]).values() for arg in args):
         assert arg.startswith("--") and "=" in arg, f"{arg!r}: use --flag=value"
         name = arg.split("=", 1)[0]
         assert name in KNOWN_FLAGS, f"{name} is not in gitops_reloader.config.FLAGS"
@@ -205,7 +222,8 @@ def test_every_arg_is_a_known_flag(rendered: dict[str, list[Obj]], values: str) 
 
 @pytest.mark.parametrize("values", values_files())
 def test_args_are_accepted_by_the_controller(rendered: dict[str, list[Obj]], values: str) -> None:
-    load_config(args_of(rendered[values]), environ={"POD_NAMESPACE": NAMESPACE})
+    for args in deployment_args(rendered[values]).values():
+        load_config(args, environ={"POD_NAMESPACE": NAMESPACE})
 
 
 def test_default_args_are_minimal(rendered: dict[str, list[Obj]]) -> None:
@@ -362,7 +380,12 @@ def test_no_git_objects_without_repositories(rendered: dict[str, list[Obj]], val
 @pytest.mark.parametrize("values", values_files())
 def test_probes_ports_and_security(rendered: dict[str, list[Obj]], values: str) -> None:
     docs = rendered[values]
-    c = container(docs)
+    for deployment in objects(docs, "Deployment"):
+        probes_ports_and_security(docs, deployment)
+
+
+def probes_ports_and_security(docs: list[Obj], deployment: Obj) -> None:
+    [c] = deployment["spec"]["template"]["spec"]["containers"]
     assert c["ports"] == [{"name": "http", "containerPort": 9090, "protocol": "TCP"}]
     assert c["livenessProbe"]["httpGet"] == {"path": "/live", "port": "http"}
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
@@ -371,7 +394,7 @@ def test_probes_ports_and_security(rendered: dict[str, list[Obj]], values: str) 
     assert security["allowPrivilegeEscalation"] is False
     assert security["capabilities"]["drop"] == ["ALL"]
     assert security["runAsNonRoot"] is True
-    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    pod = deployment["spec"]["template"]["spec"]
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     assert {"name": "tmp", "mountPath": "/tmp"} in c["volumeMounts"]
     env = {e["name"] for e in c["env"]}
@@ -437,12 +460,13 @@ def test_rbac_never_grants_wildcards_or_escalation(rendered: dict[str, list[Obj]
 
 
 @pytest.mark.parametrize("values", values_files())
-def test_secret_writes_only_with_git(rendered: dict[str, list[Obj]], values: str) -> None:
+def test_secret_writes_only_with_git_or_state_store(rendered: dict[str, list[Obj]], values: str) -> None:
     docs = rendered[values]
-    git = bool(objects(docs, "ConfigMap"))
+    keyed = bool(objects(docs, "ConfigMap")) or any(
+        "--state-store=configmap" in args for args in deployment_args(docs).values())
     writes = verbs_for(docs, "", "secrets") - set(READ)
-    if not git:
-        assert not writes, "secret writes without a git sink"
+    if not keyed:
+        assert not writes, "secret writes without a git sink or state store"
         return
     # create cannot be restricted by name; get/update are limited to the digest key,
     # and all of it lives in a Role in the release namespace, never in a ClusterRole.
@@ -455,6 +479,24 @@ def test_secret_writes_only_with_git(rendered: dict[str, list[Obj]], values: str
             if rule["verbs"] != ["create"]:
                 assert rule["resourceNames"] == [digest_key]
                 assert set(rule["verbs"]) == {"get", "update"}
+
+
+def test_state_store_args_and_rbac(rendered: dict[str, list[Obj]]) -> None:
+    docs = rendered["state-store"]
+    flags = flag_values(docs)
+    assert flags["--state-store"] == "configmap"
+    assert flags["--state-store-name"] == f"{FULLNAME}-state"
+    assert flags["--digest-key-secret"] == f"{FULLNAME}-digest-key"
+    role = one(docs, "Role", f"{FULLNAME}-self")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert {"apiGroups": [""], "resources": ["configmaps"],
+            "verbs": ["get", "list", "create", "update"]} in role["rules"]
+    # Config map writes stay in the release namespace: never in the ClusterRole.
+    assert verbs_for([one(docs, "ClusterRole")], "", "configmaps") == set(READ)
+    for values, other in rendered.items():
+        if values != "state-store":
+            every = deployment_args(other).values()
+            assert not any("--state-store=configmap" in args for args in every), values
 
 
 def test_namespaced_rbac(rendered: dict[str, list[Obj]]) -> None:
@@ -470,7 +512,7 @@ def test_namespaced_rbac(rendered: dict[str, list[Obj]]) -> None:
 
 def test_leases_only_with_ha(rendered: dict[str, list[Obj]]) -> None:
     for values, docs in rendered.items():
-        has_ha = "--enable-ha=true" in args_of(docs)
+        has_ha = any("--enable-ha=true" in args for args in deployment_args(docs).values())
         assert bool(verbs_for(docs, "coordination.k8s.io", "leases")) == has_ha, values
     docs = rendered["ha"]
     role = one(docs, "Role", f"{FULLNAME}-self")
@@ -491,7 +533,8 @@ def test_leases_only_with_ha(rendered: dict[str, list[Obj]]) -> None:
 
 def test_namespaces_only_with_namespace_selector(rendered: dict[str, list[Obj]]) -> None:
     for values, docs in rendered.items():
-        selector = any(arg.startswith("--namespace-selector=") for arg in args_of(docs))
+        selector = any(arg.startswith("--namespace-selector=")
+                       for args in deployment_args(docs).values() for arg in args)
         assert bool(verbs_for(docs, "", "namespaces")) == selector, values
     assert verbs_for(rendered["ha"], "", "namespaces") == set(READ)
 
@@ -546,7 +589,9 @@ def test_csi_integration_rbac(rendered: dict[str, list[Obj]]) -> None:
         if name != "argo-rollouts-openshift":
             assert not verbs_for(other, "secrets-store.csi.x-k8s.io", "secretproviderclasspodstatuses"), name
             assert not verbs_for(other, "", "pods"), name
-            assert "--enable-csi-integration=true" not in args_of(other)
+            for deployment in objects(other, "Deployment"):  # shard values render several
+                args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+                assert "--enable-csi-integration=true" not in args, name
 
 
 @pytest.mark.parametrize("values", ["git-sink", "pull-request", "monitoring-pdb-netpol"])
@@ -789,14 +834,171 @@ def test_chart_rbac_grants_every_permission_the_start_up_check_asks_for(rendered
     """The start-up check (kube/permissions.py) and the chart's Roles must agree: a chart
     install never stops on its own RBAC, whatever the values."""
     docs = rendered[name]
-    config = load_config(args_of(docs), environ={**env_of(docs), "HOME": "/nonexistent"})
-    behaviour = config.behaviour
-    adapters = adapters_for(argo_rollouts=behaviour.is_argo_rollouts, openshift=bool(behaviour.is_openshift),
-                            ignored=config.filters.ignored_workload_types)
     rules = [*rules_from_role([rule for role in objects(docs, "ClusterRole") for rule in role["rules"]])]
     for role in objects(docs, "Role"):
         rules += rules_from_role(role["rules"], namespaces=[role["metadata"]["namespace"]])
-    denied = [str(need) for need in required_permissions(config, adapters)
-              if not any(rule.allows(need.verb, need.group, need.resource, need.namespace, need.name)
-                         for rule in rules)]
-    assert denied == []
+    for deployment in objects(docs, "Deployment"):  # every shard, with its own Lease
+        [c] = deployment["spec"]["template"]["spec"]["containers"]
+        config = load_config(c["args"][1:], environ={**container_env(c), "HOME": "/nonexistent"})
+        behaviour = config.behaviour
+        adapters = adapters_for(argo_rollouts=behaviour.is_argo_rollouts,
+                                openshift=bool(behaviour.is_openshift),
+                                ignored=config.filters.ignored_workload_types)
+        denied = [str(need) for need in required_permissions(config, adapters)
+                  if not any(rule.allows(need.verb, need.group, need.resource, need.namespace, need.name)
+                             for rule in rules)]
+        assert denied == [], deployment["metadata"]["name"]
+
+
+# --------------------------------------------------------------------------- shards
+
+SHARD_LABEL = "app.kubernetes.io/shard"
+
+
+def config_of(args: list[str]) -> Any:
+    return load_config(args, environ={"POD_NAMESPACE": NAMESPACE})
+
+
+def test_empty_shards_list_renders_todays_single_deployment(helm: Path, helm_home: Path,
+                                                            tmp_path: Path) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text(json.dumps({"reloader": {"shards": []}}))
+    assert render(helm, CHART_DIR, home=helm_home, values_files=[values]) == render(
+        helm, CHART_DIR, home=helm_home)
+    docs = render(helm, CHART_DIR, home=helm_home, values_files=[VALUES_DIR / "ha.yaml"])
+    [deployment] = objects(docs, "Deployment")
+    assert deployment["metadata"]["name"] == FULLNAME
+    assert SHARD_LABEL not in json.dumps(docs)
+    assert not any(arg.startswith("--shard-") for arg in args_of(docs))
+
+
+def test_label_shards_are_separate_deployments_with_their_own_selector_and_lease(
+        rendered: dict[str, list[Obj]]) -> None:
+    docs = rendered["shards-by-label"]
+    deployments = {d["metadata"]["name"]: d for d in objects(docs, "Deployment")}
+    assert set(deployments) == {f"{FULLNAME}-a", f"{FULLNAME}-b"}
+    configs = {name: config_of(args) for name, args in deployment_args(docs).items()}
+    a, b = configs[f"{FULLNAME}-a"], configs[f"{FULLNAME}-b"]
+    # Each shard's selector is ANDed with the release-wide one.
+    assert a.filters.namespace_selector == "reloader.stakater.com/watch=true,reloader-shard=a"
+    assert b.filters.namespace_selector == "reloader.stakater.com/watch=true,reloader-shard=b"
+    assert (a.runtime.lease_name, b.runtime.lease_name) == (f"{FULLNAME}-a", f"{FULLNAME}-b")
+    assert a.runtime.enable_ha and b.runtime.enable_ha
+    assert not a.filters.shard.sharded and not b.filters.shard.sharded
+    assert b.runtime.workers == 8 and a.runtime.workers == 4  # the shard's extraArgs are its own
+    assert deployments[f"{FULLNAME}-a"]["spec"]["replicas"] == 2
+    assert deployments[f"{FULLNAME}-b"]["spec"]["replicas"] == 3
+    resources = {name: d["spec"]["template"]["spec"]["containers"][0]["resources"]
+                 for name, d in deployments.items()}
+    assert resources[f"{FULLNAME}-a"]["requests"] == {"cpu": "10m", "memory": "128Mi"}  # the default
+    assert resources[f"{FULLNAME}-b"]["requests"] == {"cpu": "50m", "memory": "256Mi"}
+    # One Lease rule naming both Leases; the namespaces read for the selectors.
+    named = [rule for _, rule in all_rules(docs) if rule.get("resourceNames")]
+    assert named == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                      "resourceNames": [f"{FULLNAME}-a", f"{FULLNAME}-b"], "verbs": ["get", "update"]}]
+    assert verbs_for(docs, "", "namespaces") == set(READ)
+
+
+@pytest.mark.parametrize("values", ["shards-by-label", "shards-by-hash"])
+def test_shards_share_one_identity_and_service_but_never_a_pod_selector(
+        rendered: dict[str, list[Obj]], values: str) -> None:
+    docs = rendered[values]
+    for kind in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Service"):
+        one(docs, kind)
+    deployments = objects(docs, "Deployment")
+    assert len(deployments) >= 2
+    selectors = []
+    for deployment in deployments:
+        shard = deployment["metadata"]["name"].rsplit("-", 1)[1]
+        selector = deployment["spec"]["selector"]["matchLabels"]
+        pod = deployment["spec"]["template"]
+        assert selector[SHARD_LABEL] == shard
+        assert selector.items() <= pod["metadata"]["labels"].items()
+        assert pod["spec"]["serviceAccountName"] == FULLNAME
+        # HA replicas spread apart from their own shard's pods.
+        term = pod["spec"]["affinity"]["podAntiAffinity"][
+            "preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+        assert term["labelSelector"]["matchLabels"] == selector
+        # The shared Service (metrics) selects every shard's pods.
+        assert one(docs, "Service")["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+        selectors.append(selector)
+    # No pod matches another Deployment's selector (overlapping selectors fight over pods).
+    for deployment in deployments:
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        assert sum(selector.items() <= labels.items() for selector in selectors) == 1
+
+
+def test_hash_shards_get_their_index_count_and_lease(rendered: dict[str, list[Obj]]) -> None:
+    docs = rendered["shards-by-hash"]
+    by_name = deployment_args(docs)
+    assert list(by_name) == [f"{FULLNAME}-s0", f"{FULLNAME}-s1", f"{FULLNAME}-s2"]
+    leases = []
+    for index, args in enumerate(by_name.values()):
+        config = config_of(args)
+        assert (config.filters.shard.index, config.filters.shard.count) == (index, 3)
+        assert config.filters.namespace_selector == ""
+        leases.append(config.runtime.lease_name)
+    assert leases == [f"{FULLNAME}-shard-{i}" for i in range(3)]
+    named = [rule for _, rule in all_rules(docs) if rule.get("resourceNames")]
+    assert named[0]["resourceNames"] == leases
+    assert [d["spec"]["replicas"] for d in objects(docs, "Deployment")] == [2, 2, 2]
+    assert not verbs_for(docs, "", "namespaces")  # hashing needs no namespace reads
+
+
+def test_shards_pdb_and_leader_alert_count_every_shard(rendered: dict[str, list[Obj]]) -> None:
+    docs = rendered["shards-by-label"]
+    pdbs = {p["metadata"]["name"]: p for p in objects(docs, "PodDisruptionBudget")}
+    deployments = {d["metadata"]["name"]: d for d in objects(docs, "Deployment")}
+    assert set(pdbs) == set(deployments)
+    for name, pdb in pdbs.items():
+        assert pdb["spec"]["selector"]["matchLabels"] == deployments[name]["spec"]["selector"]["matchLabels"]
+    rules = {rule.get("alert"): rule for group in one(docs, "PrometheusRule")["spec"]["groups"]
+             for rule in group["rules"]}
+    assert rules["GitopsReloaderLeaderMissing"]["expr"].endswith("< 2")
+
+
+def test_shard_replicas_need_ha(helm: Path, helm_home: Path, tmp_path: Path) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text(json.dumps({"reloader": {"shards": [{"name": "a", "replicas": 3}, {"name": "b"}]}}))
+    docs = render(helm, CHART_DIR, home=helm_home, values_files=[values])
+    assert [d["spec"]["replicas"] for d in objects(docs, "Deployment")] == [1, 1]
+    assert not verbs_for(docs, "coordination.k8s.io", "leases")
+    assert all("--enable-ha=true" not in args for args in deployment_args(docs).values())
+
+
+@pytest.mark.parametrize(("shards", "extra", "message"), [
+    ([{"name": "a", "namespaceSelector": "s=a"}, {"name": "b"}], {},
+     "every shard a namespaceSelector (label sharding) or none"),
+    ([{"name": "a"}, {"name": "a"}], {}, 'name "a" is used twice'),
+    ([{"name": "a"}, {"name": "b"}], {"watchGlobally": False},
+     "reloader.shards needs reloader.watchGlobally=true"),
+    ([{"name": "a"}, {"name": "b"}], {"podDisruptionBudget": {"enabled": True}},
+     "minAvailable=1 with 1 replica(s) in shard a would block every node drain"),
+])
+def test_bad_shards_fail_with_a_clear_message(helm: Path, helm_home: Path, tmp_path: Path,
+                                              shards: list[Obj], extra: Obj, message: str) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text(json.dumps({"reloader": {"shards": shards, **extra}}))
+    result = run_helm(helm, ["template", RELEASE, str(CHART_DIR), "--values", str(values)], home=helm_home)
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("name", ["Upper", "a_b", "-a", "x" * 17])
+def test_shard_names_are_checked_by_the_schema(helm: Path, helm_home: Path, tmp_path: Path,
+                                               name: str) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text(json.dumps({"reloader": {"shards": [{"name": name}]}}))
+    result = run_helm(helm, ["template", RELEASE, str(CHART_DIR), "--values", str(values)], home=helm_home)
+    assert result.returncode != 0
+    assert "shards" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("values", ["shards-by-label", "shards-by-hash"])
+def test_every_shard_keeps_its_own_state_store(helm: Path, helm_home: Path, values: str) -> None:
+    """Each shard leads alone (its own Lease), so two shards must never write one store."""
+    docs = render(helm, CHART_DIR, home=helm_home, values_files=[VALUES_DIR / f"{values}.yaml"],
+                  set_values={"reloader.stateStore": "configmap"}, release=RELEASE, namespace=NAMESPACE)
+    names = [config_of(args).state.name for args in deployment_args(docs).values()]
+    assert len(set(names)) == len(names) > 1
+    assert all(name.startswith(f"{FULLNAME}-state-") and len(name) <= 58 for name in names)

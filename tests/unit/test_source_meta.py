@@ -18,7 +18,7 @@ FINGERPRINT = "da39a3ee5e6b4b0d3255bfef95601890afd80709"
 
 
 def test_hash_and_fingerprint_read_back_as_the_hex_text_given() -> None:
-    meta = SourceMeta(REF, HASH, {"a": "b"}, resource_version="7", fingerprint=FINGERPRINT)
+    meta = SourceMeta(REF, HASH, annotations={"a": "b"}, resource_version="7", fingerprint=FINGERPRINT)
     assert (meta.hash, meta.fingerprint, meta.resource_version) == (HASH, FINGERPRINT, "7")
     assert meta.annotations == {"a": "b"}
 
@@ -34,14 +34,14 @@ def test_an_uncomputed_hash_stays_empty_text() -> None:
 
 
 def test_equal_contents_are_equal_and_hash_alike() -> None:
-    one = SourceMeta(REF, HASH, {"a": "b"}, resource_version="1")
-    two = SourceMeta(REF, HASH, {"a": "b"}, resource_version="1")
+    one = SourceMeta(REF, HASH, annotations={"a": "b"}, resource_version="1")
+    two = SourceMeta(REF, HASH, annotations={"a": "b"}, resource_version="1")
     assert one == two and hash(one) == hash(two)
-    assert one != SourceMeta(REF, FINGERPRINT, {"a": "b"}, resource_version="1")
+    assert one != SourceMeta(REF, FINGERPRINT, annotations={"a": "b"}, resource_version="1")
 
 
 def test_replace_changes_only_what_it_names() -> None:
-    meta = SourceMeta(REF, HASH, {"a": "b"}, resource_version="1", fingerprint=FINGERPRINT)
+    meta = SourceMeta(REF, HASH, annotations={"a": "b"}, resource_version="1", fingerprint=FINGERPRINT)
     moved = meta.replace(ref=SourceRef(SourceKind.SECRET, "other", "db"))
     assert moved.ref.namespace == "other"
     assert (moved.hash, moved.fingerprint, moved.annotations, moved.resource_version) == (
@@ -72,6 +72,15 @@ def test_transform_keeps_the_hashes_and_read_annotations_only() -> None:
     assert (meta.ref, meta.resource_version) == (REF, "5")
 
 
+def test_transform_keeps_only_the_labels_asked_for() -> None:
+    raw = {"metadata": {"name": "cfg", "namespace": "ns",
+                        "labels": {"gitops-reloader.io/state-store": "s", "app": "web"}}, "data": {}}
+    kept = source_transform(SourceKind.CONFIGMAP, (), lambda: True,
+                            label_keys=("gitops-reloader.io/state-store",))(raw)
+    assert kept.labels == {"gitops-reloader.io/state-store": "s"}
+    assert source_transform(SourceKind.CONFIGMAP, (), lambda: True)(raw).labels == {}
+
+
 def test_transform_of_a_configmap_compares_its_stakater_hash() -> None:
     raw = {"metadata": {"name": "cfg", "namespace": "ns"}, "data": {"k": "v"}}
     meta = source_transform(SourceKind.CONFIGMAP, (), lambda: True)(raw)
@@ -80,7 +89,7 @@ def test_transform_of_a_configmap_compares_its_stakater_hash() -> None:
 
 
 def test_it_copies_and_pickles_as_an_equal_value() -> None:
-    meta = SourceMeta(REF, HASH, {"a": "b"}, resource_version="1", fingerprint=FINGERPRINT)
+    meta = SourceMeta(REF, HASH, annotations={"a": "b"}, resource_version="1", fingerprint=FINGERPRINT)
     assert copy.copy(meta) == copy.deepcopy(meta) == pickle.loads(pickle.dumps(meta)) == meta
 
 

@@ -165,8 +165,8 @@ EFFECTS: list[tuple[str, Callable[[Config], Any], Any]] = [
         "http://127.0.0.1:3128",
     ),
     ("alert-additional-info=prod-eu", lambda c: c.alerts.get("ALERT_ADDITIONAL_INFO"), "prod-eu"),
+    ("alert-structured=true", lambda c: c.alerts.get("ALERT_STRUCTURED"), "true"),
     # Accepted so an image swap starts; they change nothing and are logged once at start-up.
-    ("alert-structured=true", lambda c: c.inert_flags, ("--alert-structured=true",)),
     ("enable-pprof=true", lambda c: c.inert_flags, ("--enable-pprof=true",)),
     ("pprof-addr=:6061", lambda c: c.inert_flags, ("--pprof-addr=:6061",)),
     ("enable-csi-integration=true", lambda c: c.behaviour.enable_csi_integration, True),
@@ -196,7 +196,7 @@ def test_environment_takes_effect_like_stakater_v2(setting, read, expected):
     elif name == "alert-proxy":  # v2 binds both ALERT_PROXY and the legacy ALERT_WEBHOOK_PROXY
         assert read(config) == expected
         assert read(load_config([], environ={**BASE, "ALERT_WEBHOOK_PROXY": value})) == expected
-    elif name.startswith(("alert-structured", "enable-pprof", "pprof-addr")):
+    elif name.startswith(("enable-pprof", "pprof-addr")):
         assert config.inert_flags == (f"--{setting}",)
     else:
         assert read(config) == expected

@@ -150,6 +150,14 @@ class GitHost(Protocol):
         """Ask the host to merge ``number`` once its checks pass; ``False`` if it can't."""
         ...
 
+    def cancel_auto_merge(self, repo: str, number: int) -> bool:
+        """Cancel an armed auto-merge of ``number``.
+
+        ``True``: one was armed and is cancelled; ``False``: none was armed, or the host
+        has no auto-merge we use (GitHub, Bitbucket Cloud).
+        """
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:

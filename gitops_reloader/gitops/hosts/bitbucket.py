@@ -153,6 +153,10 @@ class BitbucketHost(_RestHost):
         """Always ``False``: Bitbucket Cloud's API has no auto-merge."""
         return False
 
+    def cancel_auto_merge(self, repo: str, number: int) -> bool:
+        """Always ``False``: Bitbucket Cloud's API has no auto-merge."""
+        return False
+
     # -- internals -------------------------------------------------------------------------
 
     def _pulls_path(self, repo: str) -> str:

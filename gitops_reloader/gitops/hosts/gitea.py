@@ -26,6 +26,11 @@ labels).
   scheduled" (yes, too), 405 "Please try again later" while it still checks a new pull
   request (asked again with the backoff a few times), other 405/409/422 when it cannot
   merge (``False``).
+- Cancel auto-merge: ``DELETE /repos/{o}/{r}/pulls/{index}/merge`` ("cancel the scheduled
+  auto merge"): 204 when cancelled, 404 when nothing is scheduled (or no such pull
+  request: ``False`` either way), 403 when the token's user may not cancel a merge someone
+  else scheduled (a :class:`~gitops_reloader.errors.HostAuthError`), 423 when the
+  repository is locked (a :class:`~gitops_reloader.errors.HostError`).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import urllib.parse
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
+from gitops_reloader.errors import HostAuthError
 from gitops_reloader.gitops.hosts.base import PullRequest, PullRequestState, _RestHost, split_repo
 
 __all__ = ["MAX_PAGES", "GiteaHost"]
@@ -129,6 +135,22 @@ class GiteaHost(_RestHost):
             log.info("auto-merge not available", extra={
                 "host": self.kind, "repo": repo, "number": number, "status": status,
                 "reason": self._host_message(response)})
+            return False
+        return True
+
+    def cancel_auto_merge(self, repo: str, number: int) -> bool:
+        """Cancel the scheduled merge of ``number``; ``False`` if none was scheduled."""
+        path = f"{self._repo_path(repo)}/pulls/{number}/merge"
+        response = self._request("DELETE", path, repo=repo, accept=(403, 404))
+        if response.status_code == 403:
+            raise HostAuthError(
+                f"{self.kind}: not allowed to cancel the scheduled merge of {repo}#{number} (403): "
+                "someone else scheduled it and the token's user is no repository admin"
+                f"{self._quote(response)}"
+            )
+        if response.status_code == 404:
+            log.info("no scheduled merge to cancel",
+                     extra={"host": self.kind, "repo": repo, "number": number})
             return False
         return True
 

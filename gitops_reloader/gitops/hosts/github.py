@@ -119,6 +119,10 @@ class GitHubHost(_RestHost):
         """Always ``False``: GitHub offers auto-merge only through GraphQL (see the module)."""
         return False
 
+    def cancel_auto_merge(self, repo: str, number: int) -> bool:
+        """Always ``False``: we never enable GitHub's auto-merge (GraphQL only)."""
+        return False
+
     # -- internals -------------------------------------------------------------------------
 
     def _repo_path(self, repo: str) -> str:

@@ -19,6 +19,14 @@ Developer role on the project).
   ``False`` at once. 401/403 there mean the token's user may not merge into the target
   branch (a :class:`~gitops_reloader.errors.HostAuthError` that says so, not "token
   refused"). Without a pipeline, newer GitLab merges at once.
+- Cancel auto-merge: ``POST /projects/:id/merge_requests/:iid/cancel_auto_merge`` (GitLab
+  with MR !255702, 2026-09): 201 with the merge request when cancelled, 409 "Can't cancel
+  the automatic merge" when nothing was armed. Older GitLab answers 404 there, so we fall
+  back to ``POST .../cancel_merge_when_pipeline_succeeds``, which answers 201 either way
+  and says which in its body: ``{"status": "success"}``, or ``{"status": "error",
+  "message": "Can't cancel the automatic merge", "http_status": 406}``. 405 on either: the
+  merge request is merged or closed (nothing to cancel). 401/403: the token's user may
+  not cancel it (a :class:`~gitops_reloader.errors.HostAuthError`).
 - Options: ``remove_source_branch`` and ``squash`` (``pullRequest.removeSourceBranch`` /
   ``squash`` in ``--git-config``) are sent on create and on every update.
 - Descriptions are at most 1,048,576 characters.
@@ -35,7 +43,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from gitops_reloader.errors import HostAuthError
+from gitops_reloader.errors import HostAuthError, HostError
 from gitops_reloader.gitops.hosts.base import PullRequest, PullRequestState, _RestHost
 
 __all__ = ["GitLabHost"]
@@ -53,6 +61,8 @@ _CHECKING = (405, 422)  # mergeability or the pipeline not settled yet: ask agai
 _NOT_MERGEABLE = (406, 409, *_CHECKING)
 _NO_RIGHTS = (401, 403)
 _ANSWERS = (*_NOT_MERGEABLE, *_NO_RIGHTS)
+_NOTHING_ARMED = (405, 409)  # merged/closed, or no automatic merge to cancel
+_CANCEL_ANSWERS = (404, *_NOTHING_ARMED, *_NO_RIGHTS)
 
 
 @dataclass(eq=False)
@@ -148,6 +158,44 @@ class GitLabHost(_RestHost):
             )
             return False
         return True
+
+    def cancel_auto_merge(self, repo: str, number: int) -> bool:
+        """Cancel an armed auto-merge of ``!number``; ``False`` if none was armed (see the module).
+
+        Raises :class:`HostAuthError` when the token's user may not cancel it.
+        """
+        path = f"{self._mr_path(repo)}/{number}"
+        response = self._request("POST", path + "/cancel_auto_merge", repo=repo, accept=_CANCEL_ANSWERS)
+        legacy = response.status_code == 404  # a GitLab older than the endpoint
+        if legacy:
+            response = self._request(
+                "POST", path + "/cancel_merge_when_pipeline_succeeds", repo=repo,
+                accept=(*_NOTHING_ARMED, *_NO_RIGHTS), not_found=f"or merge request !{number} does not exist")
+        status = response.status_code
+        if status in _NO_RIGHTS:
+            raise HostAuthError(
+                f"{self.kind}: not allowed to cancel the automatic merge of {repo}!{number} ({status}): "
+                "the token's user needs merge rights on the target branch or to be the merge "
+                f"request's author{self._quote(response)}"
+            )
+        if status in _NOTHING_ARMED:
+            log.info("no automatic merge to cancel", extra={
+                "host": self.kind, "repo": repo, "number": number, "status": status,
+                "reason": self._host_message(response)})
+            return False
+        data = self._json(response, repo)
+        if not isinstance(data, dict):
+            raise HostError(f"{self.kind}: cancelling the automatic merge of {repo}!{number} answered "
+                            f"{status} with a JSON {type(data).__name__}, not an object")
+        if not legacy or "iid" in data or data.get("status") == "success":
+            return True
+        if data.get("status") == "error":  # a refusal sent with 201: the body says so
+            log.info("no automatic merge to cancel", extra={
+                "host": self.kind, "repo": repo, "number": number,
+                "status": data.get("http_status"), "reason": self._host_message(response)})
+            return False
+        raise HostError(f"{self.kind}: cancelling the automatic merge of {repo}!{number} answered "
+                        f"{status} without a status{self._quote(response)}")
 
     # -- internals -------------------------------------------------------------------------
 

@@ -26,7 +26,8 @@ class Fault:
     ``deployments/status`` for the subresource) or ``*``. ``status`` ``None`` with a
     ``latency`` only delays the request. A 429 carries ``Retry-After`` (``retry_after``,
     default 1 s). A 410 on a watch arrives as an ERROR event in a 200 stream, like
-    the real server's "too old resource version".
+    the real server's "too old resource version". ``label_selector`` (exact text) picks
+    one client's list or watch among several, e.g. one shard's ``--namespace-selector``.
     """
 
     verb: str
@@ -38,14 +39,17 @@ class Fault:
     latency: float = 0.0
     retry_after: int | None = None
     message: str | None = None
+    label_selector: str | None = None
 
-    def matches(self, verb: str, resource: str, namespace: str, name: str) -> bool:
+    def matches(self, verb: str, resource: str, namespace: str, name: str,
+                label_selector: str = "") -> bool:
         """Whether this fault applies to the request."""
         return (
             self.verb in ("*", verb)
             and self.resource in ("*", resource)
             and (self.namespace is None or self.namespace == namespace)
             and (self.name is None or self.name == name)
+            and (self.label_selector is None or self.label_selector == label_selector)
         )
 
     def error(self, *, plural: str, group: str, name: str, current_rv: int) -> ApiError:
@@ -100,14 +104,15 @@ class FaultBook:
         with self._lock:
             self._faults.clear()
 
-    def take(self, verb: str, resource: str, namespace: str, name: str) -> Fault | None:
+    def take(self, verb: str, resource: str, namespace: str, name: str,
+             label_selector: str = "") -> Fault | None:
         """Consume and return the first fault matching the request, if any."""
         with self._lock:
             if not self._faults:
                 return None
             for i, entry in enumerate(self._faults):
                 fault: Fault = entry[0]
-                if fault.matches(verb, resource, namespace, name):
+                if fault.matches(verb, resource, namespace, name, label_selector):
                     if entry[1] is not None:
                         entry[1] -= 1
                         if entry[1] <= 0:

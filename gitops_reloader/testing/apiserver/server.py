@@ -403,7 +403,8 @@ class _Handler(BaseHTTPRequestHandler):
         if verb in ("list", "watch"):
             api._log_query(ListQuery(verb, resource, route.namespace, params.get("labelSelector", ""),
                                      params.get("fieldSelector", "")))
-        fault = api.faults.take(verb, resource, route.namespace, route.name)
+        fault = api.faults.take(verb, resource, route.namespace, route.name,
+                                params.get("labelSelector", "") if verb in ("list", "watch") else "")
         if fault is not None:
             if fault.latency > 0:
                 time.sleep(fault.latency)

@@ -27,10 +27,12 @@ in its module, one per host, next to the answers it gives:
 - :mod:`.gitlab` (``/api/v4``): project ids or paths, 409 duplicates,
   ``remove_source_branch``/``squash``; merging answers 405/422 while the new merge
   request is checked (:meth:`PrHost.set_checking`) and 401 without merge rights
-  (:meth:`PrHost.deny_merge`).
+  (:meth:`PrHost.deny_merge`); auto-merge cancelled by ``cancel_auto_merge`` or, on an
+  older GitLab (:meth:`PrHost.gitlab_without_cancel_auto_merge`), by
+  ``cancel_merge_when_pipeline_succeeds``.
 - :mod:`.gitea` (``/api/v1``): no branch filter, ``X-Total-Count`` and ``Link``, label
   ids of the repository or its organisation (:meth:`PrHost.add_org_label`), merge
-  scheduling 201/405/409.
+  scheduling 201/405/409, cancelling it 204/404/403.
 - :mod:`.bitbucket` (``/2.0``): BBQL, ``values``/``next`` envelopes, Bearer or Basic
   (:meth:`PrHost.allow_basic`), 12-digit hashes, list items without reviewers, a
   duplicate create answered with the open pull request.

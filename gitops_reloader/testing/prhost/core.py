@@ -186,6 +186,7 @@ class Core:
         self._caps = dict(_PAGE_CAPS)
         self._checking = 0
         self._merge_denied = False
+        self._gitlab_cancel_auto_merge = True
         self._basic_user = ""
         self._renamed: dict[str, tuple[str, str]] = {}
         self._org_labels: dict[str, dict[str, int]] = {}
@@ -338,9 +339,16 @@ class Core:
 
     def deny_merge(self, denied: bool) -> None:
         """While ``denied``, merging (or scheduling it) answers 401, as GitLab does to a user
-        without merge rights on the target branch."""
+        without merge rights on the target branch; cancelling an auto-merge answers 401 on
+        GitLab and 403 on Gitea (a merge someone else scheduled, and no admin rights)."""
         with self._lock:
             self._merge_denied = denied
+
+    def gitlab_without_cancel_auto_merge(self, absent: bool) -> None:
+        """While ``absent``, GitLab answers 404 to ``POST .../cancel_auto_merge``, as servers
+        older than MR !255702 do; ``.../cancel_merge_when_pipeline_succeeds`` still works."""
+        with self._lock:
+            self._gitlab_cancel_auto_merge = not absent
 
     def allow_basic(self, username: str) -> None:
         """Accept HTTP Basic ``username:token`` (Bitbucket app passwords, API tokens)."""

@@ -11,6 +11,10 @@ organisation's (unknown id: 422). Duplicate: 409; missing head branch: 404.
 Merge scheduling (``merge_when_checks_succeed``) answers like Gitea's
 ``MergePullRequest``: 405 "Please try again later" while the new pull request is still
 checked (:meth:`Core.set_checking`), 201 when scheduled, 409 when already scheduled.
+``DELETE .../pulls/{n}/merge`` cancels the scheduled merge like ``CancelScheduledAutoMerge``:
+204, 404 when none is scheduled, 403 "user has no permission to cancel the scheduled auto
+merge" while :meth:`Core.deny_merge` (a 423 "locked" is scripted with
+:meth:`Core.answer_next`).
 """
 
 from __future__ import annotations
@@ -84,6 +88,8 @@ class GiteaApi(Core):
         if match["merge"]:
             if req.method == "GET":
                 return _Resp(204) if pull.state == "merged" else _Resp(404, _error("gitea", 404, "Not Found"))
+            if req.method == "DELETE":
+                return self._gitea_cancel_auto_merge(pull)
             if req.method != "POST":
                 return _Resp(405, _error("gitea", 405, "Method Not Allowed"))
             if pull.state != "open":
@@ -198,6 +204,17 @@ class GiteaApi(Core):
         )
         pull.labels = labels
         return _Resp(201, self._gitea_pr(repo, pull))
+
+    def _gitea_cancel_auto_merge(self, pull: _Pull) -> _Resp:
+        """Gitea's ``CancelScheduledAutoMerge``: 404 unless one is scheduled, 403 without rights."""
+        if not pull.auto_merge:
+            return _Resp(404, _error("gitea", 404, "The target couldn't be found."))
+        if self._merge_denied:
+            message = "user has no permission to cancel the scheduled auto merge"
+            return _Resp(403, _error("gitea", 403, message))
+        pull.auto_merge = False
+        self._touch(pull)
+        return _Resp(204)
 
     def _gitea_pr(self, repo: str, pull: _Pull) -> dict[str, Any]:
         state = self._repos[repo]

@@ -6,7 +6,13 @@ As GitLab answers: ``PRIVATE-TOKEN`` or ``Authorization: Bearer``;
 ``sort``, ``per_page``/``page`` with ``X-Next-Page``/``X-Total``; ``GET|PUT .../:iid``
 (``labels``, ``add_labels``, ``remove_labels``, ``state_event``, ``remove_source_branch``,
 ``squash``); ``PUT .../:iid/merge`` (``auto_merge`` / ``merge_when_pipeline_succeeds`` only
-records the wish). Labels are a comma-separated string. Duplicate: 409; missing source
+records the wish); ``POST .../:iid/cancel_auto_merge`` (201 with the merge request, 409
+"Can't cancel the automatic merge" when none is armed; 404 on an older GitLab:
+:meth:`Core.gitlab_without_cancel_auto_merge`) and ``POST
+.../:iid/cancel_merge_when_pipeline_succeeds`` (201 ``{"status": "success"}``, or 201 with
+``{"status": "error", "http_status": 406, ...}`` when none is armed); both answer 405
+for a merge request that is not open and 401 without merge rights. Labels are a
+comma-separated string. Duplicate: 409; missing source
 branch: 422. While a new merge request is checked (:meth:`Core.set_checking`: no pipeline
 yet) merging answers 405 and 422 in turn (the last one 422); a user without merge
 rights (:meth:`Core.deny_merge`) gets 401.
@@ -32,11 +38,14 @@ from gitops_reloader.testing.prhost.core import (
 
 __all__ = ["GitLabApi"]
 
+_CANT_CANCEL = "Can't cancel the automatic merge"
+
 
 class GitLabApi(Core):
     """The GitLab API of the PR host test server, mixed into :class:`PrHost`."""
 
-    _GL = re.compile(r"^/projects/(?P<project>.+?)/merge_requests(?:/(?P<iid>\d+)(?P<merge>/merge)?)?$")
+    _GL = re.compile(r"^/projects/(?P<project>.+?)/merge_requests(?:/(?P<iid>\d+)"
+                     r"(?:(?P<merge>/merge)|/(?P<cancel>cancel_auto_merge|cancel_merge_when_pipeline_succeeds))?)?$")
 
     def _gitlab(self, req: _Req) -> _Resp:
         match = self._GL.match(req.path)
@@ -51,6 +60,8 @@ class GitLabApi(Core):
                 return self._gitlab_create(req, repo, state)
             return _Resp(405, _error("gitlab", 405, "405 Method Not Allowed"))
         pull = self._pull_or_404("gitlab", state, match["iid"])
+        if match["cancel"]:
+            return self._gitlab_cancel(req, repo, pull, match["cancel"])
         if match["merge"]:
             if req.method != "PUT":
                 return _Resp(405, _error("gitlab", 405, "405 Method Not Allowed"))
@@ -102,6 +113,24 @@ class GitLabApi(Core):
         pull.labels = [n for n in pull.labels if n not in remove]
         self._touch(pull)
         return _Resp(200, self._gitlab_mr(repo, pull))
+
+    def _gitlab_cancel(self, req: _Req, repo: str, pull: _Pull, endpoint: str) -> _Resp:
+        """Both ways GitLab cancels an auto-merge: the new endpoint, and the deprecated one
+        that answers 201 even when it refuses (the body's ``status`` tells)."""
+        new = endpoint == "cancel_auto_merge"
+        if new and not self._gitlab_cancel_auto_merge:
+            return _Resp(404, {"error": "404 Not Found"})
+        if req.method != "POST" or pull.state != "open":
+            return _Resp(405, _error("gitlab", 405, "405 Method Not Allowed"))
+        if self._merge_denied:
+            return _Resp(401, _error("gitlab", 401, "401 Unauthorized"))
+        if not pull.auto_merge:
+            if new:
+                return _Resp(409, _error("gitlab", 409, _CANT_CANCEL))
+            return _Resp(201, {"message": _CANT_CANCEL, "status": "error", "http_status": 406})
+        pull.auto_merge = False
+        self._touch(pull)
+        return _Resp(201, self._gitlab_mr(repo, pull) if new else {"status": "success"})
 
     def _gitlab_options(self, req: _Req, pull: _Pull) -> None:
         for key in ("remove_source_branch", "squash"):

@@ -62,12 +62,89 @@ app.kubernetes.io/component: controller
 {{- if .Values.reloader.git.repositories }}true{{ end }}
 {{- end }}
 
+{{- define "gitops-reloader.stateStoreEnabled" -}}
+{{- if eq (.Values.reloader.stateStore | default "none") "configmap" }}true{{ end }}
+{{- end }}
+
+{{- define "gitops-reloader.stateStoreName" -}}
+{{- /* Short enough for the controller's -shard-<index> suffix and the shard index. */}}
+{{- printf "%s-state" (include "gitops-reloader.fullname" . | trunc 40 | trimSuffix "-") }}
+{{- end }}
+
 {{- define "gitops-reloader.digestKeySecret" -}}
 {{- default (printf "%s-digest-key" (include "gitops-reloader.fullname" .)) .Values.reloader.digestKeySecret }}
 {{- end }}
 
 {{- define "gitops-reloader.leaseName" -}}
 {{- include "gitops-reloader.fullname" . }}
+{{- end }}
+
+{{/*
+The controller Deployments, as a YAML list: one per reloader.shards entry, or one
+unnamed entry (today's single Deployment) when the list is empty. Each entry:
+  name        the shard's name ("" without shards)
+  deployment  the Deployment's name
+  args        the shard's own flags (--namespace-selector / --shard-*), after the shared ones
+  lease       the Lease the controller elects on (the controller adds -shard-<I> itself)
+  stateStore  --state-store-name: label shards get their own (hash shards: the controller
+              adds -shard-<I> itself)
+  leaseHeld   the Lease name as it exists in the cluster (RBAC resourceNames)
+  replicas, resources, extraArgs
+Label shards (every entry has namespaceSelector) combine it with reloader.namespaceSelector;
+hash shards (no entry has one) get --shard-index=<position> --shard-count=<entries>.
+*/}}
+{{- define "gitops-reloader.shards" -}}
+{{- $root := . }}
+{{- $r := .Values.reloader }}
+{{- $d := $r.deployment }}
+{{- $fullname := include "gitops-reloader.fullname" . }}
+{{- $lease := include "gitops-reloader.leaseName" . }}
+{{- $out := list }}
+{{- if not $r.shards }}
+{{- $args := list }}
+{{- with $r.namespaceSelector }}{{ $args = append $args (printf "--namespace-selector=%s" .) }}{{ end }}
+{{- $out = append $out (dict "name" "" "deployment" $fullname "args" $args "lease" $lease "leaseHeld" $lease "stateStore" (include "gitops-reloader.stateStoreName" $root) "replicas" $d.replicas "resources" $d.resources "extraArgs" list) }}
+{{- else }}
+{{- if not $r.watchGlobally }}
+{{- fail "reloader.shards needs reloader.watchGlobally=true (a namespaced install watches only its own namespace)" }}
+{{- end }}
+{{- $labelled := 0 }}
+{{- range $r.shards }}{{ if .namespaceSelector }}{{ $labelled = add1 $labelled }}{{ end }}{{ end }}
+{{- if and $labelled (ne (int $labelled) (len $r.shards)) }}
+{{- fail "reloader.shards: give every shard a namespaceSelector (label sharding) or none (hash sharding), not some" }}
+{{- end }}
+{{- $seen := dict }}
+{{- range $i, $s := $r.shards }}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]{0,14}[a-z0-9])?$" (toString $s.name)) }}
+{{- fail (printf "reloader.shards[%d].name %q: use lower-case letters, digits and '-' (at most 16 characters)" $i (toString $s.name)) }}
+{{- end }}
+{{- if hasKey $seen $s.name }}
+{{- fail (printf "reloader.shards: name %q is used twice" $s.name) }}
+{{- end }}
+{{- $_ := set $seen $s.name true }}
+{{- $name := printf "%s-%s" ($fullname | trunc (int (sub 62 (len $s.name))) | trimSuffix "-") $s.name }}
+{{- $args := list }}
+{{- $shardLease := $lease }}
+{{- $held := printf "%s-shard-%d" $lease $i }}
+{{- $stateStore := include "gitops-reloader.stateStoreName" $root }}
+{{- if $labelled }}
+{{- $selector := join "," (compact (list ($r.namespaceSelector | default "") $s.namespaceSelector)) }}
+{{- $args = append $args (printf "--namespace-selector=%s" $selector) }}
+{{- $shardLease = printf "%s-%s" $lease $s.name }}
+{{- $held = $shardLease }}
+{{- /* Each label shard leads alone: its own state store, as its own Lease. */}}
+{{- $stateStore = printf "%s-%s" ($stateStore | trunc (int (sub 57 (len $s.name))) | trimSuffix "-") $s.name }}
+{{- else }}
+{{- with $r.namespaceSelector }}{{ $args = append $args (printf "--namespace-selector=%s" .) }}{{ end }}
+{{- $args = append $args (printf "--shard-count=%d" (len $r.shards)) }}
+{{- $args = append $args (printf "--shard-index=%d" $i) }}
+{{- end }}
+{{- $replicas := $d.replicas }}
+{{- if hasKey $s "replicas" }}{{ $replicas = $s.replicas }}{{ end }}
+{{- $out = append $out (dict "name" $s.name "deployment" $name "args" $args "lease" $shardLease "leaseHeld" $held "stateStore" $stateStore "replicas" $replicas "resources" ($s.resources | default $d.resources) "extraArgs" ($s.extraArgs | default list)) }}
+{{- end }}
+{{- end }}
+{{- toYaml $out }}
 {{- end }}
 
 {{- define "gitops-reloader.gitConfigDir" -}}/etc/gitops-reloader{{- end }}
@@ -222,24 +299,32 @@ live in the namespaced "-self" Role (role-self.yaml), never here.
 {{- end }}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "events") "verbs" (list "create" "patch")) }}
 {{- $rules = append $rules (dict "apiGroups" (list "events.k8s.io") "resources" (list "events") "verbs" (list "create" "patch")) }}
-{{- if and $r.namespaceSelector $r.watchGlobally }}
+{{- $selectors := $r.namespaceSelector }}
+{{- range $r.shards }}{{ if .namespaceSelector }}{{ $selectors = true }}{{ end }}{{ end }}
+{{- if and $selectors $r.watchGlobally }}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "namespaces") "verbs" (list "get" "list" "watch")) }}
 {{- end }}
 {{- /* Argo CD / Flux objects: Roles in their namespaces only (rbac-gitops.yaml). */}}
 {{- toYaml $rules }}
 {{- end }}
 
-{{/* Rules of the "-self" Role in the release namespace: HA Lease, digest key Secret, meta-info ConfigMap. */}}
+{{/* Rules of the "-self" Role in the release namespace: HA Lease, digest key Secret, state-store and meta-info ConfigMaps. */}}
 {{- define "gitops-reloader.selfRules" -}}
 {{- $rules := list }}
 {{- if .Values.reloader.enableHA }}
 {{- /* create cannot be restricted by resourceNames; get/update only touch our Lease. */}}
 {{- $rules = append $rules (dict "apiGroups" (list "coordination.k8s.io") "resources" (list "leases") "verbs" (list "create")) }}
-{{- $rules = append $rules (dict "apiGroups" (list "coordination.k8s.io") "resources" (list "leases") "resourceNames" (list (include "gitops-reloader.leaseName" .)) "verbs" (list "get" "update")) }}
+{{- $leases := list }}
+{{- range fromYamlArray (include "gitops-reloader.shards" .) }}{{ $leases = append $leases .leaseHeld }}{{ end }}
+{{- $rules = append $rules (dict "apiGroups" (list "coordination.k8s.io") "resources" (list "leases") "resourceNames" $leases "verbs" (list "get" "update")) }}
 {{- end }}
-{{- if include "gitops-reloader.gitEnabled" . }}
+{{- if or (include "gitops-reloader.gitEnabled" .) (include "gitops-reloader.stateStoreEnabled" .) }}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "secrets") "verbs" (list "create")) }}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "secrets") "resourceNames" (list (include "gitops-reloader.digestKeySecret" .)) "verbs" (list "get" "update")) }}
+{{- end }}
+{{- if include "gitops-reloader.stateStoreEnabled" . }}
+{{- /* Shard names grow with the data (<name>-0, -1, ...): not restricted by resourceNames. */}}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "configmaps") "verbs" (list "get" "list" "create" "update")) }}
 {{- end }}
 {{- if .Values.reloader.publishMetaInfo }}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "configmaps") "verbs" (list "create")) }}
@@ -262,12 +347,15 @@ live in the namespaced "-self" Role (role-self.yaml), never here.
 {{/*
 Container args, each "--flag=value" with a flag from gitops_reloader.config.FLAGS
 (tests/unit/test_helm_chart.py checks every one). Flags at their default are left out.
+Called with (dict "root" $ "shard" <an entry of gitops-reloader.shards>).
 */}}
 {{- define "gitops-reloader.args" -}}
-{{- $r := .Values.reloader }}
+{{- $root := .root }}
+{{- $shard := .shard }}
+{{- $r := $root.Values.reloader }}
 {{- $args := list }}
-{{- with include "gitops-reloader.reloadStrategy" . }}{{ $args = append $args (printf "--reload-strategy=%s" .) }}{{ end }}
-{{- if has (.Values.reloader.defaultSink | default "") (list "git" "pull-request" "webhook") }}{{ $args = append $args (printf "--default-sink=%s" .Values.reloader.defaultSink) }}{{ end }}
+{{- with include "gitops-reloader.reloadStrategy" $root }}{{ $args = append $args (printf "--reload-strategy=%s" .) }}{{ end }}
+{{- if has ($r.defaultSink | default "") (list "git" "pull-request" "webhook") }}{{ $args = append $args (printf "--default-sink=%s" $r.defaultSink) }}{{ end }}
 {{- if $r.autoReloadAll }}{{ $args = append $args "--auto-reload-all=true" }}{{ end }}
 {{- if $r.reloadOnCreate }}{{ $args = append $args "--reload-on-create=true" }}{{ end }}
 {{- if $r.reloadOnDelete }}{{ $args = append $args "--reload-on-delete=true" }}{{ end }}
@@ -278,10 +366,11 @@ Container args, each "--flag=value" with a flag from gitops_reloader.config.FLAG
 {{- if $r.ignoreJobs }}{{ $ignored = append $ignored "jobs" }}{{ end }}
 {{- if $r.ignoreCronJobs }}{{ $ignored = append $ignored "cronjobs" }}{{ end }}
 {{- if $ignored }}{{ $args = append $args (printf "--ignored-workload-types=%s" (join "," $ignored)) }}{{ end }}
-{{- if not $r.watchGlobally }}{{ $args = append $args (printf "--namespaces=%s" .Release.Namespace) }}{{ end }}
+{{- if not $r.watchGlobally }}{{ $args = append $args (printf "--namespaces=%s" $root.Release.Namespace) }}{{ end }}
 {{- with $r.ignoreNamespaces }}{{ $args = append $args (printf "--namespaces-to-ignore=%s" .) }}{{ end }}
 {{- if and (hasKey $r "ignoreSecretTypes") (ne (toString $r.ignoreSecretTypes) "helm.sh/release.v1") }}{{ $args = append $args (printf "--ignore-secret-types=%s" (toString $r.ignoreSecretTypes)) }}{{ end }}
-{{- with $r.namespaceSelector }}{{ $args = append $args (printf "--namespace-selector=%s" .) }}{{ end }}
+{{- /* --namespace-selector and --shard-*: per shard (gitops-reloader.shards). */}}
+{{- $args = concat $args $shard.args }}
 {{- with $r.resourceLabelSelector }}{{ $args = append $args (printf "--resource-label-selector=%s" .) }}{{ end }}
 {{- $annotationFlags := dict "auto" "--auto-annotation" "configmap" "--configmap-annotation" "secret" "--secret-annotation" "configmap_auto" "--configmap-auto-annotation" "secret_auto" "--secret-auto-annotation" "search" "--auto-search-annotation" "match" "--search-match-annotation" "pause_deployment" "--pause-deployment-annotation" "pause_deployment_time" "--pause-deployment-time-annotation" "secretproviderclass" "--secretproviderclass-annotation" "secretproviderclass_auto" "--secretproviderclass-auto-annotation" }}
 {{- range $key, $value := ($r.custom_annotations | default dict) }}
@@ -296,19 +385,27 @@ Container args, each "--flag=value" with a flag from gitops_reloader.config.FLAG
 {{- $args = append $args (printf "--is-openshift=%s" (ternary "true" "false" (not (not $r.isOpenshift)))) }}
 {{- if $r.enableHA }}
 {{- $args = append $args "--enable-ha=true" }}
-{{- $args = append $args (printf "--lease-name=%s" (include "gitops-reloader.leaseName" .)) }}
+{{- $args = append $args (printf "--lease-name=%s" $shard.lease) }}
 {{- end }}
 {{- if $r.dryRun }}{{ $args = append $args "--dry-run=true" }}{{ end }}
 {{- with $r.logFormat }}{{ $args = append $args (printf "--log-format=%s" .) }}{{ end }}
 {{- with $r.logLevel }}{{ $args = append $args (printf "--log-level=%s" .) }}{{ end }}
 {{- with $r.coalesceWindow }}{{ $args = append $args (printf "--coalesce-window=%s" (toString .)) }}{{ end }}
-{{- if include "gitops-reloader.gitEnabled" . }}
-{{- $args = append $args (printf "--git-config=%s/git-config.yaml" (include "gitops-reloader.gitConfigDir" .)) }}
+{{- if include "gitops-reloader.gitEnabled" $root }}
+{{- $args = append $args (printf "--git-config=%s/git-config.yaml" (include "gitops-reloader.gitConfigDir" $root)) }}
 {{- $args = append $args (printf "--git-cache-dir=%s" $r.git.cacheDir) }}
-{{- $args = append $args (printf "--digest-key-secret=%s" (include "gitops-reloader.digestKeySecret" .)) }}
+{{- $args = append $args (printf "--digest-key-secret=%s" (include "gitops-reloader.digestKeySecret" $root)) }}
 {{- $args = append $args (printf "--pr-grouping=%s" $r.git.prGrouping) }}
 {{- $args = append $args (printf "--request-refresh=%s" (ternary "true" "false" (not (not $r.requestRefresh)))) }}
 {{- end }}
+{{- if include "gitops-reloader.stateStoreEnabled" $root }}
+{{- $args = append $args "--state-store=configmap" }}
+{{- $args = append $args (printf "--state-store-name=%s" $shard.stateStore) }}
+{{- if not (include "gitops-reloader.gitEnabled" $root) }}
+{{- $args = append $args (printf "--digest-key-secret=%s" (include "gitops-reloader.digestKeySecret" $root)) }}
+{{- end }}
+{{- end }}
 {{- range $r.extraArgs }}{{ $args = append $args (toString .) }}{{ end }}
+{{- range $shard.extraArgs }}{{ $args = append $args (toString .) }}{{ end }}
 {{- toYaml $args }}
 {{- end }}

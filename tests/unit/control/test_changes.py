@@ -109,3 +109,32 @@ def test_pending_is_safe_across_threads() -> None:
     for thread in threads:
         thread.join()
     assert set(pending.take("w")) == set(refs)
+
+
+def test_taken_sources_stay_outstanding_until_settled() -> None:
+    pending = PendingChanges()
+    pending.add("ns/Deployment/web", {REF: PendingSource(meta("a"))})
+    pending.add("ns/Deployment/api", {OTHER: PendingSource(meta("b", OTHER))})
+    assert pending.sources() == {REF, OTHER}
+    pending.take("ns/Deployment/web")
+    assert pending.sources() == {REF, OTHER}  # in flight: the state store holds it back
+    pending.settle("ns/Deployment/web")
+    assert pending.sources() == {OTHER}
+
+
+def test_a_retried_source_stays_outstanding_after_settle() -> None:
+    pending = PendingChanges()
+    taken = pending.take("ns/Deployment/web") or {REF: PendingSource(meta("a"))}
+    pending.add("ns/Deployment/web", taken, retry=True)
+    pending.settle("ns/Deployment/web")
+    assert pending.sources() == {REF}
+
+
+def test_a_batch_group_is_in_flight_under_its_group_key() -> None:
+    pending = PendingChanges()
+    pending.add("ns/Deployment/web", {REF: PendingSource(meta("a"))})
+    pending.join_group("batch|repo", "ns/Deployment/web")
+    pending.take_group("batch|repo")
+    assert pending.sources() == {REF}
+    pending.settle("batch|repo")
+    assert pending.sources() == set()

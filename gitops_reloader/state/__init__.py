@@ -1,0 +1,1 @@
+"""Reload state kept outside the workloads (``--state-store configmap``): see docs/state-store.md."""

@@ -1,0 +1,255 @@
+"""The state store at run time: record what happens, write it in batches, read it once.
+
+:class:`StateKeeper` is what the controller talks to:
+
+* informer handlers call :meth:`~StateKeeper.observe` / :meth:`~StateKeeper.forget_source`
+  (cheap: one HMAC and a dict update, no I/O);
+* after an emission, :meth:`~StateKeeper.emitted` records what the workload was given;
+* on becoming active, :meth:`~StateKeeper.load` reads the shards once (the batch thread
+  retries a failed read before it writes anything), and
+  :meth:`~StateKeeper.out_of_date` answers the start-up question with
+  :func:`~gitops_reloader.state.resync.out_of_date`;
+* :meth:`~StateKeeper.start` runs a thread that writes a batch every ``interval`` seconds
+  (and :meth:`~StateKeeper.stop` writes a last one), holding back sources the controller
+  still has work for (``held``); :meth:`~StateKeeper.abandon` (leadership lost) stops
+  all writing at once.
+
+Only the active instance loads and writes; a standby only observes, so its view is warm
+when it takes over. With ``read_only`` (``--dry-run``) nothing is ever written. A write
+that fails is logged, counted and retried with the next batch; the controller carries on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Collection, Iterable
+
+from gitops_reloader.errors import ReloaderError
+from gitops_reloader.model import ObjectRef, Source, SourceKind, SourceMeta, SourceRef
+from gitops_reloader.observability.metrics import Metrics
+from gitops_reloader.state.batch import StateBatch
+from gitops_reloader.state.codec import merge_shards, state_digest
+from gitops_reloader.state.resync import out_of_date
+from gitops_reloader.state.shards import STORE_LABEL, ConfigMapShards
+
+__all__ = ["STORED_KINDS", "StateKeeper", "source_id"]
+
+log = logging.getLogger(__name__)
+
+
+STORED_KINDS = frozenset({SourceKind.CONFIGMAP, SourceKind.SECRET})
+"""What the store records. A SecretProviderClass (CSI) changes through its pods' reported
+versions, not its data, and keeps today's marker-only start-up check."""
+
+
+def source_id(ref: SourceRef) -> str:
+    """``ns/ConfigMap/name``: a source's entry in the store."""
+    return str(ref)
+
+
+def _emitted_id(ref: SourceRef) -> str:
+    """``ConfigMap/name``: a source inside its workload's entry (same namespace)."""
+    return f"{ref.kind.kube_kind}/{ref.name}"
+
+
+class StateKeeper:
+    """Keeps the reload state of one controller in :class:`ConfigMapShards`."""
+
+    def __init__(self, shards: ConfigMapShards, key: Callable[[], bytes], *, metrics: Metrics,
+                 interval: float = 5.0, shard_bytes: int = 512 * 1024, read_only: bool = False) -> None:
+        self.shards = shards
+        self._key = key
+        self.metrics = metrics
+        self.interval = interval
+        self.read_only = read_only
+        self.batch = StateBatch(shard_bytes=shard_bytes)
+        self._loaded = False
+        self._write_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._stop_writing = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._thread_started = False
+        self._unkeyed: dict[SourceRef, str] = {}
+        self._unkeyed_lock = threading.Lock()
+        self._held: Callable[[], Collection[SourceRef]] = frozenset
+        self._sources: Callable[[], Collection[SourceRef]] = frozenset
+        self._workloads: Callable[[], Collection[ObjectRef]] = frozenset
+
+    def __repr__(self) -> str:
+        return f"StateKeeper({self.shards.namespace}/{self.shards.name}, loaded={self._loaded})"
+
+    # --- recording (any thread) --------------------------------------------------------
+
+    def digest(self, ref: SourceRef, data_hash: str) -> str:
+        """The keyed digest stored for ``ref`` at ``data_hash``."""
+        return state_digest(self._key(), source_id(ref), data_hash)
+
+    def observe(self, meta: SourceMeta) -> None:
+        """A source as the cache holds it now (no hash yet: nothing to record).
+
+        Never raises: while the digest key can't be read, the source waits in memory
+        (its hash only, never written) and is digested before the next batch.
+        """
+        if not meta.hash or meta.ref.kind not in STORED_KINDS or self.is_shard(meta):
+            return
+        try:
+            digest = self.digest(meta.ref, meta.hash)
+        except ReloaderError as exc:
+            with self._unkeyed_lock:
+                first = not self._unkeyed
+                self._unkeyed[meta.ref] = meta.hash
+            if first:
+                self.metrics.state_store_error("key")
+                log.warning("state store: digest key unavailable, recording later",
+                            extra={"object": str(meta.ref), "error": str(exc)})
+            return
+        with self._unkeyed_lock:  # ordered with _digest_unkeyed: the newest hash wins
+            self._unkeyed.pop(meta.ref, None)
+            self.batch.set_source(source_id(meta.ref), digest)
+
+    def is_shard(self, meta: SourceMeta) -> bool:
+        """Whether ``meta`` is one of this store's own ConfigMaps (never recorded: each
+        write would change it and call for another)."""
+        return (meta.ref.namespace == self.shards.namespace
+                and meta.labels.get(STORE_LABEL) == self.shards.name)
+
+    def _digest_unkeyed(self) -> bool:
+        """Digest the sources observed while the key was unavailable; False if it still is."""
+        with self._unkeyed_lock:
+            if not self._unkeyed:
+                return True
+            try:
+                digests = {ref: self.digest(ref, data_hash) for ref, data_hash in self._unkeyed.items()}
+            except ReloaderError:
+                return False
+            for ref, digest in digests.items():
+                self.batch.set_source(source_id(ref), digest)
+            self._unkeyed.clear()
+            return True
+
+    def forget_source(self, ref: SourceRef) -> None:
+        with self._unkeyed_lock:
+            self._unkeyed.pop(ref, None)
+        self.batch.drop_source(source_id(ref))
+
+    def emitted(self, workload: ObjectRef, sources: Iterable[Source]) -> None:
+        """The workload was given these sources' hashes (an emission that applied)."""
+        entry = {_emitted_id(s.ref): self.digest(s.ref, s.hash) for s in sources
+                 if s.hash and s.ref.kind in STORED_KINDS}
+        if entry and not self.batch.set_emitted(workload.key, entry):
+            log.warning("state store: workload entry too large, not recorded",
+                        extra={"object": workload.key, "sources": len(entry)})
+
+    def forget_workload(self, workload: ObjectRef) -> None:
+        self.batch.drop_workload(workload.key)
+
+    # --- start-up ----------------------------------------------------------------------
+
+    def load(self, *, sources: Callable[[], Collection[SourceRef]],
+             workloads: Callable[[], Collection[ObjectRef]]) -> bool:
+        """Read every shard once; forget entries of objects that no longer exist.
+
+        ``sources``/``workloads`` list everything the synced caches hold. False when the
+        shards can't be read: logged and counted; the batch thread tries again before it
+        writes anything (a store never written over unread).
+        """
+        self._sources, self._workloads = sources, workloads
+        try:
+            self._key()  # the start-up check digests every source: fail here, not half-way
+            decoded = merge_shards(self.shards.read())
+        except ReloaderError as exc:
+            self.metrics.state_store_error("read")
+            log.warning("state store unreadable; start-up check falls back to workload markers",
+                        extra={"object": self._where, "error": str(exc)})
+            return False
+        self.batch.load(decoded)
+        self._loaded = True
+        if decoded.invalid:
+            self.metrics.state_store_invalid(decoded.invalid)
+            log.warning("state store: unreadable entries skipped",
+                        extra={"object": self._where, "entries": decoded.invalid})
+        dropped = self.batch.retain_sources({source_id(r) for r in sources()})
+        dropped += self.batch.retain_workloads({r.key for r in workloads()})
+        stored_sources, stored_workloads, count = self.batch.sizes()
+        self.metrics.set_state_store_entries(stored_sources, stored_workloads, count)
+        log.info("state store loaded", extra={"object": self._where, "sources": stored_sources,
+                                              "workloads": stored_workloads, "shards": count,
+                                              "dropped": dropped})
+        return True
+
+    @property
+    def loaded(self) -> bool:
+        return self._loaded
+
+    @property
+    def _where(self) -> str:
+        return f"{self.shards.namespace}/ConfigMap/{self.shards.name}-*"
+
+    def out_of_date(self, workload: ObjectRef, meta: SourceMeta, marker: str | None) -> bool:
+        """Whether ``workload`` must reload for ``meta`` (see :mod:`.resync`); needs :meth:`load`."""
+        current = self.digest(meta.ref, meta.hash)
+        emitted = self.batch.stored_workload(workload.key) or {}
+        return out_of_date(current_hash=meta.hash, current_digest=current, marker=marker,
+                           emitted=emitted.get(_emitted_id(meta.ref)),
+                           seen=self.batch.stored_source(source_id(meta.ref)))
+
+    # --- writing -------------------------------------------------------------------------
+
+    def start(self, held: Callable[[], Collection[SourceRef]]) -> None:
+        """Write a batch every ``interval`` seconds from now on (the active instance only)."""
+        self._held = held
+        if self.read_only or self._thread_started:
+            return
+        self._thread_started = True
+        self._thread = threading.Thread(target=self._run, name="state-store", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.flush()
+
+    def flush(self) -> bool:
+        """Write one batch now; False if a write failed (its entries stay for the next)."""
+        if self.read_only or self._stop_writing.is_set():
+            return True
+        if not self._loaded and not self.load(sources=self._sources, workloads=self._workloads):
+            return False
+        if not self._digest_unkeyed():
+            return False
+        with self._write_lock:
+            batch = self.batch.prepare({source_id(r) for r in self._held()})
+            if batch is None:
+                return True
+            try:
+                for write in batch.writes:
+                    self.shards.write(write.index, write.data)
+            except ReloaderError as exc:
+                # Some shards may have been written: read them all again before the next batch,
+                # so that entries the failed writes moved are found where they are.
+                self._loaded = False
+                self.metrics.state_store_error("write")
+                log.warning("state store write failed, will read it again and retry",
+                            extra={"object": self._where, "error": str(exc)})
+                return False
+            self.batch.committed(batch)
+            self.metrics.state_store_batch()
+            stored_sources, stored_workloads, count = self.batch.sizes()
+            self.metrics.set_state_store_entries(stored_sources, stored_workloads, count)
+            log.debug("state store written", extra={"shards": len(batch.writes),
+                                                    "entries": len(batch.sources) + len(batch.workloads)})
+            return True
+
+    def stop(self) -> None:
+        """Stop the writer and write what is left (a clean stop loses nothing)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10.0)
+            self._thread = None
+        if self._thread_started:
+            self.flush()
+
+    def abandon(self) -> None:
+        """Leadership lost: never write again (the new leader owns the store)."""
+        self._stop_writing.set()
+        self._stop.set()

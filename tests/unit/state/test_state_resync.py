@@ -1,0 +1,26 @@
+"""The start-up rule of the state store (gitops_reloader/state/resync.py), as a table."""
+
+from __future__ import annotations
+
+import pytest
+
+from gitops_reloader.state.resync import out_of_date
+
+HASH, OLD_HASH = "h" * 40, "o" * 40
+NOW, BEFORE = "n" * 32, "b" * 32
+
+
+@pytest.mark.parametrize(("marker", "emitted", "seen", "expected", "why"), [
+    (HASH, None, None, False, "marker current"),
+    (OLD_HASH, None, None, True, "marker stale"),
+    (HASH, BEFORE, BEFORE, False, "the marker wins over the store (written with the rollout)"),
+    (OLD_HASH, NOW, NOW, True, "the marker wins even when the store says current"),
+    (None, NOW, BEFORE, False, "marker stripped by a re-apply: the emission record says current"),
+    (None, BEFORE, NOW, True, "marker stripped, emission older than the data"),
+    (None, None, BEFORE, True, "never reloaded, the source changed while down"),
+    (None, None, NOW, False, "never reloaded, the source unchanged"),
+    (None, None, None, False, "unknown to the store: nothing known to be missed"),
+])
+def test_out_of_date(marker, emitted, seen, expected: bool, why: str) -> None:
+    assert out_of_date(current_hash=HASH, current_digest=NOW, marker=marker, emitted=emitted,
+                       seen=seen) is expected, why
