@@ -11,7 +11,6 @@ standby taking over, is ``test_sharding_ha.py`` (real processes).
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 
 import pytest
 from kubernetes.client import CoreV1Api
@@ -64,7 +63,7 @@ def acts_in(app: App, namespace: str) -> bool:
     """Whether ``app`` would reload ``namespace``/web for a change to its ConfigMap now."""
     meta = app.controller.source(SourceRef(SourceKind.CONFIGMAP, namespace, "cfg"))
     assert meta is not None, f"{namespace}/cfg not cached"  # label shards list every namespace
-    return bool(app.controller.requests_for_change(replace(meta, hash="next")))
+    return bool(app.controller.requests_for_change(meta.replace(hash="next")))
 
 
 def test_relabelled_namespace_is_handed_over_and_its_next_change_reloads_once_by_the_new_shard(
