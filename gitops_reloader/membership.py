@@ -16,7 +16,10 @@ handed back to be acted on. Outcome, for every order in which the streams delive
 - ``r < m`` (changed before the relabel): the releasing instance acts, the acquiring one
   never does.
 - ``r > m``: the acquiring instance acts; the releasing one too only if it saw the change
-  before the relabel (a doubled reload, never a lost one).
+  before the relabel *and* the relabel reached it only after the change's coalescing window
+  had passed: each instance asks :meth:`NamespaceMembership.still_owns` again when it is
+  about to write, so a relabel arriving within the window withdraws the change (a doubled
+  reload then needs a watch skew longer than the window, and a lost one is impossible).
 
 Namespaces selected by the first list count as selected since forever: a change older
 than the namespace's own version is still ours. Thread-safe: the namespace informer and
@@ -83,6 +86,15 @@ class NamespaceMembership(Generic[T]):
                 self._left[namespace] = resource_version
                 while len(self._left) > self._remember:
                     self._left.popitem(last=False)
+
+    def still_owns(self, namespace: str, resource_version: int | None) -> bool:
+        """Read-only re-check at write time: False only when ``namespace`` has left the
+        selector at a version older than the change's (the acquiring instance has it)."""
+        with self._lock:
+            if resource_version is None or namespace in self._joined:
+                return True
+            left = self._left.get(namespace)
+            return left is None or resource_version < left
 
     def owns(self, namespace: str, resource_version: int | None, key: Hashable, change: T) -> bool:
         """Whether the change ``key`` at ``resource_version`` in ``namespace`` is ours.

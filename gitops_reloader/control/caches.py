@@ -208,6 +208,13 @@ class Caches:
         return membership is None or membership.owns(namespace, resource_version(version),
                                                      change.meta.ref, change)
 
+    def still_owns(self, meta: SourceMeta) -> bool:
+        """At write time: whether a change to ``meta`` is still this instance's (a relabel
+        seen since it was accepted may have handed its namespace to another shard)."""
+        membership = self.membership
+        return membership is None or membership.still_owns(meta.ref.namespace,
+                                                           resource_version(meta.resource_version))
+
     def source_kinds(self) -> list[SourceKind]:
         """The source kinds watched (``--resources-to-ignore`` drops one; SecretProviderClass
         with the CSI integration on)."""

@@ -139,6 +139,10 @@ class Reconciler:
             meta = item.meta if item.deleted else (lookup or self.caches.source)(ref)
             if meta is None:
                 continue  # deleted since the change; a delete is its own event
+            if item.detected is not None and not self.caches.still_owns(item.meta):
+                log.info("namespace handed to another shard since the change; not ours to reload",
+                         extra={"object": str(ref), "workload": record.ref.key})
+                continue
             if not meta.hash and not item.deleted:
                 log.error("no hash for source, skipped", extra={"object": str(ref)})
                 continue

@@ -183,3 +183,37 @@ def test_change_seen_by_the_new_shard_before_the_relabel_is_not_lost(server, api
         assert not a.registry.get_sample_value(RELOADS, {"success": "true"})
         assert b.registry.get_sample_value(RELOADS, {"success": "true"}) == 1
         assert workload(server, "Deployment", "web", "mover")["metadata"]["generation"] == 2
+
+
+def test_change_seen_by_the_old_shard_before_the_relabel_is_withdrawn_at_write_time(server, api_client):
+    """The releasing shard's namespace watch lags (1.5 s, inside its 3 s coalescing window):
+    it takes mover's post-relabel change as its own, then the relabel arrives before the
+    write and withdraws it; the new owner reloads it once, so no doubled reload."""
+    core = CoreV1Api(api_client)
+    core.create_namespace({"metadata": {"name": "mover", "labels": {"shard": "a"}}})
+    create(api_client, configmap("cfg", {"v": "1"}, namespace="mover"))
+    create(api_client, deployment("web", namespace="mover",
+                                  annotations={"reloader.stakater.com/auto": "true"},
+                                  containers=[{"name": "app", "image": "x",
+                                               "envFrom": [{"configMapRef": {"name": "cfg"}}]}]))
+    # B waits longer than A, so without the write-time check A would write first (and the
+    # idempotent env-vars sink would then hide B's duplicate): A must withdraw, B write.
+    with (running_controller(api_client, ["--namespace-selector=shard=a", "--coalesce-window=3s"]) as a,
+          running_controller(api_client, ["--namespace-selector=shard=b", "--coalesce-window=5s"]) as b):
+        server.add_fault(Fault("watch", "namespaces", None, latency=1.5, label_selector="shard=a"))
+        server.cut_watches()
+        wait_for(lambda: not server.faults.pending(), message="A's namespace watch held back")
+        core.patch_namespace("mover", {"metadata": {"labels": {"shard": "b"}}})
+        changed = core.patch_namespaced_config_map("cfg", "mover", {"data": {"v": "2"}})
+        rv = changed.metadata.resource_version
+        wait_for(lambda: a.controller.seen(SourceKind.CONFIGMAP, "mover", "cfg", rv),
+                 message="A saw the change")
+        expected = configmap_hash({"v": "2"})
+        wait_for(lambda: env_of(workload(server, "Deployment", "web", "mover")).get(
+            "STAKATER_CFG_CONFIGMAP") == expected, timeout=15, message="mover/web reloaded by B")
+        wait_for(lambda: not acts_in(a, "mover"), message="the relabel reached A")
+        for app in (a, b):
+            settle(app, timeout=15)
+        assert not a.registry.get_sample_value(RELOADS, {"success": "true"})
+        assert b.registry.get_sample_value(RELOADS, {"success": "true"}) == 1
+        assert workload(server, "Deployment", "web", "mover")["metadata"]["generation"] == 2

@@ -110,3 +110,23 @@ def test_memory_is_bounded() -> None:
     assert membership.join("ns", 0) == [4, 5]  # the oldest were dropped
     assert not membership.owns("gone-1", 1, "cfg", 0)  # its leave version was dropped too
     assert membership.owns("gone-5", 5, "cfg", 0)
+
+
+@pytest.mark.parametrize(("change_at", "still_ours"), [(M + 5, False), (M - 5, True), (None, True)])
+def test_a_relabel_seen_before_the_write_withdraws_a_later_change(change_at: int | None,
+                                                                   still_ours: bool) -> None:
+    """The releasing instance accepted the change (it arrived first); the relabel then
+    arrives inside the coalescing window: at write time the change is the acquirer's."""
+    membership: NamespaceMembership[str] = NamespaceMembership()
+    membership.join("ns", 3, initial=True)
+    assert membership.owns("ns", change_at, "cfg", "the change")
+    assert membership.still_owns("ns", change_at)
+    membership.leave("ns", M)
+    assert membership.still_owns("ns", change_at) is still_ours
+
+
+def test_the_write_time_check_never_withdraws_a_selected_namespace() -> None:
+    membership: NamespaceMembership[str] = NamespaceMembership()
+    membership.join("ns", M)
+    assert membership.still_owns("ns", M + 1)
+    assert membership.still_owns("other", M + 1)  # never selected, never left: not ours to judge

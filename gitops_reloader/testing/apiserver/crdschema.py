@@ -302,8 +302,8 @@ def validation_error(kind: str, group: str, name: str, causes: list[Cause]) -> A
 
 BUNDLED_CRDS: Final = Path(__file__).resolve().parent / "crds"
 """CRDs shipped with the package (no registry carries them): the Secrets Store CSI
-driver's, converted from its v1.6.0 chart to JSON unchanged (the upstream file and
-commit are in each document's ``gitops-reloader.dev/schema-upstream`` annotation)."""
+driver's SecretProviderClass and SecretProviderClassPodStatus, written for this server
+from the driver's v1 API types (types only, as upstream: no required fields or enums)."""
 
 
 def default_crd_paths() -> list[Path]:
