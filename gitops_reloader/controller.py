@@ -1,7 +1,7 @@
 """Wires informers → change detection → policy → work queue → sinks.
 
 Flow: the ConfigMap/Secret informers (:mod:`.control.caches`) keep only a
-:class:`SourceMeta` (hash, labels, the annotations we read) per object. A *data* change
+:class:`SourceMeta` (digests and the few labels and annotations we read) per object. A *data* change
 (:mod:`.control.changes`) looks the workloads up in the :class:`ReferenceIndex` — never a
 LIST call — records the source as pending for each and adds the workload key to the
 queue after the coalescing window. A worker takes the key and hands it to the

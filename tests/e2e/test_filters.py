@@ -242,6 +242,7 @@ BOOLEAN_FIELDS = {
     "--dry-run": ("runtime", "dry_run"),
     "--leader-election-release-on-cancel": ("runtime", "release_on_cancel"),
     "--alert-on-reload": ("alerts", "ALERT_ON_RELOAD"),
+    "--alert-structured": ("alerts", "ALERT_STRUCTURED"),
     "--enable-csi-integration": ("behaviour", "enable_csi_integration"),
 }
 SPELLINGS = [
