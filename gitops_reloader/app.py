@@ -36,6 +36,7 @@ from gitops_reloader.sinks import build_live_sinks
 from gitops_reloader.sinks.dryrun import dry_run_sinks
 from gitops_reloader.sinks.gitwiring import build_git_sink, build_pull_request_sink
 from gitops_reloader.state.keeper import StateKeeper
+from gitops_reloader.state.resync import store_scope
 from gitops_reloader.state.shards import ConfigMapShards
 
 log = logging.getLogger(__name__)
@@ -214,4 +215,5 @@ def build_state_keeper(config: Config, api: KubeApi, metrics: Metrics) -> StateK
                           name=config.gitops.digest_key_secret, create=not dry_run)
     shards = ConfigMapShards(api, namespace=state.namespace, name=state.name)
     return StateKeeper(shards, lambda: keys.get().value, metrics=metrics, interval=state.interval,
-                       shard_bytes=state.shard_bytes, read_only=dry_run)
+                       shard_bytes=state.shard_bytes, read_only=dry_run,
+                       scope=store_scope(config.filters))

@@ -32,7 +32,7 @@ from gitops_reloader.control.caches import Caches
 from gitops_reloader.control.changes import ChangeDetector, PendingChanges, PendingSource
 from gitops_reloader.control.pause import UNPAUSE_PREFIX, PauseScheduler
 from gitops_reloader.control.reconciler import Reconciler, view
-from gitops_reloader.control.startup import out_of_date
+from gitops_reloader.control.startup import deleted_while_down, out_of_date
 from gitops_reloader.errors import ReloaderError
 from gitops_reloader.index import ReferenceIndex
 from gitops_reloader.kube.api import KubeApi
@@ -165,7 +165,11 @@ class Controller:
             stale = out_of_date(self.caches, self.reconciler, state if loaded else None)
             for key, sources in stale.items():
                 self._add_pending(key, sources)
+            deleted = deleted_while_down(self.caches, self.index, state) if loaded and state else {}
+            for key, sources in deleted.items():
+                self._add_pending(key, sources)
             log.info("sync after restart", extra={"workloads_out_of_date": len(stale),
+                                                  "deleted_while_down": len(deleted),
                                                   "state_store": loaded})
         if state is not None:
             state.start(held=self.pending.sources)  # after the check: its work is held back

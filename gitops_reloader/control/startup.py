@@ -9,7 +9,10 @@ gets every tracked source as a resync and compares the manifest's digest itself.
 With the state store (``--state-store``, loaded before this runs) the store also answers
 for workloads without a marker — never reloaded, or stripped by a GitOps re-apply — by
 the rule in :mod:`gitops_reloader.state.resync`: marker, else what the workload was last
-given, else what the controller last finished handling for the source.
+given, else what the controller last finished handling for the source. A source created
+while the controller was down reloads its workloads with ``--reload-on-create``, and one
+deleted while it was down with ``--reload-on-delete`` (:func:`deleted_while_down`), as
+live events would; both only when the store covered the caches' scope.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from __future__ import annotations
 from gitops_reloader.control.caches import Caches
 from gitops_reloader.control.changes import PendingSource
 from gitops_reloader.control.reconciler import Reconciler
-from gitops_reloader.model import SourceRef
+from gitops_reloader.index import ReferenceIndex
+from gitops_reloader.model import SourceMeta, SourceRef
 from gitops_reloader.state.keeper import StateKeeper
 
 
@@ -25,6 +29,7 @@ def out_of_date(caches: Caches, reconciler: Reconciler, state: StateKeeper | Non
                 ) -> dict[str, dict[SourceRef, PendingSource]]:
     """Workload key → the sources to reload it for, for every out-of-date workload."""
     stale_by_workload: dict[str, dict[SourceRef, PendingSource]] = {}
+    on_create = caches.config.behaviour.reload_on_create
     by_namespace = caches.sources_by_namespace()
     for record in caches.workloads():
         if not caches.namespace_allowed(record.ref.namespace):
@@ -41,10 +46,29 @@ def out_of_date(caches: Caches, reconciler: Reconciler, state: StateKeeper | Non
                 continue
             recorded = reconciler.recorded_hash(record, meta, container)
             if state is not None:
-                if state.out_of_date(record.ref, meta, recorded):
+                if state.out_of_date(record.ref, meta, recorded, on_create=on_create):
                     stale[meta.ref] = PendingSource(meta)
             elif recorded is not None and recorded != meta.hash:
                 stale[meta.ref] = PendingSource(meta)
         if stale:
             stale_by_workload[record.ref.key] = stale
     return stale_by_workload
+
+
+def deleted_while_down(caches: Caches, index: ReferenceIndex, state: StateKeeper,
+                       ) -> dict[str, dict[SourceRef, PendingSource]]:
+    """Workload key → the sources deleted while the controller was down that may reload
+    it, as a live delete would (the workloads referencing them, and those with explicit
+    lists in the namespace: the policy decides). Empty without ``--reload-on-delete``.
+
+    Only the source's name is left of it: annotations it carried (``match``) are unknown.
+    """
+    if not caches.config.behaviour.reload_on_delete:
+        return {}
+    out: dict[str, dict[SourceRef, PendingSource]] = {}
+    for ref in state.deleted_while_down():
+        if not caches.namespace_allowed(ref.namespace):
+            continue
+        for key in index.lookup(ref) | index.explicit_in(ref.namespace):
+            out.setdefault(key, {})[ref] = PendingSource(SourceMeta(ref), deleted=True)
+    return out

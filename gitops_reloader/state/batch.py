@@ -23,6 +23,10 @@ the next write of that shard drops it. After growth that is two batches; after a
 the middle of growth, the copies found at load (:class:`~.codec.Decoded` says where each
 entry was read) are kept until their homes are written. A crash at any point leaves every
 entry readable, at its old or its new value (see :func:`~.codec.merge_shards`).
+
+Every shard written names the writer's ``scope``; while the shards do not all name it
+(first start, filters changed, a crash during such a rewrite), the next batch rewrites
+every shard, so the store covers a scope only when all of its entries were written under it.
 """
 
 from __future__ import annotations
@@ -76,10 +80,12 @@ class Batch:
 class StateBatch:
     """Dirty tracking and shard planning for the state store. All methods are thread-safe."""
 
-    def __init__(self, *, shard_bytes: int = 512 * 1024) -> None:
+    def __init__(self, *, shard_bytes: int = 512 * 1024, scope: str = "") -> None:
         if not 1024 <= shard_bytes <= MAX_SHARD_BYTES:
             raise ValueError(f"shard size must be between 1024 and {MAX_SHARD_BYTES} bytes")
         self.shard_bytes = shard_bytes
+        self.scope = scope
+        self._stored_scope = ""
         self._lock = threading.Lock()
         self._sources: dict[str, str] = {}
         self._workloads: dict[str, dict[str, str]] = {}
@@ -109,6 +115,7 @@ class StateBatch:
             self._workloads = {k: dict(v) for k, v in decoded.snapshot.workloads.items()}
             self._generation = max(self._generation, decoded.generation)
             self._count = max(decoded.count, 1)
+            self._stored_scope = decoded.scope
             self._regroup()
             self._copies, self._unhomed = {}, set()
             for kind, found in ((_SOURCE, decoded.source_shards), (_WORKLOAD, decoded.workload_shards)):
@@ -209,7 +216,8 @@ class StateBatch:
         """
         with self._lock:
             ready = [key for key in self._dirty if not (key[0] == _SOURCE and key[1] in held)]
-            if not ready and not self._unhomed and not any(self._copies.values()):
+            if (not ready and not self._unhomed and not any(self._copies.values())
+                    and self._stored_scope == self.scope):
                 return None
             sources = {k: self._want_sources.get(k) for kind, k in ready if kind == _SOURCE}
             workloads: dict[str, Mapping[str, str] | None] = {
@@ -236,6 +244,8 @@ class StateBatch:
                 self._count = batch.count
                 self._regroup()
             written = {write.index for write in batch.writes}
+            if written >= set(range(self._count)):
+                self._stored_scope = self.scope
             for index in written:
                 self._copies[index] = set(batch.copies.get(index, ()))
             self._copies = {index: keys for index, keys in self._copies.items() if keys}
@@ -311,7 +321,8 @@ class StateBatch:
         if count == self._count:
             touched = ({shard_of(_entry(key), count) for key in ready}
                        | {shard_of(_entry(key), count) for key in unhomed}
-                       | {index for index, keys in self._copies.items() if keys - unhomed})
+                       | {index for index, keys in self._copies.items() if keys - unhomed}
+                       | (set(range(count)) if self._stored_scope != self.scope else set()))
             members = {i: set(self._members.get(i, ())) for i in touched}
             kept = {i: self._copies.get(i, set()) & unhomed for i in touched}
         else:
@@ -346,7 +357,7 @@ class StateBatch:
                     workload_entries.append((key[1], value))
             writes.append(ShardWrite(index, encode_shard(
                 generation=self._generation, count=count, sources=source_entries,
-                workloads=workload_entries)))
+                workloads=workload_entries, scope=self.scope)))
         copies = {index: frozenset(keys) for index, keys in kept.items() if keys}
         return tuple(writes), copies, largest
 

@@ -18,6 +18,7 @@ A shard is one ConfigMap's ``data``::
     format: "1"
     generation: "<n>"      batch number of the write that produced this shard
     shards: "<count>"      how many shards the writer spread the entries over
+    scope: "<digest>"      what the writer watched (:func:`~.resync.store_scope`), if known
     sources: "<id> <digest>\\n..."
     workloads: "<workload key> <Kind>/<name>=<digest> ...\\n..."
 
@@ -26,6 +27,10 @@ count grows, a crash can leave an entry in two shards; :func:`merge_shards` keep
 from the higher ``generation`` (the newer write), so a half-written batch never goes
 back in time. The stored text is read as hostile: sizes are bounded, each line is parsed
 by splitting (linear time), and a malformed line is skipped and counted, never fatal.
+
+The store *covers* a scope only when every shard names the same one (a writer whose
+scope changed rewrites them all): then a watched source missing from it was created
+while nobody watched, and an entry missing from the caches was deleted.
 """
 
 from __future__ import annotations
@@ -110,8 +115,8 @@ class ShardData:
 @dataclass(slots=True)
 class Decoded:
     """What :func:`merge_shards` read: the entries, the shard each kept copy was found in,
-    the highest generation, the shard count the writers used, and how many lines or
-    shards were unreadable."""
+    the highest generation, the shard count the writers used, how many lines or
+    shards were unreadable, and the scope every shard names ("": none, or they differ)."""
 
     snapshot: Snapshot
     generation: int = 0
@@ -119,6 +124,7 @@ class Decoded:
     invalid: int = 0
     source_shards: dict[str, int] = field(default_factory=dict)
     workload_shards: dict[str, int] = field(default_factory=dict)
+    scope: str = ""
 
 
 def source_line(source_id: str, digest: str) -> str:
@@ -131,15 +137,18 @@ def workload_line(workload_key: str, emitted: Mapping[str, str]) -> str:
 
 
 def encode_shard(*, generation: int, count: int, sources: Iterable[tuple[str, str]],
-                 workloads: Iterable[tuple[str, Mapping[str, str]]]) -> dict[str, str]:
+                 workloads: Iterable[tuple[str, Mapping[str, str]]], scope: str = "") -> dict[str, str]:
     """A shard's ``data`` (entries sorted, so equal content gives equal text)."""
-    return {
+    data = {
         "format": FORMAT,
         "generation": str(generation),
         "shards": str(count),
         "sources": "".join(source_line(k, v) for k, v in sorted(sources)),
         "workloads": "".join(workload_line(k, v) for k, v in sorted(workloads)),
     }
+    if scope:
+        data["scope"] = scope
+    return data
 
 
 def _object_id(text: str, *, kinds: frozenset[str] | None) -> bool:
@@ -205,6 +214,9 @@ def merge_shards(shards: Sequence[ShardData]) -> Decoded:
     result = Decoded(Snapshot())
     origin_sources: dict[str, int] = {}
     origin_workloads: dict[str, int] = {}
+    scopes = {scope if _DIGEST.fullmatch(scope := shard.data.get("scope") or "") else ""
+              for shard in shards}
+    result.scope = scopes.pop() if len(scopes) == 1 else ""
     for shard in sorted(shards, key=lambda s: s.index):
         snapshot, generation, count, invalid = decode_shard(shard.data)
         result.invalid += invalid
@@ -221,6 +233,8 @@ def merge_shards(shards: Sequence[ShardData]) -> Decoded:
                 origin_workloads[key] = generation
                 result.snapshot.workloads[key] = emitted
                 result.workload_shards[key] = shard.index
+    if result.invalid or {shard.index for shard in shards} != set(range(result.count)):
+        result.scope = ""  # entries may be missing: the store no longer covers its scope
     return result
 
 

@@ -8,7 +8,8 @@
 * on becoming active, :meth:`~StateKeeper.load` reads the shards once (the batch thread
   retries a failed read before it writes anything), and
   :meth:`~StateKeeper.out_of_date` answers the start-up question with
-  :func:`~gitops_reloader.state.resync.out_of_date`;
+  :func:`~gitops_reloader.state.resync.out_of_date` (and :meth:`~StateKeeper.deleted_while_down`
+  names the sources gone since the store was written under the same scope);
 * :meth:`~StateKeeper.start` runs a thread that writes a batch every ``interval`` seconds
   (and :meth:`~StateKeeper.stop` writes a last one), holding back sources the controller
   still has work for (``held``); :meth:`~StateKeeper.abandon` (leadership lost) stops
@@ -30,7 +31,7 @@ from gitops_reloader.model import ObjectRef, Source, SourceKind, SourceMeta, Sou
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.state.batch import StateBatch
 from gitops_reloader.state.codec import merge_shards, state_digest
-from gitops_reloader.state.resync import out_of_date
+from gitops_reloader.state.resync import missed_while_down, out_of_date
 from gitops_reloader.state.shards import STORE_LABEL, ConfigMapShards
 
 __all__ = ["STORED_KINDS", "StateKeeper", "source_id"]
@@ -48,6 +49,15 @@ def source_id(ref: SourceRef) -> str:
     return str(ref)
 
 
+_KIND_OF = {kind.kube_kind: kind for kind in STORED_KINDS}
+
+
+def _source_ref(stored_id: str) -> SourceRef:
+    """The ref of a stored source id (the codec only reads ``ns/ConfigMap|Secret/name``)."""
+    namespace, kind, name = stored_id.split("/", 2)
+    return SourceRef(_KIND_OF[kind], namespace, name)
+
+
 def _emitted_id(ref: SourceRef) -> str:
     """``ConfigMap/name``: a source inside its workload's entry (same namespace)."""
     return f"{ref.kind.kube_kind}/{ref.name}"
@@ -57,14 +67,17 @@ class StateKeeper:
     """Keeps the reload state of one controller in :class:`ConfigMapShards`."""
 
     def __init__(self, shards: ConfigMapShards, key: Callable[[], bytes], *, metrics: Metrics,
-                 interval: float = 5.0, shard_bytes: int = 512 * 1024, read_only: bool = False) -> None:
+                 interval: float = 5.0, shard_bytes: int = 512 * 1024, read_only: bool = False,
+                 scope: str = "") -> None:
         self.shards = shards
         self._key = key
         self.metrics = metrics
         self.interval = interval
         self.read_only = read_only
-        self.batch = StateBatch(shard_bytes=shard_bytes)
+        self.batch = StateBatch(shard_bytes=shard_bytes, scope=scope)
         self._loaded = False
+        self._created: frozenset[str] = frozenset()
+        self._deleted: tuple[SourceRef, ...] = ()
         self._write_lock = threading.Lock()
         self._stop = threading.Event()
         self._stop_writing = threading.Event()
@@ -169,13 +182,19 @@ class StateKeeper:
             self.metrics.state_store_invalid(decoded.invalid)
             log.warning("state store: unreadable entries skipped",
                         extra={"object": self._where, "entries": decoded.invalid})
-        dropped = self.batch.retain_sources({source_id(r) for r in sources()})
+        current = {source_id(r) for r in sources() if r.kind in STORED_KINDS}
+        self._created, deleted = missed_while_down(
+            stored=decoded.snapshot.sources.keys(), current=current,
+            covered=bool(self.batch.scope) and decoded.scope == self.batch.scope)
+        self._deleted = tuple(_source_ref(s) for s in sorted(deleted))
+        dropped = self.batch.retain_sources(current)
         dropped += self.batch.retain_workloads({r.key for r in workloads()})
         stored_sources, stored_workloads, count = self.batch.sizes()
         self.metrics.set_state_store_entries(stored_sources, stored_workloads, count)
         log.info("state store loaded", extra={"object": self._where, "sources": stored_sources,
                                               "workloads": stored_workloads, "shards": count,
-                                              "dropped": dropped})
+                                              "dropped": dropped, "created_while_down": len(self._created),
+                                              "deleted_while_down": len(self._deleted)})
         return True
 
     @property
@@ -186,13 +205,23 @@ class StateKeeper:
     def _where(self) -> str:
         return f"{self.shards.namespace}/ConfigMap/{self.shards.name}-*"
 
-    def out_of_date(self, workload: ObjectRef, meta: SourceMeta, marker: str | None) -> bool:
-        """Whether ``workload`` must reload for ``meta`` (see :mod:`.resync`); needs :meth:`load`."""
+    def out_of_date(self, workload: ObjectRef, meta: SourceMeta, marker: str | None, *,
+                    on_create: bool = False) -> bool:
+        """Whether ``workload`` must reload for ``meta`` (see :mod:`.resync`); needs :meth:`load`.
+
+        ``on_create`` (``--reload-on-create``): a source created while down reloads.
+        """
         current = self.digest(meta.ref, meta.hash)
         emitted = self.batch.stored_workload(workload.key) or {}
         return out_of_date(current_hash=meta.hash, current_digest=current, marker=marker,
                            emitted=emitted.get(_emitted_id(meta.ref)),
-                           seen=self.batch.stored_source(source_id(meta.ref)))
+                           seen=self.batch.stored_source(source_id(meta.ref)),
+                           created=on_create and source_id(meta.ref) in self._created)
+
+    def deleted_while_down(self) -> tuple[SourceRef, ...]:
+        """Sources the store held, under the scope the caches have now, that are gone
+        (empty unless the last :meth:`load` found the store covering that scope)."""
+        return self._deleted
 
     # --- writing -------------------------------------------------------------------------
 

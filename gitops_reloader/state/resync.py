@@ -10,22 +10,34 @@ Four records may say what a workload last saw, trusted in this order:
    stays) and sinks that leave no marker (webhook);
 3. **what the store says the controller last finished handling** for the source: covers
    workloads that were never reloaded, so carry no marker and have no entry of their own;
-4. nothing: the source is new to the store (first start with it, or created while the
-   controller was down), and nothing is known to be missed.
+4. nothing: the source is new to the store. It was **created while the controller was
+   down** only when the store covered it (:func:`missed_while_down`); then, with
+   ``--reload-on-create``, the workload reloads as a live create would. Otherwise (first
+   start with the store, filters or shard changed, a namespace the store never held)
+   nothing is known to be missed.
+
+Sources the store covered that are gone now were **deleted while down**; with
+``--reload-on-delete`` the controller reloads their workloads as a live delete would.
 """
 
 from __future__ import annotations
 
-__all__ = ["out_of_date"]
+import hashlib
+from collections.abc import Collection
+
+from gitops_reloader.config import Filters
+
+__all__ = ["missed_while_down", "out_of_date", "store_scope"]
 
 
 def out_of_date(*, current_hash: str, current_digest: str, marker: str | None,
-                emitted: str | None, seen: str | None) -> bool:
+                emitted: str | None, seen: str | None, created: bool = False) -> bool:
     """Whether the workload must reload for the source now.
 
     ``current_hash`` is the source's Stakater hash (compared with ``marker``, which holds
     a Stakater hash); ``current_digest`` its keyed state digest (compared with the
-    store's ``emitted`` and ``seen`` digests).
+    store's ``emitted`` and ``seen`` digests). ``created``: the source was created while
+    the controller was down and creations reload (used only when nothing else is known).
     """
     if marker is not None:
         return marker != current_hash
@@ -33,4 +45,46 @@ def out_of_date(*, current_hash: str, current_digest: str, marker: str | None,
         return emitted != current_digest
     if seen is not None:
         return seen != current_digest
-    return False
+    return created
+
+
+def store_scope(filters: Filters) -> str:
+    """A digest of what decides which ConfigMaps/Secrets the caches hold.
+
+    Namespaces, ignored namespaces, the label selector, ignored kinds and Secret types,
+    and the shard. ``--namespace-selector`` is not part of it: the caches (and so the
+    store) hold every namespace's sources and only act on the selected ones.
+    """
+    text = "\n".join([
+        "v1",
+        ",".join(sorted(filters.namespaces)),
+        ",".join(sorted(filters.namespaces_to_ignore)),
+        filters.resource_label_selector,
+        f"configmaps={not filters.ignore_configmaps} secrets={not filters.ignore_secrets}",
+        ",".join(sorted(filters.ignore_secret_types)),
+        f"shard={filters.shard.index}/{filters.shard.count}",
+    ])
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _namespace(source_id: str) -> str:
+    return source_id.partition("/")[0]
+
+
+def missed_while_down(*, stored: Collection[str], current: Collection[str],
+                      covered: bool) -> tuple[frozenset[str], frozenset[str]]:
+    """(created, deleted) source ids while nobody watched.
+
+    ``stored``: the store's source ids; ``current``: the ids the caches hold now;
+    ``covered``: the store was written under the scope the caches have now. Without
+    coverage nothing can be told apart from a change of scope: nothing is missed. A
+    source counts as created only in a namespace the store already held a source of
+    (a namespace created while down comes with its workloads, started with its data).
+    """
+    if not covered:
+        return frozenset(), frozenset()
+    stored_set, current_set = set(stored), set(current)
+    known = {_namespace(s) for s in stored_set}
+    created = frozenset(s for s in current_set if s not in stored_set and _namespace(s) in known)
+    deleted = frozenset(s for s in stored_set if s not in current_set)
+    return created, deleted
