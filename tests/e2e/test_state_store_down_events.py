@@ -65,7 +65,8 @@ def run_once(server: ApiServer, api_client: ApiClient, flags: list[str]) -> None
         wait_for(lambda: env_of(workload(server, "Deployment", "web-a")).get(ENV_A)
                  == configmap_hash({"v": "2"}), timeout=10, message="web-a reloaded")
         settle(app)
-        wait_for(lambda: stored(api_client).scope and "ns/ConfigMap/cfg-a" in stored(api_client).snapshot.sources,
+        wait_for(lambda: (store := stored(api_client)).scope
+                 and "ns/ConfigMap/cfg-a" in store.snapshot.sources,
                  timeout=10, message="store written under its scope")
     assert generations(server) == {"web-a": 2, "web-s": 1, "web-c": 1}
 

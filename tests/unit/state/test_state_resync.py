@@ -24,3 +24,17 @@ NOW, BEFORE = "n" * 32, "b" * 32
 def test_out_of_date(marker, emitted, seen, expected: bool, why: str) -> None:
     assert out_of_date(current_hash=HASH, current_digest=NOW, marker=marker, emitted=emitted,
                        seen=seen) is expected, why
+
+
+@pytest.mark.parametrize(("marker", "emitted", "seen", "expected", "why"), [
+    (None, None, None, True, "created while down, creations reload: as a live create"),
+    (HASH, None, None, False, "created while down, but the marker says current (handled live)"),
+    (OLD_HASH, None, None, True, "created while down over a stale marker"),
+    (None, NOW, None, False, "the emission record says current: handled before the crash"),
+    (None, None, NOW, False, "the store knows the source after all: unchanged"),
+    (None, None, BEFORE, True, "the store knows the source after all: changed"),
+])
+def test_a_creation_while_down_counts_only_when_nothing_else_is_known(
+        marker, emitted, seen, expected: bool, why: str) -> None:
+    assert out_of_date(current_hash=HASH, current_digest=NOW, marker=marker, emitted=emitted,
+                       seen=seen, created=True) is expected, why
