@@ -182,7 +182,8 @@ class StateKeeper:
             self.metrics.state_store_invalid(decoded.invalid)
             log.warning("state store: unreadable entries skipped",
                         extra={"object": self._where, "entries": decoded.invalid})
-        current = {source_id(r) for r in sources() if r.kind in STORED_KINDS}
+        current = {source_id(r) for r in sources()
+                   if r.kind in STORED_KINDS and not self.shards.is_shard(r)}
         self._created, deleted = missed_while_down(
             stored=decoded.snapshot.sources.keys(), current=current,
             covered=bool(self.batch.scope) and decoded.scope == self.batch.scope)

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from gitops_reloader.errors import KubeConflict, KubeNotFound
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.resources import CONFIGMAPS
+from gitops_reloader.model import SourceKind, SourceRef
 from gitops_reloader.state.codec import MAX_SHARDS, ShardData
 
 __all__ = ["STORE_LABEL", "ConfigMapShards"]
@@ -59,6 +60,11 @@ class ConfigMapShards:
         with self._lock:
             self._versions = versions
         return shards
+
+    def is_shard(self, ref: SourceRef) -> bool:
+        """Whether ``ref`` names one of this store's ConfigMaps."""
+        return (ref.kind is SourceKind.CONFIGMAP and ref.namespace == self.namespace
+                and self._index(ref.name) is not None)
 
     def _index(self, name: str) -> int | None:
         prefix = f"{self.name}-"

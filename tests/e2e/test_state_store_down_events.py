@@ -20,6 +20,7 @@ from kubernetes.client import ApiClient
 from reload_helpers import call, configmap, create, env_of, secret, workload
 
 from gitops_reloader.hashing import configmap_hash, secret_hash
+from gitops_reloader.model import SourceKind, SourceRef
 from gitops_reloader.state.codec import ShardData, merge_shards
 from gitops_reloader.testing.apiserver import ApiServer
 from gitops_reloader.testing.harness import deployment, running_controller, settle, wait_for
@@ -93,6 +94,7 @@ def test_created_and_deleted_while_down_reload_each_workload_once(
         assert env_of(workload(server, "Deployment", "web-s"))[ENV_S] == secret_hash({"password": b64})
         reloads = app.registry.get_sample_value("reloader_reload_executed_total", {"success": "true"})
         assert reloads == 2
+        assert app.controller.state.deleted_while_down() == (SourceRef(SourceKind.CONFIGMAP, "ns", "cfg-a"),)
         wait_for(lambda: "ns/Secret/new-s" in stored(api_client).snapshot.sources
                  and "ns/ConfigMap/cfg-a" not in stored(api_client).snapshot.sources,
                  timeout=10, message="store caught up")
