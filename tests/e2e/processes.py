@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -46,6 +47,16 @@ class Cluster:
     def requests(self, verb: str, resource: str) -> int:
         counts = self.http.get(self.url + "/_testing/requests").json()["requests"]
         return sum(c["count"] for c in counts if (c["verb"], c["resource"]) == (verb, resource))
+
+    def quiet(self, resource: str, *, for_seconds: float = 0.5) -> int:
+        """Wait until no patch of ``resource`` arrived for ``for_seconds``; the patch count."""
+        last = (self.requests("patch", resource), time.monotonic())
+        while time.monotonic() - last[1] < for_seconds:
+            time.sleep(0.05)
+            count = self.requests("patch", resource)
+            if count != last[0]:
+                last = (count, time.monotonic())
+        return last[0]
 
     def deployment(self, name: str) -> dict:
         response = self.http.get(self.url + f"/apis/apps/v1/namespaces/ns/deployments/{name}")

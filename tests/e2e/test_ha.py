@@ -89,16 +89,6 @@ def current(cluster: Cluster, i: int, value: str) -> bool:
     return env == {f"STAKATER_CFG_{i}_CONFIGMAP": configmap_hash({"v": value})}
 
 
-def quiet(cluster: Cluster, resource: str, *, for_seconds: float = 0.5) -> int:
-    """Wait until no write to ``resource`` arrived for ``for_seconds``; the write count."""
-    last = (cluster.requests("patch", resource), time.monotonic())
-    while time.monotonic() - last[1] < for_seconds:
-        time.sleep(0.05)
-        count = cluster.requests("patch", resource)
-        if count != last[0]:
-            last = (count, time.monotonic())
-    return last[0]
-
 
 @pytest.fixture
 def pairs(cluster: Cluster) -> None:
@@ -112,7 +102,7 @@ def test_standby_writes_nothing_while_the_leader_lives(cluster, pairs, controlle
     for i in range(5):
         change(cluster, i, "1")
     wait_for(lambda: all(current(cluster, i, "1") for i in range(5)), message="reloaded")
-    assert quiet(cluster, "deployments") == 5
+    assert cluster.quiet("deployments") == 5
     assert active.metric(cluster.http, RELOADS) == 5
     assert standby.metric(cluster.http, RELOADS) == 0
     assert standby.metric(cluster.http, LEADER) == 0
@@ -143,7 +133,7 @@ def test_leader_killed_mid_burst_every_change_reloads_exactly_once(cluster, pair
              message="standby took the lease")
     wait_for(lambda: all(current(cluster, i, "1") for i in range(PAIRS)), timeout=10,
              message="every change reloaded")
-    total = quiet(cluster, "deployments")
+    total = cluster.quiet("deployments")
     # Every template changed exactly once (a second write of another value would bump the
     # generation again; one of the same value is caught by the counts below).
     assert [cluster.deployment(f"web-{i}")["metadata"]["generation"] for i in range(PAIRS)] == [2] * PAIRS

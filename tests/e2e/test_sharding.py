@@ -59,6 +59,16 @@ def test_each_change_is_reloaded_once_by_the_shard_that_owns_its_namespace(serve
             assert not app.registry.get_sample_value(RELOADS, {"success": "false"})
 
 
+def create_mover(core: CoreV1Api, api_client) -> None:
+    """Namespace ``mover`` on shard ``a``, with ``cfg`` and a Deployment ``web`` using it."""
+    core.create_namespace({"metadata": {"name": "mover", "labels": {"shard": "a"}}})
+    create(api_client, configmap("cfg", {"v": "1"}, namespace="mover"))
+    create(api_client, deployment("web", namespace="mover",
+                                  annotations={"reloader.stakater.com/auto": "true"},
+                                  containers=[{"name": "app", "image": "x",
+                                               "envFrom": [{"configMapRef": {"name": "cfg"}}]}]))
+
+
 def acts_in(app: App, namespace: str) -> bool:
     """Whether ``app`` would reload ``namespace``/web for a change to its ConfigMap now."""
     meta = app.controller.source(SourceRef(SourceKind.CONFIGMAP, namespace, "cfg"))
@@ -125,12 +135,7 @@ def test_change_queued_in_the_old_shard_when_its_namespace_moves_is_reloaded_onc
     """A change seen before the relabel belongs to the old owner, even while it still
     waits in that shard's coalescing window: the new owner does not take it over."""
     core = CoreV1Api(api_client)
-    core.create_namespace({"metadata": {"name": "mover", "labels": {"shard": "a"}}})
-    create(api_client, configmap("cfg", {"v": "1"}, namespace="mover"))
-    create(api_client, deployment("web", namespace="mover",
-                                  annotations={"reloader.stakater.com/auto": "true"},
-                                  containers=[{"name": "app", "image": "x",
-                                               "envFrom": [{"configMapRef": {"name": "cfg"}}]}]))
+    create_mover(core, api_client)
     with (running_controller(api_client, ["--namespace-selector=shard=a", "--coalesce-window=3s"]) as a,
           running_controller(api_client, ["--namespace-selector=shard=b"]) as b):
         changed = core.patch_namespaced_config_map("cfg", "mover", {"data": {"v": "2"}})
@@ -157,12 +162,7 @@ def test_change_seen_by_the_new_shard_before_the_relabel_is_not_lost(server, api
     only): it sees mover's change while mover is not yet its own, declines it, and acts
     on it once the relabel arrives, because the change came after the relabel."""
     core = CoreV1Api(api_client)
-    core.create_namespace({"metadata": {"name": "mover", "labels": {"shard": "a"}}})
-    create(api_client, configmap("cfg", {"v": "1"}, namespace="mover"))
-    create(api_client, deployment("web", namespace="mover",
-                                  annotations={"reloader.stakater.com/auto": "true"},
-                                  containers=[{"name": "app", "image": "x",
-                                               "envFrom": [{"configMapRef": {"name": "cfg"}}]}]))
+    create_mover(core, api_client)
     with (running_controller(api_client, ["--namespace-selector=shard=a"]) as a,
           running_controller(api_client, ["--namespace-selector=shard=b"]) as b):
         server.add_fault(Fault("watch", "namespaces", None, latency=3.0, label_selector="shard=b"))
@@ -190,12 +190,7 @@ def test_change_seen_by_the_old_shard_before_the_relabel_is_withdrawn_at_write_t
     it takes mover's post-relabel change as its own, then the relabel arrives before the
     write and withdraws it; the new owner reloads it once, so no doubled reload."""
     core = CoreV1Api(api_client)
-    core.create_namespace({"metadata": {"name": "mover", "labels": {"shard": "a"}}})
-    create(api_client, configmap("cfg", {"v": "1"}, namespace="mover"))
-    create(api_client, deployment("web", namespace="mover",
-                                  annotations={"reloader.stakater.com/auto": "true"},
-                                  containers=[{"name": "app", "image": "x",
-                                               "envFrom": [{"configMapRef": {"name": "cfg"}}]}]))
+    create_mover(core, api_client)
     # B waits longer than A, so without the write-time check A would write first (and the
     # idempotent env-vars sink would then hide B's duplicate): A must withdraw, B write.
     with (running_controller(api_client, ["--namespace-selector=shard=a", "--coalesce-window=3s"]) as a,

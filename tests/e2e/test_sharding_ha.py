@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,16 +133,6 @@ def web(cluster: Cluster, ns: str) -> dict:
     return response.json()
 
 
-def quiet(cluster: Cluster, resource: str, *, for_seconds: float = 0.5) -> int:
-    """Wait until no patch of ``resource`` arrived for ``for_seconds``; the patch count."""
-    last = (cluster.requests("patch", resource), time.monotonic())
-    while time.monotonic() - last[1] < for_seconds:
-        time.sleep(0.05)
-        count = cluster.requests("patch", resource)
-        if count != last[0]:
-            last = (count, time.monotonic())
-    return last[0]
-
 
 def change(cluster: Cluster, namespaces: Sequence[str], value: str) -> None:
     core = CoreV1Api(cluster.api_client)
@@ -186,7 +175,7 @@ def test_killing_one_shards_leader_hands_it_to_its_standby_and_leaves_the_other_
 
     # Exactly once: one template write per owned namespace and round, nothing redone after
     # the take-over (the leader was killed while idle, so nothing of it was on the wire).
-    assert quiet(cluster, "deployments") == 2 * len(owned[0] + owned[1])
+    assert cluster.quiet("deployments") == 2 * len(owned[0] + owned[1])
     generations = {ns: web(cluster, ns)["metadata"]["generation"] for ns in everything}
     assert generations == {ns: 1 if ns in nobody else 3 for ns in everything}  # created at 1
     assert standbys[0].metric(cluster.http, LEADER) == 1
