@@ -162,8 +162,8 @@ class RedactionFilter(logging.Filter):
         """
         if value is None or isinstance(value, bool | int | float):
             return value
-        if isinstance(value, str):
-            return truncate(self.redact(value))
+        if isinstance(value, str):  # a str subclass (StrEnum) becomes its plain text first
+            return truncate(self.redact(value if type(value) is str else str.__str__(value)))
         if isinstance(value, Mapping):
             return {
                 str(k): REDACTED if _SENSITIVE_KEY.fullmatch(str(k)) else self.scrub(v)

@@ -48,7 +48,7 @@ def _identity(item: ReloadItem) -> tuple[str, str, str, str]:
 class AnnotationsSink:
     """Record the changed source in the pod-template annotation."""
 
-    name: ClassVar[str] = SinkName.ANNOTATIONS
+    name: ClassVar[str] = SinkName.ANNOTATIONS.value
 
     def __init__(self, patcher: LivePatcher) -> None:
         self.patcher = patcher

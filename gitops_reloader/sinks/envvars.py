@@ -38,7 +38,7 @@ def container_env(record: WorkloadRecord, adapter_template: Mapping[str, Any] | 
 class EnvVarsSink:
     """Patch the env var of each changed source into the container that uses it."""
 
-    name: ClassVar[str] = SinkName.ENV_VARS
+    name: ClassVar[str] = SinkName.ENV_VARS.value
 
     def __init__(self, patcher: LivePatcher) -> None:
         self.patcher = patcher

@@ -104,6 +104,7 @@ def test_a_catastrophic_pattern_does_not_stall_the_controller(server, api_client
         app.recorder.flush()
     assert beat.ticks > 0
     assert beat.longest < HEARTBEAT_LIMIT, f"heartbeat held off for {beat.longest * 1000:.0f} ms"
+    assert "unexpected error" not in log_output.getvalue()  # every record survived redaction
     evil = wait_for(lambda: warnings(core, "attacker", "evil"), message="evil's Warning")
     assert set(evil) == {"InvalidAnnotation"}
     assert r"'(a)\\1'" in evil["InvalidAnnotation"]  # the RE2-invalid entry, by repr

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from gitops_reloader.errors import ConfigError
+from gitops_reloader.model import SinkName
 from gitops_reloader.observability.logging import (
     MAX_FIELD_CHARS,
     MAX_TRACEBACK_CHARS,
@@ -57,6 +58,20 @@ def test_json_line_has_time_level_logger_msg_and_extras() -> None:
     assert line["repo"] == "infra"
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", str(line["time"]))
     assert set(line) == {"time", "level", "logger", "msg", "object", "sink", "repo"}
+
+
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_str_enum_extras_are_logged_as_their_text_and_redacted(fmt: str) -> None:
+    """A StrEnum field (e.g. a sink name) once crashed the RE2 redaction and lost the record."""
+    class Secretish(str):
+        pass
+
+    out = io.StringIO()
+    configure_logging(fmt=fmt, stream=out).register_secret(SECRET)
+    log.info("reloaded", extra={"sink": SinkName.ENV_VARS, "detail": Secretish(f"token {SECRET}")})
+    text = out.getvalue()
+    assert "env-vars" in text and "reloaded" in text
+    assert SECRET not in text
 
 
 def test_json_keeps_numbers_and_formats_args() -> None:
