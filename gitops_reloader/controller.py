@@ -257,7 +257,7 @@ class Controller:
     def changed(self, meta: SourceMeta, *, deleted: bool = False) -> None:
         """A source's data changed: make every workload that may use it pending."""
         self.metrics.change_detected(meta.ref.kind.kube_kind)
-        candidates = self.index.lookup(meta.ref) | self.index.explicit_in(meta.ref.namespace)
+        candidates = self.index.candidates(meta.ref)
         log.debug("source changed", extra={"object": str(meta.ref), "candidates": len(candidates)})
         for key in candidates:
             self._add_pending(key, {meta.ref: PendingSource(
@@ -272,7 +272,7 @@ class Controller:
         Several pods of one workload land on the same pending entry: one reload. The
         change is counted after queuing (tests wait on the counter).
         """
-        candidates = self.index.lookup(meta.ref) | self.index.explicit_in(meta.ref.namespace)
+        candidates = self.index.candidates(meta.ref)
         if owners is not None:
             candidates = frozenset(k for k in candidates if ObjectRef.from_key(k) in owners)
         log.debug("SecretProviderClass changed",
@@ -310,7 +310,7 @@ class Controller:
         """
         if not self.namespace_allowed(meta.ref.namespace) or self.source(meta.ref) is None:
             return []  # filtered out: the controller never sees this change
-        candidates = self.index.lookup(meta.ref) | self.index.explicit_in(meta.ref.namespace)
+        candidates = self.index.candidates(meta.ref)
         requests: list[ReloadRequest] = []
         for key in sorted(candidates):
             record = self.workload(ObjectRef.from_key(key))

@@ -223,6 +223,11 @@ class ReferenceIndex:
             keys = self._explicit.get(namespace)
             return frozenset(keys) if keys else frozenset()
 
+    def candidates(self, ref: SourceRef) -> frozenset[WorkloadKey]:
+        """Every workload a change to ``ref`` may reload: those referencing it, and those in
+        its namespace flagged explicit (the policy decides for each)."""
+        return self.lookup(ref) | self.explicit_in(ref.namespace)
+
     def __contains__(self, key: object) -> bool:
         with self._lock:
             return key in self._entries

@@ -69,6 +69,6 @@ def deleted_while_down(caches: Caches, index: ReferenceIndex, state: StateKeeper
     for ref in state.deleted_while_down():
         if not caches.namespace_allowed(ref.namespace):
             continue
-        for key in index.lookup(ref) | index.explicit_in(ref.namespace):
+        for key in index.candidates(ref):
             out.setdefault(key, {})[ref] = PendingSource(SourceMeta(ref), deleted=True)
     return out

@@ -430,3 +430,14 @@ def test_concurrent_updates_and_lookups_stay_consistent() -> None:
         k for k in (key("ns", f"t{t}-{j}") for t in range(4) for j in range(10)) if k in index
     }
     assert len(index) == len(index.lookup(src(CM, "ns", "shared")))
+
+
+def test_candidates_are_the_referencing_workloads_and_the_explicit_ones_of_the_namespace() -> None:
+    index = ReferenceIndex()
+    index.update(key("ns", "user"), "ns", refs_using(cms=("cfg",)), explicit=False)
+    index.update(key("ns", "lister"), "ns", PodRefs(), explicit=True)
+    index.update(key("other", "lister"), "other", PodRefs(), explicit=True)
+    index.update(key("ns", "bystander"), "ns", refs_using(cms=("else",)), explicit=False)
+    assert index.candidates(src(CM, "ns", "cfg")) == {key("ns", "user"), key("ns", "lister")}
+    assert index.candidates(src(SECRET, "ns", "cfg")) == {key("ns", "lister")}
+    assert index.candidates(src(CM, "third", "cfg")) == frozenset()
