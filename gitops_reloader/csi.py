@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gitops_reloader.hashing import spc_pod_status_hash
-from gitops_reloader.model import SourceKind, SourceMeta, SourceRef
+from gitops_reloader.model import SourceKind, SourceMeta, SourceRef, resource_version_number
 
 __all__ = ["LatestHashes", "PodStatus", "pod_status_record", "spc_record", "status_changed"]
 
@@ -64,14 +64,8 @@ def pod_status_record(raw: Mapping[str, Any]) -> PodStatus:
         pod=_text(status.get("podName")),
         spc=_text(status.get("secretProviderClassName")),
         hash=spc_pod_status_hash(status),
-        resource_version=_version(metadata.get("resourceVersion")),
+        resource_version=resource_version_number(metadata.get("resourceVersion")) or 0,
     )
-
-
-def _version(value: object) -> int:
-    """A resourceVersion as a number for ordering (the API server's are; 0 if not)."""
-    text = _text(value)
-    return int(text) if text.isdigit() and len(text) <= 20 else 0
 
 
 def status_changed(old: PodStatus, new: PodStatus) -> bool:

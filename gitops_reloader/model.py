@@ -203,6 +203,16 @@ class SourceMeta:
                 f"resource_version={self.resource_version!r}, fingerprint={self.fingerprint!r})")
 
 
+def resource_version_number(text: object) -> int | None:
+    """A resourceVersion as a number to order changes by (None: absent or not a number).
+
+    The API server's versions are decimal digits; anything else (or over 20 digits) is
+    not a version to order by.
+    """
+    value = text if isinstance(text, str) else ""
+    return int(value) if value.isdigit() and len(value) <= 20 else None
+
+
 def _digest(text: str) -> bytes | str:
     """Lower-case hex digest text as its bytes (half the size); any other text as it is."""
     try:

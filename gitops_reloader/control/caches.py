@@ -25,7 +25,7 @@ from gitops_reloader.kube.resources import CONFIGMAPS, NAMESPACES, SECRETS, Reso
 from gitops_reloader.kube.store import object_key
 from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord
 from gitops_reloader.membership import NamespaceMembership
-from gitops_reloader.model import ObjectRef, SourceKind, SourceMeta, SourceRef
+from gitops_reloader.model import ObjectRef, SourceKind, SourceMeta, SourceRef, resource_version_number
 from gitops_reloader.state.shards import STORE_LABEL
 
 from .changes import Change
@@ -102,7 +102,7 @@ class Caches:
             self.membership = NamespaceMembership()
             self.namespace_informer = Informer(
                 self.api, NAMESPACES,
-                lambda raw: resource_version((raw.get("metadata") or {}).get("resourceVersion")),
+                lambda raw: resource_version_number((raw.get("metadata") or {}).get("resourceVersion")),
                 self._on_namespace,
                 options=InformerOptions(label_selector=filters.namespace_selector),
                 observer=self.observer,
@@ -176,7 +176,7 @@ class Caches:
         assert self.membership is not None
         namespace, delta = event.delta.key, event.delta
         if delta.new is None:
-            self.membership.leave(namespace, resource_version(event.resource_version))
+            self.membership.leave(namespace, resource_version_number(event.resource_version))
         elif delta.old is None:
             for change in self.membership.join(namespace, delta.new, initial=event.initial):
                 self._on_handover(change)  # changed after the join, seen before it
@@ -205,7 +205,7 @@ class Caches:
         if not self.config.filters.shard.owns(namespace):
             return False
         membership = self.membership
-        return membership is None or membership.owns(namespace, resource_version(version),
+        return membership is None or membership.owns(namespace, resource_version_number(version),
                                                      change.meta.ref, change)
 
     def still_owns(self, meta: SourceMeta) -> bool:
@@ -213,7 +213,7 @@ class Caches:
         seen since it was accepted may have handed its namespace to another shard)."""
         membership = self.membership
         return membership is None or membership.still_owns(meta.ref.namespace,
-                                                           resource_version(meta.resource_version))
+                                                           resource_version_number(meta.resource_version))
 
     def source_kinds(self) -> list[SourceKind]:
         """The source kinds watched (``--resources-to-ignore`` drops one; SecretProviderClass
@@ -261,11 +261,3 @@ class Caches:
     def workloads(self) -> list[WorkloadRecord]:
         return [r for group in self.workload_informers.values() for i in group
                 for r in i.store.values()]
-
-
-def resource_version(text: object) -> int | None:
-    """A resourceVersion as a number to order changes by (None: absent or not a number)."""
-    try:
-        return int(str(text))
-    except ValueError:
-        return None

@@ -10,7 +10,7 @@ import pytest
 
 from gitops_reloader.control.caches import source_transform
 from gitops_reloader.hashing import configmap_hash, data_fingerprint, secret_hash
-from gitops_reloader.model import EMPTY_MAP, SourceKind, SourceMeta, SourceRef
+from gitops_reloader.model import EMPTY_MAP, SourceKind, SourceMeta, SourceRef, resource_version_number
 
 REF = SourceRef(SourceKind.SECRET, "ns", "db")
 HASH = "3c9a892aeaedc759abc3df9884a37b8be5680382"
@@ -102,3 +102,11 @@ def test_records_without_annotations_share_one_read_only_empty_map() -> None:
     with pytest.raises(TypeError):
         EMPTY_MAP.update(k="v")  # type: ignore[attr-defined]
     assert copy.deepcopy(EMPTY_MAP) == {}
+
+
+@pytest.mark.parametrize(("text", "number"), [
+    ("42", 42), ("0", 0), ("", None), (None, None), (7, None), ("-3", None), ("1_000", None),
+    (" 12", None), ("9" * 21, None),
+])
+def test_resource_versions_order_only_as_the_api_server_writes_them(text, number) -> None:
+    assert resource_version_number(text) == number
