@@ -6,8 +6,9 @@ Stakater Reloader (``pkg/common/metainfo.go``) writes, at start-up and when
 ``reloaderOptions`` and ``deploymentInfo``. Tools and runbooks that read it keep working
 after the swap: the same name, label, keys and JSON field names, filled from our
 configuration. Two differences, both on purpose: ``buildInfo.goVersion`` names the Python
-that runs us, and ``reloaderOptions.webhookUrl`` carries no credentials, query or
-fragment (the ConfigMap may be readable by more people than the flag is).
+that runs us, and ``reloaderOptions.webhookUrl`` is only ``scheme://host[:port]``, as the
+webhook sink logs it (tokens live in user info, path or query; the ConfigMap may be
+readable by more people than the flag is).
 
 :func:`meta_info_configmap` is pure; :func:`publish_meta_info` writes it (get → update,
 else create, as Stakater does) and never stops the controller on failure.
@@ -19,13 +20,13 @@ import json
 import logging
 import platform
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from gitops_reloader import __version__
 from gitops_reloader.config import META_INFO_NAME, Config, MetaInfoTarget
 from gitops_reloader.errors import KubeError, KubeNotFound
 from gitops_reloader.kube.api import JSON, KubeApi
 from gitops_reloader.kube.resources import CONFIGMAPS
+from gitops_reloader.observability.alerts import safe_url
 
 log = logging.getLogger(__name__)
 
@@ -38,16 +39,6 @@ def build_info() -> dict[str, Any]:
     """Stakater's ``BuildInfo`` JSON for this process."""
     return {"goVersion": f"python{platform.python_version()}", "releaseVersion": __version__,
             "commitHash": "unknown", "commitTime": _ZERO_TIME, "edition": "oss"}
-
-
-def without_credentials(url: str) -> str:
-    """``url`` with user info, query and fragment removed ("" stays "")."""
-    if not url:
-        return ""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def reloader_options(config: Config) -> dict[str, Any]:
@@ -82,7 +73,7 @@ def reloader_options(config: Config) -> dict[str, Any]:
         "syncAfterRestart": behaviour.sync_after_restart,
         "enableHA": runtime.enable_ha,
         "enableCSIIntegration": behaviour.enable_csi_integration,
-        "webhookUrl": without_credentials(behaviour.webhook_url),
+        "webhookUrl": safe_url(behaviour.webhook_url) if behaviour.webhook_url else "",
         "resourcesToIgnore": resources_ignored,
         "workloadTypesToIgnore": list(filters.ignored_workload_types),
         "namespaceSelectors": [filters.namespace_selector] if filters.namespace_selector else [],

@@ -11,7 +11,6 @@ from gitops_reloader.observability.metainfo import (
     build_info,
     meta_info_configmap,
     reloader_options,
-    without_credentials,
 )
 
 # The JSON field names of Stakater's ReloaderOptions and BuildInfo, in declaration order,
@@ -85,11 +84,10 @@ def test_build_info_names_this_release() -> None:
 
 @pytest.mark.parametrize(("url", "shown"), [
     ("", ""),
-    ("https://hooks.example.com/services/T0/B0", "https://hooks.example.com/services/T0/B0"),
-    ("https://user:s3cret@hooks.example.com:8443/x?token=abc#f", "https://hooks.example.com:8443/x"),
+    ("https://hooks.example.com/services/T0/B0/s3cret", "https://hooks.example.com"),
+    ("https://user:s3cret@hooks.example.com:8443/x?token=abc#f", "https://hooks.example.com:8443"),
 ])
 def test_a_webhook_url_is_written_without_credentials(url: str, shown: str) -> None:
-    assert without_credentials(url) == shown
     config = load_config([f"--webhook-url={url}"] if url else [], environ={})
     text = meta_info_configmap(config, MetaInfoTarget("ops"))["data"]["reloaderOptions"]
     assert "s3cret" not in text and "token=abc" not in text
