@@ -249,7 +249,7 @@ class Controller:
         self.state.emitted(request.ref, (item.source for item in request.items if not item.deleted))
 
     def _source_refs(self) -> list[SourceRef]:
-        return [meta.ref for metas in self.caches.sources_by_namespace().values() for meta in metas]
+        return [meta.ref for meta in self.caches.sources()]
 
     def _workload_refs(self) -> list[ObjectRef]:
         return [record.ref for record in self.workloads()]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from gitops_reloader.config import Config
@@ -240,15 +240,19 @@ class Caches:
             out.extend(m for k in keys if (m := informer.store.get(k)) is not None)
         return out
 
+    def sources(self) -> Iterator[SourceMeta]:
+        """Every cached source, SecretProviderClasses included."""
+        for informers in self.source_informers.values():
+            for informer in informers:
+                yield from informer.store.values()
+        if self.csi is not None:
+            yield from self.csi.sources()
+
     def sources_by_namespace(self) -> dict[tuple[SourceKind, str], list[SourceMeta]]:
         """All cached sources grouped by (kind, namespace): one pass over the stores."""
         grouped: dict[tuple[SourceKind, str], list[SourceMeta]] = {}
-        for kind, informers in self.source_informers.items():
-            for informer in informers:
-                for meta in informer.store.values():
-                    grouped.setdefault((kind, meta.ref.namespace), []).append(meta)
-        for meta in self.csi.sources() if self.csi is not None else ():
-            grouped.setdefault((SourceKind.SECRETPROVIDERCLASS, meta.ref.namespace), []).append(meta)
+        for meta in self.sources():
+            grouped.setdefault((meta.ref.kind, meta.ref.namespace), []).append(meta)
         return grouped
 
     def workload(self, ref: ObjectRef) -> WorkloadRecord | None:
