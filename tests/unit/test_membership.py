@@ -34,14 +34,14 @@ def acts(order: str, change_at: int, *, releasing: bool) -> int:
     return acted
 
 
-@pytest.mark.parametrize(("releasing_order", "acquiring_order"), itertools.product(ORDERS, ORDERS))
+@pytest.mark.parametrize(("releasing_order", "acquiring_order"), list(itertools.product(ORDERS, ORDERS)))
 def test_a_change_before_the_relabel_is_acted_on_once_by_the_releasing_instance(
         releasing_order: str, acquiring_order: str) -> None:
     assert acts(releasing_order, M - 5, releasing=True) == 1
     assert acts(acquiring_order, M - 5, releasing=False) == 0
 
 
-@pytest.mark.parametrize(("releasing_order", "acquiring_order"), itertools.product(ORDERS, ORDERS))
+@pytest.mark.parametrize(("releasing_order", "acquiring_order"), list(itertools.product(ORDERS, ORDERS)))
 def test_a_change_after_the_relabel_is_never_lost(releasing_order: str, acquiring_order: str) -> None:
     acquiring = acts(acquiring_order, M + 5, releasing=False)
     releasing = acts(releasing_order, M + 5, releasing=True)
