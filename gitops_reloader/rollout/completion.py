@@ -1,0 +1,251 @@
+"""When is a workload's rollout done, and when has it failed: one rule per kind, pure.
+
+Each rule reads the object as the API server returns it (metadata, spec, status) and says
+:class:`Phase` ``PROGRESSING``, ``COMPLETE`` or ``FAILED`` with a reason. The rules are
+those of the tools people already trust:
+
+- Deployment (and OpenShift DeploymentConfig, whose status has the same fields): what
+  ``kubectl rollout status`` waits for (kubectl ``DeploymentStatusViewer``):
+  observedGeneration caught up with generation, a ``Progressing`` condition with reason
+  ``ProgressDeadlineExceeded`` is a failure, then updated = spec.replicas, no old
+  replicas left (replicas = updated), available = updated.
+- StatefulSet (kubectl ``StatefulSetStatusViewer``): observedGeneration caught up,
+  ready = spec.replicas, then with a partition: updated >= replicas - partition; else
+  updateRevision = currentRevision. ``OnDelete`` rolls no pod by itself: done at the write.
+- DaemonSet (kubectl ``DaemonSetStatusViewer``): observedGeneration caught up, updated
+  scheduled and available = desired. ``OnDelete``: done at the write.
+- Argo Rollout: ``status.observedGeneration`` (a string) names the generation and
+  ``status.phase`` is ``Healthy``; ``Degraded`` is a failure.
+- CronJob and Job: the write itself creates the new pods (a Job from the CronJob's
+  template, a re-created Job), so the rollout counts as done at the write.
+- Any other kind: observedGeneration caught up and a ``Ready`` (or ``Available``)
+  condition ``True``; ``False`` with a reason naming a deadline is a failure. A kind with no
+  controller writing its status stays ``PROGRESSING`` and fails at the timeout
+  (:func:`with_deadline`), never blocking a budget forever.
+
+``written_generation`` is the ``metadata.generation`` our write produced: an older object
+(a cache that has not seen the write yet) is still ``PROGRESSING``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+JSON = Mapping[str, Any]
+
+
+class Phase(StrEnum):
+    """Where a rollout stands."""
+
+    PROGRESSING = "progressing"
+    COMPLETE = "complete"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutStatus:
+    """A rule's verdict: the phase, a one-word reason and a short message for people."""
+
+    phase: Phase
+    reason: str
+    message: str = ""
+
+    @property
+    def done(self) -> bool:
+        """Complete or failed: the rollout no longer counts as rolling."""
+        return self.phase is not Phase.PROGRESSING
+
+
+Rule = Callable[[JSON], RolloutStatus]
+
+PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
+ROLLOUT_TIMEOUT = "RolloutTimeout"
+
+
+def _section(obj: JSON, key: str) -> JSON:
+    value = obj.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _int(mapping: JSON, key: str, default: int = 0) -> int:
+    """An integer field; absent (the API server omits zeros), null or not an integer → ``default``."""
+    value = mapping.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _generation(obj: JSON) -> int:
+    return _int(_section(obj, "metadata"), "generation")
+
+
+def _condition(status: JSON, kind: str) -> JSON | None:
+    conditions = status.get("conditions")
+    if not isinstance(conditions, list):
+        return None
+    for condition in conditions:
+        if isinstance(condition, Mapping) and condition.get("type") == kind:
+            return condition
+    return None
+
+
+def _progressing(reason: str, message: str) -> RolloutStatus:
+    return RolloutStatus(Phase.PROGRESSING, reason, message)
+
+
+_COMPLETE = RolloutStatus(Phase.COMPLETE, "RolloutComplete", "rollout complete")
+_AT_WRITE = RolloutStatus(Phase.COMPLETE, "CompleteAtWrite", "the write itself starts the new pods")
+_ON_DELETE = RolloutStatus(Phase.COMPLETE, "OnDelete",
+                           "update strategy OnDelete: pods change only when deleted")
+
+
+def _waiting_for_generation(obj: JSON, status: JSON) -> RolloutStatus | None:
+    observed = _int(status, "observedGeneration")
+    if observed < _generation(obj) or observed == 0:
+        return _progressing("ObservedGenerationBehind",
+                            f"waiting for the controller to observe generation {_generation(obj)}")
+    return None
+
+
+def deployment_rule(obj: JSON) -> RolloutStatus:
+    """``kubectl rollout status`` for a Deployment (and a DeploymentConfig)."""
+    status = _section(obj, "status")
+    if _int(status, "observedGeneration") < _generation(obj):
+        return _progressing("ObservedGenerationBehind", "waiting for the rollout to be observed")
+    progressing = _condition(status, "Progressing")
+    if progressing is not None and progressing.get("reason") == PROGRESS_DEADLINE_EXCEEDED:
+        return RolloutStatus(Phase.FAILED, PROGRESS_DEADLINE_EXCEEDED,
+                             str(progressing.get("message") or "exceeded its progress deadline")[:256])
+    wanted = _int(_section(obj, "spec"), "replicas", 1)
+    updated = _int(status, "updatedReplicas")
+    if updated < wanted:
+        return _progressing("UpdatingReplicas", f"{updated} of {wanted} updated replicas")
+    if _int(status, "replicas") > updated:
+        return _progressing("OldReplicasPending",
+                            f"{_int(status, 'replicas') - updated} old replicas pending termination")
+    available = _int(status, "availableReplicas")
+    if available < updated:
+        return _progressing("AvailabilityPending", f"{available} of {updated} updated replicas available")
+    return _COMPLETE
+
+
+def statefulset_rule(obj: JSON) -> RolloutStatus:
+    """``kubectl rollout status`` for a StatefulSet; OnDelete is done at the write."""
+    spec = _section(obj, "spec")
+    strategy = _section(spec, "updateStrategy")
+    if strategy.get("type") == "OnDelete":
+        return _ON_DELETE
+    status = _section(obj, "status")
+    behind = _waiting_for_generation(obj, status)
+    if behind is not None:
+        return behind
+    wanted = _int(spec, "replicas", 1)
+    ready = _int(status, "readyReplicas")
+    if ready < wanted:
+        return _progressing("PodsNotReady", f"{ready} of {wanted} pods ready")
+    partition = _section(strategy, "rollingUpdate").get("partition")
+    if isinstance(partition, int) and not isinstance(partition, bool):
+        updated = _int(status, "updatedReplicas")
+        if updated < wanted - partition:
+            return _progressing("UpdatingReplicas",
+                                f"{updated} of {wanted - partition} pods updated (partition {partition})")
+        return _COMPLETE
+    if status.get("updateRevision") != status.get("currentRevision"):
+        return _progressing("RevisionPending",
+                            f"{_int(status, 'updatedReplicas')} of {wanted} pods at the update revision")
+    return _COMPLETE
+
+
+def daemonset_rule(obj: JSON) -> RolloutStatus:
+    """``kubectl rollout status`` for a DaemonSet; OnDelete is done at the write."""
+    if _section(_section(obj, "spec"), "updateStrategy").get("type") == "OnDelete":
+        return _ON_DELETE
+    status = _section(obj, "status")
+    if _int(status, "observedGeneration") < _generation(obj):
+        return _progressing("ObservedGenerationBehind", "waiting for the rollout to be observed")
+    desired = _int(status, "desiredNumberScheduled")
+    updated = _int(status, "updatedNumberScheduled")
+    if updated < desired:
+        return _progressing("UpdatingPods", f"{updated} of {desired} updated pods scheduled")
+    available = _int(status, "numberAvailable")
+    if available < desired:
+        return _progressing("AvailabilityPending", f"{available} of {desired} updated pods available")
+    return _COMPLETE
+
+
+def argo_rollout_rule(obj: JSON) -> RolloutStatus:
+    """An Argo Rollout: its own ``status.phase`` once it has observed the generation."""
+    status = _section(obj, "status")
+    observed = status.get("observedGeneration")
+    if str(observed) != str(_generation(obj)):
+        return _progressing("ObservedGenerationBehind", "waiting for the rollout to be observed")
+    phase = status.get("phase")
+    message = str(status.get("message") or "")[:256]
+    if phase == "Healthy":
+        return _COMPLETE
+    if phase == "Degraded":
+        return RolloutStatus(Phase.FAILED, "Degraded", message or "rollout degraded")
+    return _progressing(str(phase or "Unknown")[:64], message)
+
+
+def at_write_rule(obj: JSON) -> RolloutStatus:
+    """Jobs and CronJobs: the write creates the new pods; nothing is left to wait for."""
+    return _AT_WRITE
+
+
+def generic_rule(obj: JSON) -> RolloutStatus:
+    """Any other kind: generation observed and a Ready/Available condition True."""
+    status = _section(obj, "status")
+    behind = _waiting_for_generation(obj, status)
+    if behind is not None:
+        return behind
+    condition = _condition(status, "Ready") or _condition(status, "Available")
+    if condition is None:
+        return _progressing("NoReadyCondition", "no Ready or Available condition reported")
+    state = condition.get("status")
+    reason = str(condition.get("reason") or "")[:64]
+    message = str(condition.get("message") or "")[:256]
+    if state == "True":
+        return _COMPLETE
+    if state == "False" and "deadline" in reason.lower():
+        return RolloutStatus(Phase.FAILED, reason, message)
+    return _progressing(reason or "NotReady", message)
+
+
+RULES: dict[tuple[str, str], Rule] = {
+    ("apps", "Deployment"): deployment_rule,
+    ("apps.openshift.io", "DeploymentConfig"): deployment_rule,
+    ("apps", "StatefulSet"): statefulset_rule,
+    ("apps", "DaemonSet"): daemonset_rule,
+    ("argoproj.io", "Rollout"): argo_rollout_rule,
+    ("batch", "Job"): at_write_rule,
+    ("batch", "CronJob"): at_write_rule,
+}
+"""Completion rule per (API group, kind); a kind not listed gets :func:`generic_rule`."""
+
+
+def rule_for(group: str, kind: str) -> Rule:
+    """The completion rule of a kind."""
+    return RULES.get((group, kind), generic_rule)
+
+
+def rollout_status(group: str, kind: str, obj: JSON, *,
+                   written_generation: int | None = None) -> RolloutStatus:
+    """Where the rollout of ``obj`` (of ``group``/``kind``) stands.
+
+    ``written_generation``: the generation our write produced; an object older than that
+    is a view from before the write, so the rollout is still progressing.
+    """
+    if written_generation is not None and _generation(obj) < written_generation:
+        return _progressing("WriteNotSeen", f"waiting to see generation {written_generation}")
+    return rule_for(group, kind)(obj)
+
+
+def with_deadline(status: RolloutStatus, elapsed_seconds: float, timeout_seconds: float) -> RolloutStatus:
+    """``status``, turned into a failure once a rollout has progressed for ``timeout_seconds``."""
+    if status.phase is Phase.PROGRESSING and timeout_seconds > 0 and elapsed_seconds >= timeout_seconds:
+        detail = f" (last: {status.reason}{': ' + status.message if status.message else ''})"
+        return RolloutStatus(Phase.FAILED, ROLLOUT_TIMEOUT,
+                             f"not complete after {elapsed_seconds:.0f}s{detail}"[:256])
+    return status
