@@ -49,7 +49,7 @@ from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.regex import RegexError, compile_linear
 from gitops_reloader.shard import shard_of
 from gitops_reloader.sinks import build_live_sinks
-from gitops_reloader.sinks.pullrequest import PullRequestNotConfigured
+from gitops_reloader.sinks.pullrequest import PullRequestNotConfigured, require_pull_request_settings
 
 __all__ = ["Explanation", "SourceReport", "explain", "main", "render_text", "rule_text"]
 
@@ -374,8 +374,11 @@ def _manifest(api: KubeApi, config: Config, record: WorkloadRecord, sink: SinkNa
     repo_config = git_config.get(resolution.repo_name)
     if repo_config is not None:
         out.update(url=_without_credentials(repo_config.url), branch=repo_config.branch)
-        if sink is SinkName.PULL_REQUEST and repo_config.pull_request is None:
-            out["refused"] = str(PullRequestNotConfigured(record.ref, repo_config.name))
+        if sink is SinkName.PULL_REQUEST:
+            try:
+                require_pull_request_settings(git_config, record.ref, repo_config.name)
+            except PullRequestNotConfigured as exc:
+                out["refused"] = str(exc)
     with tempfile.TemporaryDirectory(prefix="gitops-reloader-explain-") as cache:
         handles = build_repository_handles(git_config, cache)
         handle = handles.get(resolution.repo_name)

@@ -103,7 +103,7 @@ from gitops_reloader.sinks.git import (
     skip_workload,
 )
 
-__all__ = ["PullRequestNotConfigured", "PullRequestSink"]
+__all__ = ["PullRequestNotConfigured", "PullRequestSink", "require_pull_request_settings"]
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +117,14 @@ class PullRequestNotConfigured(ConfigError):
 
     def __init__(self, ref: object, repo_name: str) -> None:
         super().__init__(f"{ref}: repository {repo_name} has no pullRequest settings in --git-config")
+
+
+def require_pull_request_settings(git_config: GitConfig, ref: object, repo_name: str) -> PullRequestConfig:
+    """The ``pullRequest`` block of ``repo_name``; :class:`PullRequestNotConfigured` when it has none."""
+    repo_config = git_config.get(repo_name)
+    if repo_config is None or repo_config.pull_request is None:
+        raise PullRequestNotConfigured(ref, repo_name)
+    return repo_config.pull_request
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,10 +172,8 @@ class PullRequestSink:
                 raise TypeError(f"repository {name}: the pull-request sink needs a PullRequestRepository")
         self.targets: dict[str, _Target] = {}
         for name, host in hosts.items():
-            repo_config = git_config.get(name)
-            if repo_config is None or repo_config.pull_request is None:
-                raise ConfigError(f"--git-config: repository {name} has no pullRequest settings")
-            self.targets[name] = _Target(repo_config.pull_request, host)
+            settings = require_pull_request_settings(git_config, "--git-config", name)
+            self.targets[name] = _Target(settings, host)
         self.planner = ManifestPlanner(locator=locator, sink_name=self.name, clock=clock,
                                        resolve_ttl=resolve_ttl)
         self.digest_key = digest_key

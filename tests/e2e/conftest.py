@@ -1,13 +1,20 @@
-"""Fixtures for end-to-end tests: a fresh API test server per test, official clients."""
+"""Fixtures shared by the end-to-end tests: a fresh API test server per test with official
+clients, and a git host on 127.0.0.1 with the developer's git configuration kept out."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api
+from git_setup import GitSetup
+from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api, CustomObjectsApi
+from reload_helpers import GIT_TOKEN
 
 from gitops_reloader.testing.apiserver import ApiServer
+from gitops_reloader.testing.githost import GitHostServer
+from gitops_reloader.testing.prhost import PrHost
 
 
 @pytest.fixture
@@ -31,3 +38,47 @@ def core(api_client: ApiClient) -> CoreV1Api:
 @pytest.fixture
 def apps(api_client: ApiClient) -> AppsV1Api:
     return AppsV1Api(api_client)
+
+
+@pytest.fixture
+def custom(api_client: ApiClient) -> CustomObjectsApi:
+    return CustomObjectsApi(api_client)
+
+
+@pytest.fixture
+def isolated_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep the developer's global and system git configuration out of the test: a fresh
+    HOME, no system config, no GIT_* variables. Modules that use git name it in
+    ``pytestmark`` (``pytest.mark.usefixtures("isolated_git")``)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for key in list(os.environ):
+        if key.startswith("GIT_") and key != "GIT_CONFIG_NOSYSTEM":
+            monkeypatch.delenv(key)
+
+
+@pytest.fixture
+def githost(tmp_path: Path) -> Iterator[GitHostServer]:
+    """A git host on 127.0.0.1 that accepts ``GIT_TOKEN`` (HTTP Basic), stopped after the test."""
+    with GitHostServer(tmp_path / "srv", token=GIT_TOKEN) as host:
+        yield host
+
+
+@pytest.fixture
+def host(githost: GitHostServer) -> GitHostServer:
+    """``githost`` under the short name the repository and git-sink tests use."""
+    return githost
+
+
+@pytest.fixture
+def git(tmp_path: Path, githost: GitHostServer) -> GitSetup:
+    """The git sink's setup: repository, ``--git-config`` file, token file, cache directory."""
+    return GitSetup(tmp_path, githost)
+
+
+@pytest.fixture
+def prhost(githost: GitHostServer) -> PrHost:
+    """GitHub / GitLab / Gitea / Bitbucket REST shapes over the ``githost`` repositories."""
+    return PrHost(githost)

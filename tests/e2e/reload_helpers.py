@@ -14,6 +14,9 @@ from gitops_reloader.model import SourceKind
 from gitops_reloader.testing.apiserver import ApiServer
 from gitops_reloader.testing.harness import settle, wait_for
 
+GIT_TOKEN = "ghp_e2eGitHostToken_4b9d1f"
+"""The token the e2e git host (conftest ``githost``) accepts; tests check it never leaks."""
+
 PLURAL = {"Deployment": "deployments", "DaemonSet": "daemonsets", "StatefulSet": "statefulsets"}
 
 

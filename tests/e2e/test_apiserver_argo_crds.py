@@ -10,12 +10,11 @@ subresource upstream, ApplicationSet and Rollout do.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kubernetes import client
-from kubernetes.client import ApiClient, ApiException
+from kubernetes.client import ApiException
 
 from gitops_reloader.testing.apiserver import ApiServer
 
@@ -28,16 +27,11 @@ ROLLOUTS = (GROUP, VERSION, "shop", "rollouts")
 FLEET = "https://git.example.com/platform/fleet.git"
 
 
-@pytest.fixture
-def custom() -> Iterator[client.CustomObjectsApi]:
-    with ApiServer() as srv:
-        for kind in ("Application", "ApplicationSet", "Rollout"):
-            assert srv.schemas.get(GROUP, VERSION, kind), (
-                f"{kind} CRD missing: run `bash .ci/install-tools.sh`"
-            )
-        api_client: ApiClient = srv.api_client()
-        yield client.CustomObjectsApi(api_client)
-        api_client.close()
+@pytest.fixture(autouse=True)
+def argo_crds(server: ApiServer) -> None:
+    for kind in ("Application", "ApplicationSet", "Rollout"):
+        assert server.schemas.get(GROUP, VERSION, kind), (
+            f"{kind} CRD missing: run `bash .ci/install-tools.sh`")
 
 
 def application(name: str = "web", **spec: Any) -> dict[str, Any]:

@@ -8,12 +8,11 @@ are pruned, defaults filled, and the status subresource keeps spec and status ap
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kubernetes import client
-from kubernetes.client import ApiClient, ApiException
+from kubernetes.client import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from gitops_reloader.testing.apiserver import ApiServer
@@ -24,30 +23,11 @@ NS = "flux-system"
 KS = ("kustomize.toolkit.fluxcd.io", "v1", NS, "kustomizations")
 
 
-@pytest.fixture
-def server() -> Iterator[ApiServer]:
-    with ApiServer() as srv:
-        assert srv.schemas.get("kustomize.toolkit.fluxcd.io", "v1", "Kustomization"), (
-            "Flux CRDs missing: run `bash .ci/install-tools.sh`"
-        )
-        yield srv
-
-
-@pytest.fixture
-def api(server: ApiServer) -> Iterator[ApiClient]:
-    api_client = server.api_client()
-    yield api_client
-    api_client.close()
-
-
-@pytest.fixture
-def custom(api: ApiClient) -> client.CustomObjectsApi:
-    return client.CustomObjectsApi(api)
-
-
-@pytest.fixture
-def core(api: ApiClient) -> client.CoreV1Api:
-    return client.CoreV1Api(api)
+@pytest.fixture(autouse=True)
+def flux_crds(server: ApiServer) -> None:
+    assert server.schemas.get("kustomize.toolkit.fluxcd.io", "v1", "Kustomization"), (
+        "Flux CRDs missing: run `bash .ci/install-tools.sh`"
+    )
 
 
 def kustomization(name: str = "apps", **spec: Any) -> dict[str, Any]:

@@ -25,26 +25,8 @@ NS = "default"
 
 
 @pytest.fixture
-def server() -> Iterator[ApiServer]:
-    with ApiServer() as srv:
-        yield srv
-
-
-@pytest.fixture
-def api(server: ApiServer) -> Iterator[ApiClient]:
-    api_client = server.api_client()
-    yield api_client
-    api_client.close()
-
-
-@pytest.fixture
-def core(api: ApiClient) -> client.CoreV1Api:
-    return client.CoreV1Api(api)
-
-
-@pytest.fixture
-def apps(api: ApiClient) -> client.AppsV1Api:
-    apps_api = client.AppsV1Api(api)
+def apps(api_client: ApiClient) -> client.AppsV1Api:
+    apps_api = client.AppsV1Api(api_client)
     apps_api.create_namespaced_deployment(
         NS,
         {

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,34 +16,6 @@ from gitops_reloader.testing.apiserver import ApiServer
 pytestmark = pytest.mark.e2e
 
 NS = "default"
-
-
-@pytest.fixture
-def server() -> Iterator[ApiServer]:
-    with ApiServer() as srv:
-        yield srv
-
-
-@pytest.fixture
-def api(server: ApiServer) -> Iterator[ApiClient]:
-    api_client = server.api_client()
-    yield api_client
-    api_client.close()
-
-
-@pytest.fixture
-def core(api: ApiClient) -> client.CoreV1Api:
-    return client.CoreV1Api(api)
-
-
-@pytest.fixture
-def apps(api: ApiClient) -> client.AppsV1Api:
-    return client.AppsV1Api(api)
-
-
-@pytest.fixture
-def custom(api: ApiClient) -> client.CustomObjectsApi:
-    return client.CustomObjectsApi(api)
 
 
 def deployment(name: str = "web", env: list[dict[str, str]] | None = None) -> dict[str, Any]:
@@ -77,9 +48,9 @@ def error_body(exc: ApiException) -> dict[str, Any]:
     return body
 
 
-def raw_get(api: ApiClient, path: str) -> dict[str, Any]:
-    method, url, headers, _body, _post = api.param_serialize("GET", path)
-    resp = api.call_api(method, url, headers)
+def raw_get(api_client: ApiClient, path: str) -> dict[str, Any]:
+    method, url, headers, _body, _post = api_client.param_serialize("GET", path)
+    resp = api_client.call_api(method, url, headers)
     resp.read()
     assert resp.status == 200
     data: dict[str, Any] = json.loads(resp.data)
@@ -90,18 +61,18 @@ def raw_get(api: ApiClient, path: str) -> dict[str, Any]:
 
 
 def test_resource_version_is_one_counter_across_kinds(
-    server: ApiServer, core: client.CoreV1Api, apps: client.AppsV1Api, api: ApiClient
+    server: ApiServer, core: client.CoreV1Api, apps: client.AppsV1Api, api_client: ApiClient
 ) -> None:
     start = server.resource_version()
     versions = [
         core.create_namespaced_config_map(NS, {"metadata": {"name": "c"}}).metadata.resource_version,
         core.create_namespaced_secret(NS, {"metadata": {"name": "s"}}).metadata.resource_version,
         apps.create_namespaced_deployment(NS, deployment()).metadata.resource_version,
-        client.CoordinationV1Api(api)
+        client.CoordinationV1Api(api_client)
         .create_namespaced_lease(NS, {"metadata": {"name": "l"}, "spec": {}})
         .metadata.resource_version,
         core.patch_namespaced_config_map("c", NS, {"data": {"a": "b"}}).metadata.resource_version,
-        client.BatchV1Api(api)
+        client.BatchV1Api(api_client)
         .create_namespaced_job(NS, {"metadata": {"name": "j"}, "spec": {"template": {}}})
         .metadata.resource_version,
     ]
@@ -112,7 +83,7 @@ def test_resource_version_is_one_counter_across_kinds(
     assert server.resource_version() == numbers[-1]
 
 
-def test_server_sets_metadata(api: ApiClient, core: client.CoreV1Api) -> None:
+def test_server_sets_metadata(api_client: ApiClient, core: client.CoreV1Api) -> None:
     created = core.create_namespaced_config_map(
         "team-a", {"metadata": {"name": "cfg", "uid": "forged", "generation": 7}}
     )
@@ -120,7 +91,7 @@ def test_server_sets_metadata(api: ApiClient, core: client.CoreV1Api) -> None:
     assert meta.namespace == "team-a"
     assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}", meta.uid)
     assert meta.generation == 1
-    raw = raw_get(api, "/api/v1/namespaces/team-a/configmaps/cfg")
+    raw = raw_get(api_client, "/api/v1/namespaces/team-a/configmaps/cfg")
     assert raw["kind"] == "ConfigMap"
     assert raw["apiVersion"] == "v1"
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", raw["metadata"]["creationTimestamp"])
@@ -462,10 +433,10 @@ def test_custom_resources_through_custom_objects_api(custom: client.CustomObject
     assert err.value.status == 415
 
 
-def test_discovery_documents(api: ApiClient) -> None:
-    versions = client.CoreApi(api).get_api_versions()
+def test_discovery_documents(api_client: ApiClient) -> None:
+    versions = client.CoreApi(api_client).get_api_versions()
     assert versions.versions == ["v1"]
-    groups = {g.name for g in client.ApisApi(api).get_api_versions().groups}
+    groups = {g.name for g in client.ApisApi(api_client).get_api_versions().groups}
     assert {
         "apps",
         "batch",
@@ -475,15 +446,15 @@ def test_discovery_documents(api: ApiClient) -> None:
         "kustomize.toolkit.fluxcd.io",
         "source.toolkit.fluxcd.io",
     } <= groups
-    resources = client.AppsV1Api(api).get_api_resources()
+    resources = client.AppsV1Api(api_client).get_api_resources()
     deploy = next(r for r in resources.resources if r.name == "deployments")
     assert deploy.kind == "Deployment"
     assert deploy.namespaced is True
     assert {"get", "list", "watch", "patch", "update"} <= set(deploy.verbs)
-    core = {r.name: r for r in client.CoreV1Api(api).get_api_resources().resources}
+    core = {r.name: r for r in client.CoreV1Api(api_client).get_api_resources().resources}
     assert core["namespaces"].namespaced is False
-    assert client.AppsApi(api).get_api_group().preferred_version.group_version == "apps/v1"
-    version = client.VersionApi(api).get_code()
+    assert client.AppsApi(api_client).get_api_group().preferred_version.group_version == "apps/v1"
+    version = client.VersionApi(api_client).get_code()
     assert (version.major, version.minor) == ("1", "36")
 
 

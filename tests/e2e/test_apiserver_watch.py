@@ -21,24 +21,6 @@ pytestmark = pytest.mark.e2e
 NS = "default"
 
 
-@pytest.fixture
-def server() -> Iterator[ApiServer]:
-    with ApiServer(bookmark_interval=0.2) as srv:
-        yield srv
-
-
-@pytest.fixture
-def api(server: ApiServer) -> Iterator[ApiClient]:
-    api_client = server.api_client()
-    yield api_client
-    api_client.close()
-
-
-@pytest.fixture
-def core(api: ApiClient) -> client.CoreV1Api:
-    return client.CoreV1Api(api)
-
-
 class Stream:
     """A raw watch response read line by line with the client's own line splitter."""
 
@@ -125,8 +107,8 @@ def test_pagination_with_limit_and_continue_has_no_duplicates_or_gaps(
     assert rest.metadata._continue is None
 
 
-def test_list_metadata_like_the_real_server(server: ApiServer, api: ApiClient) -> None:
-    core = client.CoreV1Api(api)
+def test_list_metadata_like_the_real_server(server: ApiServer, api_client: ApiClient) -> None:
+    core = client.CoreV1Api(api_client)
     core.create_namespaced_config_map(NS, cm("a"))
     resp = core.list_namespaced_config_map(NS, _preload_content=False)
     body = json.loads(resp.data)

@@ -11,7 +11,6 @@ and the pull-request host are unchanged, and the webhook receiver got nothing.
 
 from __future__ import annotations
 
-import os
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any
 import pytest
 from kubernetes.client import ApiClient
 from prometheus_client import CollectorRegistry
-from reload_helpers import call, configmap, create
+from reload_helpers import GIT_TOKEN, call, configmap, create
 
 from gitops_reloader.app import App
 from gitops_reloader.config import load_config
@@ -39,9 +38,9 @@ from gitops_reloader.testing.harness import deployment, env_from_configmap, sett
 from gitops_reloader.testing.prhost import PrHost
 from gitops_reloader.testing.receiver import HttpReceiver
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("isolated_git")]
 
-TOKEN = "ghp_dryRunToken_5c1e"
+TOKEN = GIT_TOKEN
 REPO = "org/fleet"
 WRITES = {"create", "update", "patch", "delete", "deletecollection"}
 
@@ -67,22 +66,8 @@ def manifest(name: str) -> str:
         """)
 
 
-@pytest.fixture(autouse=True)
-def isolated_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keep the developer's git configuration out of the test."""
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    for key in list(os.environ):
-        if key.startswith("GIT_") and key != "GIT_CONFIG_NOSYSTEM":
-            monkeypatch.delenv(key)
 
 
-@pytest.fixture
-def githost(tmp_path: Path) -> Iterator[GitHostServer]:
-    with GitHostServer(tmp_path / "srv", token=TOKEN) as server:
-        yield server
 
 
 @pytest.fixture

@@ -11,15 +11,11 @@ import json
 from typing import Any
 
 import pytest
+from git_setup import REPO, GitSetup
 from kubernetes.client import ApiClient
 from reload_helpers import call, configmap, create
-from test_git_sink import (  # noqa: F401 - fixtures are used by name
-    REPO,
-    GitSetup,
-    git,
+from test_git_sink import (
     git_workload,
-    host,
-    isolated_git,
     manifest,
 )
 
@@ -34,12 +30,12 @@ from gitops_reloader.gitops.locate import (
 from gitops_reloader.testing.apiserver import ApiServer
 from gitops_reloader.testing.githost import GitHostServer
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("isolated_git")]
 
 SINK = "gitops-reloader.io/sink"
 
 
-def explain_manifest(capsys: Any, server: ApiServer, git: GitSetup, *flags: str) -> dict[str, Any]:  # noqa: F811
+def explain_manifest(capsys: Any, server: ApiServer, git: GitSetup, *flags: str) -> dict[str, Any]:
     kubeconfig = str(server.write_kubeconfig(git.tmp / "kubeconfig"))
     code = cli.main(["explain", "deployment/web", "-n", "ns", "--kubeconfig", kubeconfig,
                      f"--git-config={git.config_path}", "--output", "json", *flags])
@@ -50,7 +46,7 @@ def explain_manifest(capsys: Any, server: ApiServer, git: GitSetup, *flags: str)
     return result["manifest"]
 
 
-def test_explicit_git_path(server: ApiServer, api_client: ApiClient, git: GitSetup, host: GitHostServer,  # noqa: F811
+def test_explicit_git_path(server: ApiServer, api_client: ApiClient, git: GitSetup, host: GitHostServer,
                            capsys: Any) -> None:
     git.create({"clusters/prod/web.yaml": manifest("web"), "clusters/staging/web.yaml": manifest("web")})
     git.configure()
@@ -65,8 +61,8 @@ def test_explicit_git_path(server: ApiServer, api_client: ApiClient, git: GitSet
     assert host.log(REPO) == before  # read only
 
 
-def test_argocd_tracking_id_names_the_application(server: ApiServer, api_client: ApiClient, git: GitSetup,  # noqa: F811
-                                                   host: GitHostServer, capsys: Any) -> None:  # noqa: F811
+def test_argocd_tracking_id_names_the_application(server: ApiServer, api_client: ApiClient, git: GitSetup,
+                                                   host: GitHostServer, capsys: Any) -> None:
     git.create({"apps/argo/web.yaml": "---\n" + manifest("other") + "---\n" + manifest("web"),
                 "apps/other/web.yaml": manifest("web")})
     git.configure()
@@ -93,7 +89,7 @@ def test_argocd_tracking_id_names_the_application(server: ApiServer, api_client:
 
 
 def test_flux_labels_lead_to_kustomization_and_git_repository(
-        server: ApiServer, api_client: ApiClient, git: GitSetup, host: GitHostServer, capsys: Any) -> None:  # noqa: F811
+        server: ApiServer, api_client: ApiClient, git: GitSetup, host: GitHostServer, capsys: Any) -> None:
     git.create({"clusters/prod/apps/web/deploy.yaml": manifest("web"),
                 "clusters/dev/web.yaml": manifest("web")})
     git.configure()
@@ -116,7 +112,7 @@ def test_flux_labels_lead_to_kustomization_and_git_repository(
     assert found["rule"] == f"Flux: {FLUX_NAME_LABEL} labels -> Kustomization -> GitRepository"
 
 
-def test_scan_of_the_default_repository(server: ApiServer, api_client: ApiClient, git: GitSetup,  # noqa: F811
+def test_scan_of_the_default_repository(server: ApiServer, api_client: ApiClient, git: GitSetup,
                                         capsys: Any) -> None:
     git.create({"a/web-other-ns.yaml": manifest("web", namespace="other"), "c/deep/web.yml": manifest("web")})
     git.configure()
@@ -127,7 +123,7 @@ def test_scan_of_the_default_repository(server: ApiServer, api_client: ApiClient
     assert found["rule"].startswith("scan:")
 
 
-def test_refusals_are_reported(server: ApiServer, api_client: ApiClient, git: GitSetup, capsys: Any) -> None:  # noqa: F811
+def test_refusals_are_reported(server: ApiServer, api_client: ApiClient, git: GitSetup, capsys: Any) -> None:
     git.create({"apps/web.yaml": manifest("web"), "charts/web/Chart.yaml": "apiVersion: v2\nname: web\n",
                 "charts/web/templates/deployment.yaml": manifest("web")})
     git.configure()
@@ -155,7 +151,7 @@ def test_refusals_are_reported(server: ApiServer, api_client: ApiClient, git: Gi
                                        "is a template of the Helm chart in charts/web/")
 
 
-def test_no_git_config_is_a_refusal(server: ApiServer, api_client: ApiClient, git: GitSetup,  # noqa: F811
+def test_no_git_config_is_a_refusal(server: ApiServer, api_client: ApiClient, git: GitSetup,
                                     capsys: Any) -> None:
     create(api_client, git_workload("web"))
     kubeconfig = str(server.write_kubeconfig(git.tmp / "kubeconfig"))

@@ -11,18 +11,17 @@ from __future__ import annotations
 import base64
 import difflib
 import logging
-import os
 import re
 import textwrap
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
+from git_setup import REPO, GitSetup
 from kubernetes.client import ApiClient
-from reload_helpers import call, configmap, create, secret
+from reload_helpers import GIT_TOKEN, call, configmap, create, secret
 
 from gitops_reloader.app import App
 from gitops_reloader.config import load_config
@@ -44,13 +43,11 @@ from gitops_reloader.testing.apiserver.faults import Fault
 from gitops_reloader.testing.githost import GitHostServer, Symlink
 from gitops_reloader.testing.harness import deployment, settle, wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("isolated_git")]
 
-TOKEN = "ghp_e2eGitSinkToken_5f1c9a"
-REPO = "manifests"
+TOKEN = GIT_TOKEN
 CONTROLLER_NS = "gitops-system"
 HASH_LINE = re.compile(r"^ +gitops-reloader\.io/config-hash: (\"?)[0-9a-f]{64}\1\r?\n?$")
-WINDOW = "--coalesce-window=1s"
 
 WEB_FILE = "apps/web/web.yaml"
 WEB_YAML = textwrap.dedent("""\
@@ -112,59 +109,8 @@ def manifest(name: str, *, namespace: str | None = "ns", kind: str = "Deployment
 # --------------------------------------------------------------------------- fixtures
 
 
-@pytest.fixture(autouse=True)
-def isolated_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keep the developer's git configuration out of the tests."""
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    for key in list(os.environ):
-        if key.startswith("GIT_") and key != "GIT_CONFIG_NOSYSTEM":
-            monkeypatch.delenv(key)
 
 
-@pytest.fixture
-def host(tmp_path: Path) -> Iterator[GitHostServer]:
-    with GitHostServer(tmp_path / "srv", token=TOKEN) as server:
-        yield server
-
-
-class GitSetup:
-    """The git config file, token file and cache directory of one test."""
-
-    def __init__(self, tmp_path: Path, host: GitHostServer) -> None:
-        self.tmp = tmp_path
-        self.host = host
-        self.cache_dir = tmp_path / "cache"
-        self.config_path = tmp_path / "git-config.yaml"
-        self.token_file = tmp_path / "token"
-        self.token_file.write_text(TOKEN + "\n")
-
-    def create(self, files: Mapping[str, str], *, name: str = REPO) -> str:
-        return self.host.create_repo(name, dict(files))
-
-    def configure(self, *, token_file: Path | None = None, extra: str = "") -> None:
-        self.config_path.write_text(textwrap.dedent(f"""\
-            defaultRepository: {REPO}
-            repositories:
-              - name: {REPO}
-                url: {self.host.repo_url(REPO)}
-                branch: main
-                tokenFile: {token_file or self.token_file}
-                username: bot
-                author:
-                  name: Reloader Bot
-                  email: reloader@example.com
-            """) + extra)
-
-    def flags(self, *more: str) -> list[str]:
-        return [f"--git-config={self.config_path}", f"--git-cache-dir={self.cache_dir}", WINDOW, *more]
-
-
-@pytest.fixture
-def git(tmp_path: Path, host: GitHostServer) -> GitSetup:
-    return GitSetup(tmp_path, host)
 
 
 @contextmanager

@@ -11,18 +11,14 @@ import textwrap
 from typing import Any
 
 import pytest
+from git_setup import REPO, GitSetup
 from kubernetes import client, watch
 from kubernetes.client import ApiClient
 from reload_helpers import call, configmap, create
-from test_git_sink import (  # noqa: F401 - fixtures are used by name
-    REPO,
+from test_git_sink import (
     TOKEN,
-    GitSetup,
-    git,
     git_controller,
     git_workload,
-    host,
-    isolated_git,
     manifest,
     put_data,
     wait_event,
@@ -47,7 +43,7 @@ from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.testing.githost import GitHostServer
 from gitops_reloader.testing.harness import wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("isolated_git")]
 
 APPS = "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications"
 
@@ -62,7 +58,7 @@ def application(name: str, url: str, path: str, *, revision: str, destination: s
 
 
 def test_head_is_the_remotes_default_branch_not_the_first_config_entry(
-        api_client: ApiClient, git: GitSetup, host: GitHostServer) -> None:  # noqa: F811
+        api_client: ApiClient, git: GitSetup, host: GitHostServer) -> None:
     # The remote's HEAD is "trunk"; "main" exists too and is listed first in --git-config.
     host.create_repo(REPO, {"apps/web.yaml": manifest("web")}, branch="trunk")
     host.commit_directly(REPO, {"apps/web.yaml": manifest("web")}, branch="main", message="main branch")
@@ -87,7 +83,7 @@ def test_head_is_the_remotes_default_branch_not_the_first_config_entry(
 
 
 def test_an_application_deploying_elsewhere_is_refused_without_revealing_its_source(
-        api_client: ApiClient, git: GitSetup, host: GitHostServer) -> None:  # noqa: F811
+        api_client: ApiClient, git: GitSetup, host: GitHostServer) -> None:
     other_team = manifest("web", namespace=None)
     git.create({"team-b/payments/web.yaml": other_team})
     git.configure()
@@ -148,8 +144,8 @@ def test_two_refresh_requests_within_one_second_are_both_observed(api_client: Ap
     assert first[ARGOCD_REFRESH_TIMESTAMP_ANNOTATION] != second[ARGOCD_REFRESH_TIMESTAMP_ANNOTATION]
 
 
-def test_remote_default_branch_asks_the_real_remote_with_credentials(host: GitHostServer,  # noqa: F811
-                                                                     git: GitSetup) -> None:  # noqa: F811
+def test_remote_default_branch_asks_the_real_remote_with_credentials(host: GitHostServer,
+                                                                     git: GitSetup) -> None:
     host.create_repo(REPO, {"a.yaml": "a: 1\n"}, branch="trunk")
     host.commit_directly(REPO, {"a.yaml": "a: 2\n"}, branch="main")
     url = host.repo_url(REPO)

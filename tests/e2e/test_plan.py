@@ -21,18 +21,14 @@ from pathlib import Path
 
 import pytest
 import test_pull_request_sink as prs
+from git_setup import REPO, GitSetup
 from kubernetes.client import ApiClient
 from reload_helpers import configmap, create, secret
-from test_git_sink import (  # the git sink's own fixtures and steps, reused as they are
+from test_git_sink import (
     CONTROLLER_NS,
-    REPO,
-    GitSetup,
     commits,
-    git,  # noqa: F401 - fixture
     git_controller,
     git_workload,
-    host,  # noqa: F401 - fixture
-    isolated_git,  # noqa: F401 - fixture
     put_data,
     wait_commits,
 )
@@ -44,12 +40,10 @@ from gitops_reloader.testing.githost import GitHostServer
 from gitops_reloader.testing.harness import deployment, env_from_secret
 from gitops_reloader.testing.prhost import PrHost
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("isolated_git")]
 
 READ_VERBS = {"get", "list", "watch"}
 WHEN = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
-githost = prs.githost  # the pull-request tests' fixtures, reused as they are
-prhost = prs.prhost
 API_FILE = "apps/api/api.yaml"
 API_YAML = textwrap.dedent("""\
     # The API tier; comments and quoting are kept by every edit.
@@ -114,7 +108,7 @@ def remote_show(githost: GitHostServer, *args: str) -> str:
 
 
 def test_plan_shows_the_diff_the_git_sink_then_commits_and_writes_nothing(
-        api_client: ApiClient, server: ApiServer, git: GitSetup, host: GitHostServer,  # noqa: F811
+        api_client: ApiClient, server: ApiServer, git: GitSetup, host: GitHostServer,
         tmp_path: Path) -> None:
     git.create({API_FILE: API_YAML})
     git.configure()
@@ -268,7 +262,7 @@ def test_plan_shows_the_annotation_patch_the_pause_and_the_webhook_payload(
 
 
 def test_plan_reports_a_git_workload_it_cannot_edit_and_a_missing_digest_key(
-        api_client: ApiClient, server: ApiServer, git: GitSetup, host: GitHostServer,  # noqa: F811
+        api_client: ApiClient, server: ApiServer, git: GitSetup, host: GitHostServer,
         tmp_path: Path) -> None:
     git.create({API_FILE: API_YAML})
     git.configure()

@@ -39,11 +39,8 @@ from gitops_reloader.testing.githost import GitHostServer
 from gitops_reloader.testing.harness import wait_for
 from gitops_reloader.testing.prhost import PrHost
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("isolated_git")]
 
-isolated_git = sink_tests.isolated_git
-githost = sink_tests.githost
-prhost = sink_tests.prhost
 setup = sink_tests.setup
 
 API_BRANCH = workload_branch("api")

@@ -48,12 +48,9 @@ from gitops_reloader.testing.githost import GitHostServer
 from gitops_reloader.testing.harness import wait_for
 from gitops_reloader.testing.prhost import PrHost
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("isolated_git")]
 
-# The fixtures of the pull-request sink's suite: a git server, its PR host API, the setup.
-isolated_git = sink_tests.isolated_git
-githost = sink_tests.githost
-prhost = sink_tests.prhost
+# The pull-request sink suite's setup (git server and PR host come from conftest).
 setup = sink_tests.setup
 
 def extra(setup: PrSetup, lines: str) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from kubernetes.client import ApiClient
 from prometheus_client import CollectorRegistry
-from reload_helpers import call, configmap, create, secret
+from reload_helpers import GIT_TOKEN, call, configmap, create, secret
 
 from gitops_reloader.app import App
 from gitops_reloader.config import load_config
@@ -44,9 +44,9 @@ from gitops_reloader.testing.githost import GitHostServer
 from gitops_reloader.testing.harness import deployment, settle, wait_for
 from gitops_reloader.testing.prhost import PR_HOST_KINDS, PrHost
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("isolated_git")]
 
-TOKEN = "ghp_e2ePullRequestToken_7d3e1b"
+TOKEN = GIT_TOKEN
 REPO = "org/fleet"  # on the git server; the host's owner/name or project path
 NAME = "fleet"  # in --git-config
 CONTROLLER_NS = "gitops-system"
@@ -94,16 +94,6 @@ def manifest(name: str, *, replicas: int = 1) -> str:
 # --------------------------------------------------------------------------- fixtures
 
 
-@pytest.fixture(autouse=True)
-def isolated_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keep the developer's git configuration out of the tests."""
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    for key in list(os.environ):
-        if key.startswith("GIT_") and key != "GIT_CONFIG_NOSYSTEM":
-            monkeypatch.delenv(key)
 
 
 @pytest.fixture(params=sorted(PR_HOST_KINDS))
@@ -112,15 +102,8 @@ def kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-@pytest.fixture
-def githost(tmp_path: Path) -> Iterator[GitHostServer]:
-    with GitHostServer(tmp_path / "srv", token=TOKEN) as server:
-        yield server
 
 
-@pytest.fixture
-def prhost(githost: GitHostServer) -> PrHost:
-    return PrHost(githost)
 
 
 class PrSetup:

@@ -7,37 +7,21 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from reload_helpers import GIT_TOKEN
 
 from gitops_reloader.errors import ConfigError, GitError, PushRejected, UnsafePath
 from gitops_reloader.gitops.auth import GitAuth
 from gitops_reloader.gitops.repo import Author, Repository
 from gitops_reloader.testing.githost import GitHostServer
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("isolated_git")]
 
-TOKEN = "s3cret-repo-token-1234"
-
-
-@pytest.fixture(autouse=True)
-def isolated_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keep the developer's global and system git configuration out of the tests."""
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    for key in list(os.environ):
-        if key.startswith("GIT_") and key != "GIT_CONFIG_NOSYSTEM":
-            monkeypatch.delenv(key)
+TOKEN = GIT_TOKEN
 
 
-@pytest.fixture
-def host(tmp_path: Path) -> Iterator[GitHostServer]:
-    with GitHostServer(tmp_path / "srv", token=TOKEN) as server:
-        yield server
 
 
 @pytest.fixture

@@ -13,17 +13,15 @@ workload. The other tenant's files stay byte for byte what they were.
 
 from __future__ import annotations
 
-import os
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from git_setup import GitSetup
 from kubernetes.client import ApiClient
-from reload_helpers import call, configmap, create
+from reload_helpers import GIT_TOKEN, call, configmap, create
 from test_git_sink import (
     HASH_LINE,
-    GitSetup,
     assert_no_new_commit,
     events,
     file_at,
@@ -44,9 +42,9 @@ from gitops_reloader.gitops.locate import (
 from gitops_reloader.testing.githost import GitHostServer
 from gitops_reloader.testing.harness import wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("isolated_git")]
 
-TOKEN = "ghp_e2eTenancyToken_8d2e41"
+TOKEN = GIT_TOKEN
 REPO = "manifests"
 PLATFORM = "platform"
 # A marker in every file of team-b: it must never show up in team-a's Events.
@@ -80,22 +78,6 @@ FILES = {
 PLATFORM_FILES = {"system/web.yaml": deploy("web", "team-a", "platform")}
 
 
-@pytest.fixture(autouse=True)
-def isolated_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keep the developer's git configuration out of the test."""
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    for key in list(os.environ):
-        if key.startswith("GIT_") and key != "GIT_CONFIG_NOSYSTEM":
-            monkeypatch.delenv(key)
-
-
-@pytest.fixture
-def host(tmp_path: Path) -> Iterator[GitHostServer]:
-    with GitHostServer(tmp_path / "srv", token=TOKEN) as server:
-        yield server
 
 
 @pytest.fixture
