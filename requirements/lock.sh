@@ -46,4 +46,4 @@ dl="${venv}/layer"
   done
   echo
 } > requirements/layer.txt
-echo "locked: $(ls requirements/*.txt | tr '\n' ' ')"
+echo "locked:" requirements/*.txt
