@@ -112,13 +112,15 @@ def workload_needs(config: Config, kind: str, adapter: WorkloadAdapter) -> list[
     """What watching and reloading one workload kind needs (also asked when a discovered
     kind's API appears after start-up)."""
     scopes = list(config.filters.namespaces) or [""]
-    needs = _needs(adapter.resource, ("list", "watch"), scopes, f"watch {kind}s")
+    resource = adapter.resource
+    kinds = f"{kind}s" if kind == resource.kind else f"{resource.kind}s ({resource.group})"
+    needs = _needs(resource, ("list", "watch"), scopes, f"watch {kinds}")
     if kind == "Job":
         needs += _needs(JOBS, ("create", "delete"), scopes, "reload Jobs (recreate them)")
     elif kind == "CronJob":
         needs += _needs(JOBS, ("create",), scopes, "reload CronJobs (start a Job)")
     else:
-        needs += _needs(adapter.resource, ("patch",), scopes, f"reload {kind}s")
+        needs += _needs(resource, ("patch",), scopes, f"reload {kinds}")
     return needs
 
 

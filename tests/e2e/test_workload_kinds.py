@@ -39,7 +39,9 @@ from gitops_reloader.config import load_config
 from gitops_reloader.errors import ConfigError
 from gitops_reloader.hashing import configmap_hash
 from gitops_reloader.kinds import BUILTIN_KINDS, KindSpec
+from gitops_reloader.kube.permissions import PermissionsMissing, required_permissions
 from gitops_reloader.testing.apiserver import ApiServer
+from gitops_reloader.testing.apiserver.authz import rules_from_role
 from gitops_reloader.testing.githost import GitHostServer
 from gitops_reloader.testing.harness import running_controller, settle, wait_for
 
@@ -360,3 +362,59 @@ def test_a_malformed_kinds_file_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError,
                        match=r"entry 1 \(Worker\): podTemplatePath 'spec..template' is not a dotted"):
         load_config([f"--workload-kinds-config={bad}"], environ={"HOME": "/nonexistent"})
+
+
+# --------------------------------------------------------------------------- permissions
+
+
+def _grants(needs) -> list[dict[str, Any]]:
+    return [{"apiGroups": [n.group], "resources": [n.resource], "verbs": [n.verb]} for n in needs]
+
+
+@pytest.mark.parametrize("kind", [*KINDS, Kind(KindSpec("example.com", "v1", "Worker", "workers",
+                                                        ("spec", "podTemplate")))], ids=lambda k: k.id)
+def test_the_start_up_check_names_a_kinds_missing_grant(server, api_client, tmp_path, kind, worker_config):
+    """Everything granted but the kind's patch: strict mode stops naming exactly that."""
+    for other in KINDS:
+        server.serve_crd(f"{other.spec.plural}.{other.spec.group}")
+    server.serve_crd(WORKER_CRD)
+    config = load_config(["--coalesce-window=0", "--is-openshift=false",
+                          f"--workload-kinds-config={worker_config}"], environ={"HOME": "/nonexistent"})
+    probe = App(config, api_client=api_client, serve_http=False)
+    needs = [n for n in required_permissions(config, probe.adapters)
+             if not (n.resource == kind.spec.plural and n.group == kind.spec.group and n.verb == "patch")]
+    probe.stop()
+    server.authorizer.restrict("sa", rules_from_role(_grants(needs)))
+    client = server.api_client(token="sa")
+    app = App(config, api_client=client, serve_http=False)
+    try:
+        with pytest.raises(PermissionsMissing) as caught:
+            app.start()
+    finally:
+        app.stop()
+        client.close()
+    assert str(caught.value).startswith(
+        f"1 permission(s) missing: patch {kind.spec.plural}.{kind.spec.group} cluster-wide "
+        f"(needed to reload {kind.spec.kind}s ({kind.spec.group}))")
+
+
+def test_a_kind_served_later_is_checked_when_it_appears(server, api_client, caplog):
+    config = load_config(["--coalesce-window=0", "--is-openshift=false", DISCOVERY],
+                         environ={"HOME": "/nonexistent"})
+    probe = App(config, api_client=api_client, serve_http=False)
+    needs = required_permissions(config, {k: a for k, a in probe.adapters.items() if not a.discovered})
+    probe.stop()
+    server.authorizer.restrict("sa", rules_from_role(_grants(needs)))
+    client = server.api_client(token="sa")
+    try:
+        flags = [DISCOVERY, "--is-openshift=false"]
+        with caplog.at_level("WARNING"), running_controller(client, flags) as app:
+            assert app.controller.ready()  # nothing of the CloneSet is needed before it exists
+            server.serve_crd("clonesets.apps.kruise.io")
+            wanted = "CloneSet.apps.kruise.io is served now"
+            message = wait_for(lambda: next((m for r in caplog.records if wanted in (m := r.getMessage())),
+                                            None), message="the permission warning")
+    finally:
+        client.close()
+    assert message.startswith("3 permission(s) missing: list clonesets.apps.kruise.io cluster-wide (needed "
+                              "to watch CloneSets (apps.kruise.io)); watch clonesets.apps.kruise.io")
