@@ -161,7 +161,7 @@ def parse_kinds_config(text: str, *, source: str) -> tuple[KindSpec, ...]:
     taken = {spec.key: spec.source for spec in BUILTIN_KINDS}
     for number, raw in enumerate(entries, start=1):
         name = raw.get("kind") if isinstance(raw, Mapping) else None
-        where = f"{source} entry {number}" + (f" ({name})" if isinstance(name, str) else "")
+        where = f"{source} entry {number}" + (f" ({name[:63]})" if isinstance(name, str) else "")
         spec = _entry(raw, where)
         if spec.key in taken:
             raise ConfigError(f"{where}: {spec.key} is already defined ({taken[spec.key]})")
