@@ -42,7 +42,8 @@ _VERSION: Final = re.compile(r"^v[0-9]+((alpha|beta)[0-9]+)?$")
 _KIND: Final = re.compile(r"^[A-Z][A-Za-z0-9]{0,62}$")
 _PLURAL: Final = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 _FIELD: Final = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,62}$")
-_FIELDS: Final = ("group", "version", "kind", "plural", "podTemplatePath", "rollsOnTemplateChange")
+_FIELDS: Final = ("group", "version", "kind", "plural", "podTemplatePath", "rollsOnTemplateChange",
+                   "revisionNamePath")
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,16 +105,16 @@ def _text(entry: Mapping[str, Any], field: str, pattern: re.Pattern[str], where:
     return value
 
 
-def _path(value: Any, where: str) -> tuple[str, ...]:
+def _path(value: Any, where: str, field: str = "podTemplatePath") -> tuple[str, ...]:
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{where}: podTemplatePath must be a dotted field path such as spec.template")
+        raise ConfigError(f"{where}: {field} must be a dotted field path such as spec.template")
     parts = tuple(value.strip().split("."))
     bad = [p for p in parts if not _FIELD.match(p)]
     if bad or len(parts) > 10:
-        raise ConfigError(f"{where}: podTemplatePath {value[:120]!r} is not a dotted field path "
+        raise ConfigError(f"{where}: {field} {value[:120]!r} is not a dotted field path "
                           "(letters, digits and '_' between dots, at most 10 fields)")
     if parts[0] != "spec":
-        raise ConfigError(f"{where}: podTemplatePath {value[:120]!r} must start at spec")
+        raise ConfigError(f"{where}: {field} {value[:120]!r} must start at spec")
     return parts
 
 
@@ -134,6 +135,8 @@ def _entry(entry: Any, where: str) -> KindSpec:
         plural=_text(entry, "plural", _PLURAL, where, "the lower-case resource name such as workers"),
         template_path=_path(entry.get("podTemplatePath"), where),
         rolls=rolls,
+        revision_name_path=(_path(entry["revisionNamePath"], where, "revisionNamePath")
+                            if "revisionNamePath" in entry else ()),
         source=where,
     )
 

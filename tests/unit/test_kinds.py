@@ -59,6 +59,14 @@ def test_a_bad_config_names_the_file_and_the_entry(text, message):
     assert message in str(caught.value)
 
 
+def test_a_revision_name_path_is_read():
+    text = WORKER + "    revisionNamePath: spec.podTemplate.metadata.name\n"
+    [spec] = parse_kinds_config(text, source="f")
+    assert spec.revision_name_path == ("spec", "podTemplate", "metadata", "name")
+    with pytest.raises(ConfigError, match="revisionNamePath 'metadata.name' must start at spec"):
+        parse_kinds_config(WORKER + "    revisionNamePath: metadata.name\n", source="f")
+
+
 def test_an_empty_config_adds_no_kind():
     assert parse_kinds_config("", source="kinds.yaml") == ()
 
