@@ -63,7 +63,7 @@ def test_a_revision_name_path_is_read():
     text = WORKER + "    revisionNamePath: spec.podTemplate.metadata.name\n"
     [spec] = parse_kinds_config(text, source="f")
     assert spec.revision_name_path == ("spec", "podTemplate", "metadata", "name")
-    with pytest.raises(ConfigError, match="revisionNamePath 'metadata.name' must start at spec"):
+    with pytest.raises(ConfigError, match=r"revisionNamePath 'metadata\.name' must start at spec"):
         parse_kinds_config(WORKER + "    revisionNamePath: metadata.name\n", source="f")
 
 
