@@ -440,7 +440,11 @@ def plan_change(args: PlanArgs, config: Config, api: KubeApi, out: Any) -> int:
         for request in requests:
             name = controller.sink_name(request.workload) or ""
             sink = controller.sinks.get(name)
-            if sink is None:
+            refusal = controller.adapters[request.ref.kind].refusal(request.workload)
+            if refusal is not None:  # e.g. a Knative Service with a fixed revision name
+                workloads.append(WorkloadPlan(request.ref.key, name or "unknown", _sources(request),
+                                              "skipped", f"{refusal[0]}: {refusal[1]}"))
+            elif sink is None:
                 workloads.append(WorkloadPlan(request.ref.key, name or "unknown", _sources(request),
                                               "skipped", f"UnknownSink: {config.keys.sink} names no "
                                               "available sink"))

@@ -33,7 +33,9 @@ from test_git_sink import (
     wait_commits,
     wait_event,
 )
+from test_plan import run_plan
 
+from gitops_reloader import cli
 from gitops_reloader.app import App
 from gitops_reloader.config import load_config
 from gitops_reloader.errors import ConfigError
@@ -204,6 +206,31 @@ def test_knative_service_with_a_fixed_revision_name_is_refused_with_an_event(all
     assert env_of_template(knative.template(api_client, "pinned")) == {}
     assert knative.template(api_client, "pinned")["metadata"]["name"] == "pinned-v1"
     assert writes(all_kinds, "services") == 1  # only "free"
+
+
+def test_explain_and_plan_treat_a_knative_service_like_any_workload(all_kinds, api_client, tmp_path, capsys):
+    knative = KINDS[0]
+    create(api_client, configmap("app-cfg", {"v": "1"}))
+    create(api_client, knative.body("pinned", annotations=AUTO, template_name="pinned-v1"))
+    create(api_client, knative.body("free", annotations=AUTO))
+    kubeconfig = str(all_kinds.write_kubeconfig(tmp_path / "kubeconfig"))
+    answers = {}
+    for name in ("free", "pinned"):
+        code = cli.main(["explain", f"services.serving.knative.dev/{name}", "-n", "ns",
+                         "--kubeconfig", kubeconfig, "--output", "json"])
+        out = capsys.readouterr()
+        assert code == 0, out.err
+        answers[name] = json.loads(out.out)
+    assert answers["free"]["kind"] == "Service.serving.knative.dev"
+    [free_source] = answers["free"]["sources"]
+    assert (free_source["name"], free_source["tracked"]) == ("app-cfg", True)
+    assert answers["pinned"]["note"].startswith("every reload is refused (FixedRevisionName): ")
+    all_kinds.reset_request_counts()
+    result = run_plan(all_kinds, tmp_path, "--configmap", "ns/app-cfg")
+    assert "ns/Service.serving.knative.dev/free [env-vars] would-write" in result.stdout, result.stderr
+    assert "ns/Service.serving.knative.dev/pinned [env-vars] skipped" in result.stdout
+    assert "FixedRevisionName: spec.template.metadata.name is fixed" in result.stdout
+    assert not [k for k in all_kinds.request_counts() if k[0] in ("patch", "update", "create")]
 
 
 # --------------------------------------------------------------------------- discovery
