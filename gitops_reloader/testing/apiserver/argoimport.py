@@ -195,9 +195,10 @@ def inline_schema(module_source: str) -> dict[str, Any]:
 
 def upstream_release(package_json: Mapping[str, Any], upstream: str = "") -> str:
     """The upstream release (``v2.14.11``) the package's CRD inputs were fetched at; with
-    ``upstream`` (``knative/serving``) only the inputs from that project count."""
+    ``upstream`` (``knative/serving``) only the inputs from that project count, when some
+    name it (a package generated from several projects' CRDs)."""
     inputs = (package_json.get("crd-generate") or {}).get("input") or []
-    inputs = [url for url in inputs if f"/{upstream}/" in str(url)] if upstream else inputs
+    inputs = [url for url in inputs if upstream and f"/{upstream}/" in str(url)] or inputs
     releases = {m.group(1) for url in inputs if (m := _RELEASE.search(str(url)))}
     if len(releases) != 1:
         raise ValueError(f"expected one upstream release in crd-generate.input, found {sorted(releases)}")
