@@ -367,13 +367,18 @@ def test_a_bad_custom_kind_stops_start_up_naming_the_entry(server, api_client, t
     config_file = tmp_path / "kinds.yaml"
     config_file.write_text(WORKER_CONFIG.format(path=path))
     config = load_config([f"--workload-kinds-config={config_file}"], environ={"HOME": "/nonexistent"})
-    app = App(config, api_client=api_client, serve_http=False)
+    assert f"{config_file} {message}" in start_error(config, api_client, ConfigError)
+
+
+def start_error(config: Any, client: ApiClient, error: type[Exception]) -> str:
+    """The message of the ``error`` that stops ``App.start``."""
+    app = App(config, api_client=client, serve_http=False)
     try:
-        with pytest.raises(ConfigError) as caught:
+        with pytest.raises(error) as caught:
             app.start()
     finally:
         app.stop()
-    assert f"{config_file} {message}" in str(caught.value)
+    return str(caught.value)
 
 
 def test_a_malformed_kinds_file_is_a_config_error(tmp_path):
@@ -413,14 +418,11 @@ def test_the_start_up_check_names_a_kinds_missing_grant(server, api_client, tmp_
     probe.stop()
     server.authorizer.restrict("sa", rules_from_role(_grants(needs)))
     client = server.api_client(token="sa")
-    app = App(config, api_client=client, serve_http=False)
     try:
-        with pytest.raises(PermissionsMissing) as caught:
-            app.start()
+        message = start_error(config, client, PermissionsMissing)
     finally:
-        app.stop()
         client.close()
-    assert str(caught.value).startswith(
+    assert message.startswith(
         f"1 permission(s) missing: patch {kind.spec.plural}.{kind.spec.group} cluster-wide "
         f"(needed to reload {kind.spec.kind}s ({kind.spec.group}))")
 

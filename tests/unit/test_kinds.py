@@ -5,6 +5,12 @@ from __future__ import annotations
 import pytest
 
 from gitops_reloader.errors import ConfigError
+from gitops_reloader.gitops.locate import (
+    ARGOCD_TRACKING_ANNOTATION,
+    ObjectIdentity,
+    parse_tracking_id,
+    workload_identity,
+)
 from gitops_reloader.kinds import (
     BUILTIN_KINDS,
     KindSpec,
@@ -133,3 +139,17 @@ def test_only_a_fixed_knative_revision_name_refuses_a_write(kind, template_name,
         assert refusal[0] == "FixedRevisionName"
         assert refusal[1].startswith("spec.template.metadata.name is fixed ('web-v1') and must change")
     assert record.template_path == ("spec", "template") and record.ref.kind == kind
+
+
+def test_locate_sees_the_objects_own_kind_and_group():
+    """Argo CD tracking ids, Flux origins and the scan compare group and kind of the object,
+    never the controller's Kind.group key."""
+    adapter = adapters_for()["StatefulSet.apps.kruise.io"]
+    record = adapter.record({"apiVersion": "apps.kruise.io/v1beta1", "kind": "StatefulSet",
+                             "metadata": {"name": "db", "namespace": "ns", "annotations": {
+                                 ARGOCD_TRACKING_ANNOTATION: "shop:apps.kruise.io/StatefulSet:ns/db"}},
+                             "spec": {"template": {"spec": {"containers": [{"name": "db", "image": "x"}]}}}})
+    identity = workload_identity(record)
+    assert identity == ObjectIdentity("apps.kruise.io", "StatefulSet", "ns", "db")
+    assert parse_tracking_id("shop:apps.kruise.io/StatefulSet:ns/db").describes(identity)
+    assert not parse_tracking_id("shop:apps/StatefulSet:ns/db").describes(identity)
