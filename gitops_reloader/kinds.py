@@ -63,6 +63,9 @@ class KindSpec:
     completes_like: str = ""
     """The core kind whose rollout-status rule reads this kind's status the same way
     (``StatefulSet``, ``DaemonSet``); "" when none does. For the rollout rules' table."""
+    discovered: bool = False
+    """Watched once discovery finds its API (a built-in row); a configured row must be
+    served at start-up instead."""
     source: str = "built-in"
     """Where the row comes from, for messages: ``built-in`` or ``FILE entry N``."""
 
@@ -83,10 +86,12 @@ class KindSpec:
 
 BUILTIN_KINDS: Final[tuple[KindSpec, ...]] = (
     KindSpec("serving.knative.dev", "v1", "Service", "services",
-             revision_name_path=("spec", "template", "metadata", "name")),
-    KindSpec("apps.kruise.io", "v1alpha1", "CloneSet", "clonesets"),
-    KindSpec("apps.kruise.io", "v1beta1", "StatefulSet", "statefulsets", completes_like="StatefulSet"),
-    KindSpec("apps.kruise.io", "v1alpha1", "DaemonSet", "daemonsets", completes_like="DaemonSet"),
+             revision_name_path=("spec", "template", "metadata", "name"), discovered=True),
+    KindSpec("apps.kruise.io", "v1alpha1", "CloneSet", "clonesets", discovered=True),
+    KindSpec("apps.kruise.io", "v1beta1", "StatefulSet", "statefulsets", completes_like="StatefulSet",
+             discovered=True),
+    KindSpec("apps.kruise.io", "v1alpha1", "DaemonSet", "daemonsets", completes_like="DaemonSet",
+             discovered=True),
 )
 """Knative Serving and OpenKruise workloads: watched when their API is served."""
 

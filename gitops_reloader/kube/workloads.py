@@ -280,7 +280,7 @@ class WorkloadAdapter:
     @property
     def discovered(self) -> bool:
         """A built-in row watched only once discovery finds its API (Knative, OpenKruise)."""
-        return self.spec is not None and self.spec.source == "built-in"
+        return self.spec is not None and self.spec.discovered
 
     def refusal(self, record: WorkloadRecord) -> tuple[str, str] | None:
         """(Event reason, message) when no template change may be written to this workload.
