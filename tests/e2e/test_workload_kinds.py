@@ -190,6 +190,19 @@ def test_annotations_sink_and_an_ignored_source(all_kinds, api_client, kind):
     assert writes(all_kinds, kind.spec.plural) == 1
 
 
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.id)
+def test_dry_run_reports_a_would_reload_and_writes_nothing(all_kinds, api_client, kind):
+    create(api_client, configmap("app-cfg", {"v": "1"}))
+    create(api_client, kind.body("web", annotations=AUTO))
+    with running_controller(api_client, ["--dry-run"]) as app:
+        set_cm_data(app, api_client, "app-cfg", {"v": "2"})
+        event = wait_event(api_client, "web", "WouldReload")
+    assert event["involvedObject"]["kind"] == kind.spec.kind
+    assert event["message"].startswith("dry run, env-vars sink: would patch env STAKATER_APP_CFG_CONFIGMAP")
+    assert env_of_template(kind.template(api_client, "web")) == {}
+    assert writes(all_kinds, kind.spec.plural) == 0
+
+
 def test_knative_service_with_a_fixed_revision_name_is_refused_with_an_event(all_kinds, api_client):
     knative = KINDS[0]
     create(api_client, configmap("app-cfg", {"v": "1"}))
