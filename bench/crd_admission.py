@@ -1,7 +1,8 @@
 """CRD schemas in the API test server: load time per server start, admission time per object.
 
 Kinds: Kustomization and HelmRelease (Flux), Application with five sources and a hydrator
-(Argo CD), Rollout with three containers (Argo Rollouts).
+(Argo CD), Rollout with three containers (Argo Rollouts), and with the same pod template a
+Knative Service and an OpenKruise CloneSet.
 
     python bench/crd_admission.py            # 2,000 admissions per kind, 20 loads
     python bench/crd_admission.py --quick    # 200 admissions, 5 loads
@@ -105,6 +106,21 @@ ROLLOUT: dict[str, Any] = {
 }
 
 
+KNATIVE_SERVICE: dict[str, Any] = {
+    "apiVersion": "serving.knative.dev/v1",
+    "kind": "Service",
+    "metadata": {"name": "web", "namespace": "apps"},
+    "spec": {"template": ROLLOUT["spec"]["template"]},
+}
+CLONESET: dict[str, Any] = {
+    "apiVersion": "apps.kruise.io/v1alpha1",
+    "kind": "CloneSet",
+    "metadata": {"name": "web", "namespace": "apps"},
+    "spec": {"replicas": 3, "selector": ROLLOUT["spec"]["selector"], "template": ROLLOUT["spec"]["template"],
+             "updateStrategy": {"type": "InPlaceIfPossible", "maxUnavailable": "20%"}},
+}
+
+
 def per_call_ms(fn: Any, n: int) -> float:
     times = []
     for _ in range(n):
@@ -143,7 +159,7 @@ def main() -> int:
         "load all CRDs, cold (json / C loader)": per_call_ms(cold, loads),
         "load all CRDs, cached (next start)": per_call_ms(lambda: CrdSchemas.load(paths), loads),
     }
-    for obj in (KUSTOMIZATION, HELM_RELEASE, APPLICATION, ROLLOUT):
+    for obj in (KUSTOMIZATION, HELM_RELEASE, APPLICATION, ROLLOUT, KNATIVE_SERVICE, CLONESET):
         group, version = obj["apiVersion"].split("/")
         rows[f"admit one {obj['kind']}"] = per_call_ms(
             lambda o=obj, g=group, v=version: schemas.admit(g, v, o["kind"], "x", copy.deepcopy(o)),

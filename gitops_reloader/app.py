@@ -6,6 +6,7 @@ import logging
 import os
 import socket
 import threading
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from kubernetes.client import ApiClient
@@ -18,6 +19,7 @@ from gitops_reloader.errors import KubeError
 from gitops_reloader.gitops.digestkey import DigestKeyStore
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.client import load_api_client
+from gitops_reloader.kube.discovery import check_configured_kinds, unserved_kinds
 from gitops_reloader.kube.events import EventRecorder
 from gitops_reloader.kube.leader import LeaderElector
 from gitops_reloader.kube.permissions import (
@@ -25,8 +27,9 @@ from gitops_reloader.kube.permissions import (
     describe,
     missing_permissions,
     required_permissions,
+    workload_needs,
 )
-from gitops_reloader.kube.workloads import adapters_for
+from gitops_reloader.kube.workloads import WorkloadAdapter, adapters_for
 from gitops_reloader.model import Outcome, ReloadRequest, SourceKind
 from gitops_reloader.observability.alerts import Alerter, ReloadAlert, alert_config_from_env
 from gitops_reloader.observability.http import HttpServer
@@ -68,7 +71,7 @@ class App:
             openshift = self.api.discover_group("apps.openshift.io")
         self.adapters = adapters_for(
             argo_rollouts=behaviour.is_argo_rollouts, openshift=openshift,
-            ignored=config.filters.ignored_workload_types,
+            ignored=config.filters.ignored_workload_types, kinds=behaviour.kinds,
         )
         sinks = build_live_sinks(config, self.api, self.adapters, metrics=self.metrics)
         git_sink = build_git_sink(config, self.api, self.metrics, self.recorder, clock=self.clock)
@@ -120,18 +123,24 @@ class App:
         """Start serving; returns when caches are synced (and, without HA, workers run).
 
         Raises :class:`PermissionsMissing` before any informer starts when
-        ``--permission-check=strict`` and an essential permission is denied.
+        ``--permission-check=strict`` and an essential permission is denied, and
+        :class:`ConfigError` when a ``--workload-kinds-config`` kind is not served or has
+        no pod template at its path. Discovered kinds not served yet are checked when
+        they appear.
         """
-        self.check_permissions()
+        check_configured_kinds(self.api, self.adapters)
+        pending = unserved_kinds(self.api, self.adapters)
+        self.check_permissions({k: a for k, a in self.adapters.items() if k not in pending})
+        self.controller.kind_listeners.append(self._kind_served)
         publish_meta_info(self.api, self.config)
         for server in self.http_servers:
             server.start()
         runtime = self.config.runtime
         if not runtime.enable_ha:
             self.metrics.set_leader(True)
-            self.controller.start()
+            self.controller.start(pending=pending)
             return
-        self.controller.start(activate=False)
+        self.controller.start(activate=False, pending=pending)
         self.elector = LeaderElector(self.api, namespace=runtime.lease_namespace,
                                      name=runtime.lease_name, identity=self.identity,
                                      clock=self.clock, **self._lease_timing())
@@ -139,13 +148,14 @@ class App:
                                           args=(self._became_leader, self._lost, self._stop))
         self._election.start()
 
-    def check_permissions(self) -> None:
-        """Ask the API server for every verb the configuration needs; report all gaps at once."""
+    def check_permissions(self, adapters: Mapping[str, WorkloadAdapter]) -> None:
+        """Ask the API server for every verb the configuration needs with the workload
+        kinds ``adapters``; report all gaps at once."""
         mode = self.config.runtime.permission_check
         if mode == "off":
             return
         try:
-            missing = missing_permissions(self.api, required_permissions(self.config, self.adapters))
+            missing = missing_permissions(self.api, required_permissions(self.config, adapters))
         except KubeError as exc:
             log.warning("cannot check permissions (SelfSubjectAccessReview failed): %s", exc)
             return
@@ -158,6 +168,18 @@ class App:
             raise PermissionsMissing(message + " Stopping (--permission-check=warn starts anyway, "
                                                "with the features named above not working).")
         log.warning("%s Starting anyway: the features named above will not work.", message)
+
+    def _kind_served(self, kind: str, adapter: WorkloadAdapter) -> None:
+        """A discovered kind appeared after start-up: say what it lacks (it is watched anyway)."""
+        if self.config.runtime.permission_check == "off":
+            return
+        try:
+            missing = missing_permissions(self.api, workload_needs(self.config, kind, adapter))
+        except KubeError as exc:
+            log.warning("cannot check permissions (SelfSubjectAccessReview failed): %s", exc)
+            return
+        if missing:
+            log.warning("%s %s is served now but will not work until granted.", describe(missing), kind)
 
     def _lease_timing(self) -> dict[str, float]:
         runtime = self.config.runtime

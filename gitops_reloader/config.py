@@ -17,6 +17,7 @@ from typing import Final
 import durationpy
 
 from gitops_reloader.errors import ConfigError
+from gitops_reloader.kinds import BUILTIN_KINDS, KindSpec, load_kinds_config
 from gitops_reloader.model import SinkName
 from gitops_reloader.shard import Shard
 
@@ -56,6 +57,10 @@ def parse_duration(text: str) -> float:
     if seconds < 0:
         raise ValueError(f"duration must not be negative: {text!r}")
     return seconds
+
+
+IGNORABLE_KINDS: Final = tuple(spec.resource_name for spec in BUILTIN_KINDS)
+"""``--ignored-workload-types`` entries for the built-in kinds found through discovery."""
 
 
 def split_csv(text: str) -> tuple[str, ...]:
@@ -102,7 +107,8 @@ class Filters:
     ignore_configmaps: bool = False
     ignore_secrets: bool = False
     ignored_workload_types: tuple[str, ...] = ()
-    """Lower-case plurals: ``jobs``, ``cronjobs``."""
+    """Lower-case plurals: ``jobs``, ``cronjobs``, and ``plural.group`` of a built-in kind
+    found through discovery (``clonesets.apps.kruise.io``)."""
     ignore_secret_types: tuple[str, ...] = (HELM_RELEASE_SECRET_TYPE,)
     """Secret ``type`` values excluded server-side (field selector) from list and watch."""
     shard: Shard = field(default_factory=Shard)
@@ -126,6 +132,15 @@ class Behaviour:
     """``None``: detect DeploymentConfig support through discovery."""
     enable_csi_integration: bool = False
     """Reload on Secrets Store CSI ``SecretProviderClassPodStatus`` changes (if the group is served)."""
+    workload_kinds: tuple[KindSpec, ...] = ()
+    """Kinds from ``--workload-kinds-config``: each must be served at start-up."""
+    kind_discovery_interval: float = 30.0
+    """How often a built-in kind whose API is not served yet is looked for again."""
+
+    @property
+    def kinds(self) -> tuple[KindSpec, ...]:
+        """The rows of the workload-kind table beyond the core kinds: built-in, then configured."""
+        return (*BUILTIN_KINDS, *self.workload_kinds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,7 +279,9 @@ FLAGS: tuple[FlagSpec, ...] = (
     FlagSpec(("--resources-to-ignore",), "configMaps or secrets: do not watch that type.", "", repeatable=True),
     FlagSpec(("--ignore-configmaps",), "Do not watch ConfigMaps (older Stakater spelling).", "false", True),
     FlagSpec(("--ignore-secrets",), "Do not watch Secrets (older Stakater spelling).", "false", True),
-    FlagSpec(("--ignored-workload-types",), "Comma list of jobs, cronjobs to leave alone.", "", repeatable=True),
+    FlagSpec(("--ignored-workload-types",), "Comma list of jobs, cronjobs and built-in kinds (services.serving.knative.dev, clonesets.apps.kruise.io, statefulsets.apps.kruise.io, daemonsets.apps.kruise.io) to leave alone.", "", repeatable=True),
+    FlagSpec(("--workload-kinds-config",), "YAML file listing further workload kinds (group, version, kind, plural, podTemplatePath, rollsOnTemplateChange); docs/configuration.md.", "", stakater=False),
+    FlagSpec(("--kind-discovery-interval",), "How often a built-in workload kind whose API is not served (Knative, OpenKruise) is looked for again.", "30s", stakater=False),
     FlagSpec(("--namespaces-to-ignore",), "Comma list of namespaces to ignore.", "", repeatable=True),
     FlagSpec(("--namespace-selector",), "Label selector: watch only namespaces that match.", "", repeatable=True),
     FlagSpec(("--resource-label-selector",), "Label selector: watch only ConfigMaps/Secrets that match.", "", repeatable=True),
@@ -486,7 +503,8 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
     _flag("resources-to-ignore", resources_to_ignore.lower(), _choice("", "configmaps", "secrets"))
     ignored_types = split_csv(raw["ignored_workload_types"].lower())
     for kind in ignored_types:
-        _flag("ignored-workload-types", kind, _choice("jobs", "cronjobs"))
+        _flag("ignored-workload-types", kind, _choice("jobs", "cronjobs", *IGNORABLE_KINDS))
+    kinds_file = raw["workload_kinds_config"].strip()
 
     namespaces = split_csv(raw["namespaces"])
     if not namespaces and env.get("KUBERNETES_NAMESPACE", "").strip():
@@ -545,6 +563,9 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
         is_argo_rollouts=flag_bool["is_argo_rollouts"],
         is_openshift=is_openshift,
         enable_csi_integration=flag_bool["enable_csi_integration"],
+        workload_kinds=load_kinds_config(kinds_file) if kinds_file else (),
+        kind_discovery_interval=_flag("kind-discovery-interval", raw["kind_discovery_interval"],
+                                      _positive_duration),
     )
     http_address = raw["metrics_addr"] or raw["http_address"]
     runtime = Runtime(

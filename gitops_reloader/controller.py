@@ -36,6 +36,7 @@ from gitops_reloader.control.startup import deleted_while_down, out_of_date
 from gitops_reloader.errors import ReloaderError
 from gitops_reloader.index import ReferenceIndex
 from gitops_reloader.kube.api import KubeApi
+from gitops_reloader.kube.discovery import KindDiscovery, unserved_kinds
 from gitops_reloader.kube.events import EventRecorder
 from gitops_reloader.kube.informer import Informer, InformerEvent
 from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord, adapters_for
@@ -88,6 +89,7 @@ class Controller:
             argo_rollouts=behaviour.is_argo_rollouts,
             openshift=bool(behaviour.is_openshift),
             ignored=config.filters.ignored_workload_types,
+            kinds=behaviour.kinds,
         )
         self.index = ReferenceIndex()
         self.queue: WorkQueue[str] = WorkQueue(
@@ -105,6 +107,9 @@ class Controller:
                                      recorder=recorder, listeners=listeners)
         self.pauses = PauseScheduler(config, api, self.caches, self.queue, self.adapters,
                                      self.clock, self.reconciler.warn)
+        self.discovery: KindDiscovery | None = None
+        self.kind_listeners: list[Callable[[str, WorkloadAdapter], None]] = []
+        """Called when a discovered workload kind becomes served (discovery thread)."""
         self._workers: list[threading.Thread] = []
         self._started = threading.Event()
         self._active = threading.Event()
@@ -128,15 +133,23 @@ class Controller:
         meta = self.source(SourceRef(kind, namespace, name))
         return meta is not None and int(meta.resource_version or 0) >= int(resource_version)
 
-    def start(self, *, sync_timeout: float = 60.0, activate: bool = True) -> None:
+    def start(self, *, sync_timeout: float = 60.0, activate: bool = True,
+              pending: Mapping[str, WorkloadAdapter] | None = None) -> None:
         """Start informers and wait until synced; then start workers if ``activate``.
 
         With HA, a standby calls ``start(activate=False)`` (warm caches, no writes) and
-        :meth:`activate` when it becomes leader.
+        :meth:`activate` when it becomes leader. ``pending``: the discovered workload kinds
+        not served now (default: asked of the API server here); they are watched once
+        served.
         """
+        if pending is None:
+            pending = unserved_kinds(self.api, self.adapters)
         self.caches.build(on_source=self._on_source, on_workload=self._on_workload,
                           on_class_change=self.class_changed,
-                          on_handover=lambda change: self.changed(change.meta, deleted=change.deleted))
+                          on_handover=lambda change: self.changed(change.meta, deleted=change.deleted),
+                          pending=pending)
+        self.discovery = KindDiscovery(self.api, pending, on_served=self._kind_served,
+                                       interval=self.config.behaviour.kind_discovery_interval)
         for informer in self.informers():
             informer.start()
         for informer in self.informers():
@@ -145,6 +158,7 @@ class Controller:
             self.metrics.set_informer_synced(informer.kind.plural, True)
         self._started.set()
         log.info("caches synced", extra={"informers": len(self.informers())})
+        self.discovery.start()
         if activate:
             self.activate()
 
@@ -179,6 +193,8 @@ class Controller:
             self._workers.append(thread)
 
     def stop(self, *, drain: bool = False, timeout: float = 10.0) -> None:
+        if self.discovery is not None:
+            self.discovery.stop()
         self.queue.shutdown(drain=drain, timeout=timeout)
         for informer in self.informers():
             informer.stop()
@@ -186,6 +202,14 @@ class Controller:
             thread.join(timeout)
         if self.state is not None:
             self.state.stop()  # the last batch, after the last emission
+
+    def _kind_served(self, kind: str, adapter: WorkloadAdapter) -> None:
+        """A discovered kind's API appeared: watch it (its first list indexes every
+        workload of the kind) and tell the listeners (the per-kind permission check)."""
+        for informer in self.caches.add_workload_kind(kind, self._on_workload):
+            informer.start()
+        for listener in self.kind_listeners:
+            listener(kind, adapter)
 
     # --- lookups in the caches -----------------------------------------------------
 

@@ -199,9 +199,12 @@ def _find_adapter(kind: str, config: Config) -> tuple[WorkloadAdapter | None, Wo
     # --is-openshift unset: ``run`` discovers the group; a DeploymentConfig we can read proves it.
     enabled = adapters_for(argo_rollouts=behaviour.is_argo_rollouts,
                            openshift=behaviour.is_openshift is not False,
-                           ignored=config.filters.ignored_workload_types)
-    everything = adapters_for(argo_rollouts=True, openshift=True)
+                           ignored=config.filters.ignored_workload_types, kinds=behaviour.kinds)
+    everything = adapters_for(argo_rollouts=True, openshift=True, kinds=behaviour.kinds)
     by_lower = {k.lower(): k for k in everything} | {k: v for k, v in _SHORT_NAMES.items()}
+    for key, adapter in everything.items():  # clonesets.apps.kruise.io, and cloneset when unique
+        by_lower.setdefault(f"{adapter.resource.plural}.{adapter.resource.group}", key)
+        by_lower.setdefault(adapter.resource.kind.lower(), key)
     text = kind.lower()
     name = by_lower.get(text) or by_lower.get(text.removesuffix("s"))
     if name is None:
@@ -410,6 +413,8 @@ def explain(api: KubeApi, config: Config, kind: str, namespace: str, name: str, 
         result.watched, result.note = False, f"namespace {namespace} is not in --namespaces"
     elif namespace in config.filters.namespaces_to_ignore:
         result.watched, result.note = False, f"namespace {namespace} is in --namespaces-to-ignore"
+    elif refused := (adapter or any_adapter).refusal(record):
+        result.watched, result.note = False, f"every reload is refused ({refused[0]}): {refused[1]}"
     adapters = {record.ref.kind: adapter or any_adapter}
     sinks = build_live_sinks(config, api, adapters, metrics=Metrics(CollectorRegistry()))
     sink, result.sink_reason = choose_sink(config, record)

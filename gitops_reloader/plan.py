@@ -383,7 +383,7 @@ def _controller(config: Config, api: KubeApi, sinks: Mapping[str, Sink], metrics
     if openshift is None:
         openshift = api.discover_group("apps.openshift.io")
     adapters = adapters_for(argo_rollouts=behaviour.is_argo_rollouts, openshift=openshift,
-                            ignored=config.filters.ignored_workload_types)
+                            ignored=config.filters.ignored_workload_types, kinds=behaviour.kinds)
     all_sinks = dict(build_live_sinks(config, api, adapters, metrics=metrics))
     all_sinks.update(sinks)
     return Controller(config, api, sinks=all_sinks, metrics=metrics, recorder=None, adapters=adapters)
@@ -440,7 +440,11 @@ def plan_change(args: PlanArgs, config: Config, api: KubeApi, out: Any) -> int:
         for request in requests:
             name = controller.sink_name(request.workload) or ""
             sink = controller.sinks.get(name)
-            if sink is None:
+            refusal = controller.adapters[request.ref.kind].refusal(request.workload)
+            if refusal is not None:  # e.g. a Knative Service with a fixed revision name
+                workloads.append(WorkloadPlan(request.ref.key, name or "unknown", _sources(request),
+                                              "skipped", f"{refusal[0]}: {refusal[1]}"))
+            elif sink is None:
                 workloads.append(WorkloadPlan(request.ref.key, name or "unknown", _sources(request),
                                               "skipped", f"UnknownSink: {config.keys.sink} names no "
                                               "available sink"))

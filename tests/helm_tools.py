@@ -51,6 +51,9 @@ CRD_GROUPS = frozenset({
     "helm.toolkit.fluxcd.io",       # HelmRelease (Flux)
     "external-secrets.io",          # ExternalSecret, SecretStore (External Secrets)
     "apps.openshift.io",            # DeploymentConfig (OpenShift)
+    "serving.knative.dev",          # Service (Knative Serving)
+    "apps.kruise.io",               # CloneSet, Advanced StatefulSet / DaemonSet (OpenKruise)
+    "workers.acme.example.com",     # Worker (examples/knative-service: an in-house kind)
 })
 
 

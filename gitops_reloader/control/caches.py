@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any
 
 from gitops_reloader.config import Config
@@ -88,12 +88,14 @@ class Caches:
 
     def build(self, *, on_source: Handler[SourceMeta], on_workload: Handler[WorkloadRecord],
               on_class_change: ChangeHandler | None = None,
-              on_handover: Callable[[Change], None] | None = None) -> None:
+              on_handover: Callable[[Change], None] | None = None,
+              pending: Collection[str] = ()) -> None:
         """Create (not start) the informers the configuration asks for.
 
         ``on_class_change`` receives SecretProviderClass changes (``--enable-csi-integration``);
         ``on_handover`` receives the changes a namespace joining the selector hands back:
-        seen before the join arrived, made after it (``membership.py``).
+        seen before the join arrived, made after it (``membership.py``). The workload kinds
+        in ``pending`` (not served yet) get their informers from :meth:`add_workload_kind`.
         """
         filters = self.config.filters
         if on_handover is not None:
@@ -130,20 +132,37 @@ class Caches:
                 )
                 for scope in self._scopes()
             ]
-        for kind, adapter in self.adapters.items():
-            self.workload_informers[kind] = [
-                Informer(
-                    self.api, adapter.resource, adapter.record, on_workload,
-                    options=InformerOptions(namespace=scope, field_selector=field_selector(filters),
-                                            accept_namespace=owns),
-                    observer=self.observer,
-                )
-                for scope in self._scopes()
-            ]
+        self.workload_informers = {kind: self._workload_informers(adapter, on_workload)
+                                   for kind, adapter in self.adapters.items() if kind not in pending}
         if self.config.behaviour.enable_csi_integration and on_class_change is not None:
             csi = CsiWatch(self.config, self.api, on_change=on_class_change, observer=self.observer,
                            namespace_allowed=self.namespace_allowed)
             self.csi = csi if csi.build() else None
+
+    def _workload_informers(self, adapter: WorkloadAdapter,
+                            on_workload: Handler[WorkloadRecord]) -> list[Informer[WorkloadRecord]]:
+        filters = self.config.filters
+        owns = filters.shard.owns if filters.shard.sharded else None
+        return [
+            Informer(
+                self.api, adapter.resource, adapter.record, on_workload,
+                options=InformerOptions(namespace=scope, field_selector=field_selector(filters),
+                                        accept_namespace=owns),
+                observer=self.observer,
+            )
+            for scope in self._scopes()
+        ]
+
+    def add_workload_kind(self, kind: str,
+                          on_workload: Handler[WorkloadRecord]) -> list[Informer[WorkloadRecord]]:
+        """Create (not start) the informers of a kind whose API appeared after :meth:`build`.
+
+        The informer map is replaced, never changed in place: lookups running on other
+        threads keep iterating the map they started with.
+        """
+        informers = self._workload_informers(self.adapters[kind], on_workload)
+        self.workload_informers = {**self.workload_informers, kind: informers}
+        return informers
 
     def informers(self) -> list[Informer[Any]]:
         """Every informer built, the namespace informer first."""

@@ -204,6 +204,8 @@ class Reconciler:
             return None
         name = self.sink_name(record)
         sink = self.sinks.get(name or "")
+        if self.refused(record, name or "unknown"):
+            return None
         if sink is None:
             self.metrics.sink_error(name or "unknown", "unknown-sink")
             self.warn(record, "UnknownSink",
@@ -234,7 +236,7 @@ class Reconciler:
             if record is None or not sources:
                 continue
             items = self.items(record, sources)
-            if items:
+            if items and not self.refused(record, self.sink_name(record) or "unknown"):
                 sink = self.sink_for(record)
                 resync = all(p.resync for p in sources.values())
                 requests.append((key, record, ReloadRequest(
@@ -262,6 +264,18 @@ class Reconciler:
             self._observe_latency(outcome, pending[key].values())
             self.report(record, request, outcome)
 
+    def refused(self, record: WorkloadRecord, sink: str) -> bool:
+        """Whether the kind's adapter refuses any template change to this workload (e.g. a
+        Knative Service with a fixed revision name): then a Warning Event, nothing written."""
+        adapter = self.adapters.get(record.ref.kind)
+        refusal = adapter.refusal(record) if adapter is not None else None
+        if refusal is None:
+            return False
+        reason, message = refusal
+        self.metrics.sink_error(sink, reason)
+        self.warn(record, reason, message)
+        return True
+
     # --- reporting -----------------------------------------------------------------
 
     def _observe_latency(self, outcome: Outcome, sources: Iterable[PendingSource]) -> None:
@@ -282,8 +296,11 @@ class Reconciler:
         self.metrics.reload_executed(True, ref.namespace)
         log.info("reloaded", extra={"object": ref.key, "sink": outcome.sink, "detail": outcome.detail})
         if self.recorder is not None:
-            self.recorder.normal(ref, "Reloaded", f"reloaded through {outcome.sink}: {outcome.detail}",
-                                 uid=record.uid)
+            adapter = self.adapters.get(ref.kind)
+            rolls = adapter is None or adapter.rolls
+            self.recorder.normal(ref, "Reloaded", f"reloaded through {outcome.sink}: {outcome.detail}"
+                                 + ("" if rolls else "; this kind does not roll on a template change: "
+                                    "pods created from now on get it"), uid=record.uid)
         for listener in self.listeners:
             try:
                 listener(request, outcome)

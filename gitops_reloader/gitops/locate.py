@@ -116,6 +116,7 @@ from gitops_reloader.gitops.remotehead import DefaultBranches
 from gitops_reloader.gitops.scanindex import Candidates, DocRef, api_group
 from gitops_reloader.gitops.tenancy import DocumentIdentity, may_edit, may_target, may_use, may_write
 from gitops_reloader.gitops.yamledit import find_document, list_documents, parse_yaml_path
+from gitops_reloader.kinds import kube_kind
 from gitops_reloader.kube.resources import (
     APPLICATIONS,
     CONFIGMAPS,
@@ -387,7 +388,7 @@ def workload_identity(record: Any) -> ObjectIdentity:
     """Identity of a :class:`~gitops_reloader.kube.workloads.WorkloadRecord`."""
     raw = record.raw
     api_version = str(raw.get("apiVersion") or "")
-    kind = record.ref.kind
+    kind = kube_kind(record.ref.kind)
     group = api_group(api_version) if api_version else _KIND_GROUPS.get(kind, "")
     return ObjectIdentity(group, kind, record.ref.namespace, record.ref.name)
 

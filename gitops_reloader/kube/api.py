@@ -259,3 +259,28 @@ class KubeApi:
         except KubeNotFound:
             return False
         return True
+
+    def serves(self, kind: ResourceKind) -> bool:
+        """Whether discovery lists ``kind``'s resource in its group version (a CRD kind:
+        whether the CRD is installed and that version served)."""
+        try:
+            doc = self.request("GET", kind.path().rsplit("/", 1)[0])
+        except KubeNotFound:
+            return False
+        return any(isinstance(r, Mapping) and r.get("name") == kind.plural and r.get("kind") == kind.kind
+                   for r in doc.get("resources") or ())
+
+    def openapi_schema(self, kind: ResourceKind) -> Mapping[str, Any] | None:
+        """The published OpenAPI v3 schema of ``kind`` (``/openapi/v3/apis/<group>/<version>``,
+        readable by every authenticated user, as ``kubectl explain`` reads it); ``None`` when
+        the server publishes none for it."""
+        try:
+            doc = self.request("GET", "/openapi/v3" + kind.path().rsplit("/", 1)[0])
+        except KubeNotFound:
+            return None
+        wanted = {"group": kind.group, "version": kind.version, "kind": kind.kind}
+        for schema in ((doc.get("components") or {}).get("schemas") or {}).values():
+            gvks = schema.get("x-kubernetes-group-version-kind") if isinstance(schema, Mapping) else None
+            if isinstance(gvks, list) and wanted in gvks:
+                return schema
+        return None

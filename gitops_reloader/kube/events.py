@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from gitops_reloader.clock import Clock, SystemClock
 from gitops_reloader.errors import KubeError
+from gitops_reloader.kinds import kube_kind
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.resources import EVENTS
 from gitops_reloader.kube.workloads import rfc3339
@@ -92,7 +93,7 @@ class EventRecorder:
                 "namespace": spec.ref.namespace,
             },
             "involvedObject": {
-                "kind": spec.ref.kind, "namespace": spec.ref.namespace, "name": spec.ref.name,
+                "kind": kube_kind(spec.ref.kind), "namespace": spec.ref.namespace, "name": spec.ref.name,
                 **({"uid": spec.uid} if spec.uid else {}),
                 **({"apiVersion": spec.api_version} if spec.api_version else {}),
             },

@@ -35,7 +35,8 @@ from gitops_reloader.kube.resources import (
 )
 from gitops_reloader.kube.workloads import WorkloadAdapter
 
-__all__ = ["Need", "PermissionsMissing", "describe", "missing_permissions", "required_permissions"]
+__all__ = ["Need", "PermissionsMissing", "describe", "missing_permissions", "required_permissions",
+           "workload_needs"]
 
 ACCESS_REVIEWS = ResourceKind("authorization.k8s.io", "v1", "selfsubjectaccessreviews",
                               "SelfSubjectAccessReview", namespaced=False)
@@ -83,13 +84,7 @@ def required_permissions(config: Config, adapters: Mapping[str, WorkloadAdapter]
     if config.filters.namespace_selector:
         needs += _needs(NAMESPACES, ("list", "watch"), [""], "follow --namespace-selector")
     for kind, adapter in adapters.items():
-        needs += _needs(adapter.resource, ("list", "watch"), scopes, f"watch {kind}s")
-        if kind == "Job":
-            needs += _needs(JOBS, ("create", "delete"), scopes, "reload Jobs (recreate them)")
-        elif kind == "CronJob":
-            needs += _needs(JOBS, ("create",), scopes, "reload CronJobs (start a Job)")
-        else:
-            needs += _needs(adapter.resource, ("patch",), scopes, f"reload {kind}s")
+        needs += workload_needs(config, kind, adapter)
     if config.behaviour.enable_csi_integration:
         needs += _csi_needs(adapters, scopes)
     needs += _needs(EVENTS, ("create",), scopes, "record Events", essential=False)
@@ -111,6 +106,22 @@ def required_permissions(config: Config, adapters: Mapping[str, WorkloadAdapter]
     if config.state.enabled:
         needs += _state_store_needs(config)
     return list(dict.fromkeys(needs))
+
+
+def workload_needs(config: Config, kind: str, adapter: WorkloadAdapter) -> list[Need]:
+    """What watching and reloading one workload kind needs (also asked when a discovered
+    kind's API appears after start-up)."""
+    scopes = list(config.filters.namespaces) or [""]
+    resource = adapter.resource
+    kinds = f"{kind}s" if kind == resource.kind else f"{resource.kind}s ({resource.group})"
+    needs = _needs(resource, ("list", "watch"), scopes, f"watch {kinds}")
+    if kind == "Job":
+        needs += _needs(JOBS, ("create", "delete"), scopes, "reload Jobs (recreate them)")
+    elif kind == "CronJob":
+        needs += _needs(JOBS, ("create",), scopes, "reload CronJobs (start a Job)")
+    else:
+        needs += _needs(resource, ("patch",), scopes, f"reload {kinds}")
+    return needs
 
 
 def _state_store_needs(config: Config) -> list[Need]:

@@ -1,7 +1,11 @@
 """Workload kinds: where each keeps its pod template and how a template change is applied.
 
-Adding a kind (Knative, OpenKruise...) is one :class:`WorkloadAdapter` subclass and one
-entry in :func:`adapters_for`. Sinks describe *what* changes as a
+The kinds are one table, :func:`adapters_for`: the core kinds (a :class:`WorkloadAdapter`
+subclass where the write differs), then one row per :class:`~gitops_reloader.kinds.KindSpec`
+(Knative Serving, OpenKruise, ``--workload-kinds-config``), each a plain adapter built from
+the row: pod template path, whether a template change rolls, a revision-name field that
+refuses a write (:meth:`WorkloadAdapter.refusal`). Nothing outside this table branches on
+those kinds. Sinks describe *what* changes as a
 :class:`~gitops_reloader.model.TemplateEdit`; the adapter decides *how*: a strategic merge
 patch for built-in kinds, a JSON patch guarded by the resourceVersion for custom
 resources (which don't support strategic merge), a new Job for a CronJob, delete and
@@ -23,6 +27,7 @@ import jsonpatch
 from gitops_reloader.errors import KubeNotFound
 from gitops_reloader.hashing import ENV_VAR_PREFIX
 from gitops_reloader.index import extract_refs
+from gitops_reloader.kinds import BUILTIN_KINDS, KindSpec
 from gitops_reloader.kube.api import JSON, JSON_PATCH, MERGE, STRATEGIC, KubeApi
 from gitops_reloader.kube.resources import (
     CRONJOBS,
@@ -59,6 +64,8 @@ class WorkloadRecord:
     template_annotations: Mapping[str, str]
     refs: PodRefs
     has_template: bool
+    template_path: tuple[str, ...] = ("spec", "template")
+    """Where the kind keeps its pod template (the git sinks edit its annotations there)."""
 
 
 _Env = tuple[tuple[str, str | None, bool], ...]
@@ -242,18 +249,55 @@ def _nest(path: tuple[str, ...], leaf: JSON) -> JSON:
 
 
 class WorkloadAdapter:
-    """A kind whose pod template lives at ``template_path``; patched in place."""
+    """A kind whose pod template lives at ``template_path``; patched in place.
+
+    Built from a :class:`KindSpec` row (``spec=``), the kind is named by the row's key
+    (``CloneSet.apps.kruise.io``) and the row's template path and rules apply.
+    """
 
     resource: ResourceKind = DEPLOYMENTS
     template_path: tuple[str, ...] = ("spec", "template")
+    spec: KindSpec | None = None
 
-    def __init__(self, resource: ResourceKind | None = None) -> None:
+    def __init__(self, resource: ResourceKind | None = None, *, spec: KindSpec | None = None) -> None:
         if resource is not None:
             self.resource = resource
+        if spec is not None:
+            self.spec = spec
+            self.resource = ResourceKind(spec.group, spec.version, spec.plural, spec.kind)
+            self.template_path = spec.template_path
 
     @property
     def kind(self) -> str:
-        return self.resource.kind
+        """The kind's name inside the controller (``ObjectRef.kind``)."""
+        return self.spec.key if self.spec is not None else self.resource.kind
+
+    @property
+    def rolls(self) -> bool:
+        """Whether a change of the pod template rolls the workload."""
+        return self.spec is None or self.spec.rolls
+
+    @property
+    def discovered(self) -> bool:
+        """A built-in row watched only once discovery finds its API (Knative, OpenKruise)."""
+        return self.spec is not None and self.spec.discovered
+
+    def refusal(self, record: WorkloadRecord) -> tuple[str, str] | None:
+        """(Event reason, message) when no template change may be written to this workload.
+
+        Knative requires ``spec.template.metadata.name`` to change with every template
+        change (``RevisionTemplateSpec.VerifyNameChange``): a Service that fixes the name
+        would have every reload refused by its webhook, or break the next apply of git.
+        """
+        path = self.spec.revision_name_path if self.spec is not None else ()
+        name = _dig(record.raw, path) if path else None
+        if not name:
+            return None
+        return ("FixedRevisionName",
+                f"{'.'.join(path)} is fixed ({str(name)[:63]!r}) and must change with every template "
+                "change, so no reload can be written without renaming the revision; not reloaded. "
+                f"Remove {'.'.join(path)} (a name is then generated per revision) or change it "
+                "together with the configuration")
 
     def pod_template(self, raw: Mapping[str, Any]) -> Mapping[str, Any] | None:
         template = _dig(raw, self.template_path)
@@ -293,6 +337,7 @@ class WorkloadAdapter:
             template_annotations=template_annotations,
             refs=extract_refs(pod_spec),
             has_template=template is not None and bool(pod_spec.get("containers")),
+            template_path=self.template_path,
         )
 
     def _slim(self, raw: JSON, ref: ObjectRef, uid: str, annotations: Mapping[str, str],
@@ -492,8 +537,10 @@ class JobAdapter(WorkloadAdapter):
 
 
 def adapters_for(*, argo_rollouts: bool = False, openshift: bool = False,
-                 ignored: Iterable[str] = ()) -> dict[str, WorkloadAdapter]:
-    """The enabled workload kinds, by kind name."""
+                 ignored: Iterable[str] = (), kinds: Iterable[KindSpec] = BUILTIN_KINDS,
+                 ) -> dict[str, WorkloadAdapter]:
+    """The enabled workload kinds, by kind name: the core ones, then a row per ``kinds``
+    entry not named in ``ignored`` (``plural.group``)."""
     ignored_set = set(ignored)
     adapters: list[WorkloadAdapter] = [
         DeploymentAdapter(), WorkloadAdapter(DAEMONSETS), WorkloadAdapter(STATEFULSETS),
@@ -506,4 +553,5 @@ def adapters_for(*, argo_rollouts: bool = False, openshift: bool = False,
         adapters.append(RolloutAdapter())
     if openshift:
         adapters.append(WorkloadAdapter(DEPLOYMENTCONFIGS))
+    adapters += [WorkloadAdapter(spec=spec) for spec in kinds if spec.resource_name not in ignored_set]
     return {adapter.kind: adapter for adapter in adapters}

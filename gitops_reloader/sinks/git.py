@@ -124,9 +124,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_TEMPLATE_ANNOTATIONS: tuple[str | int, ...] = ("spec", "template", "metadata", "annotations")
-_CRONJOB_ANNOTATIONS: tuple[str | int, ...] = ("spec", "jobTemplate", "spec", "template", "metadata",
-                                               "annotations")
+_CORE_TEMPLATE = ("spec", "template")
 _SUBJECT_ITEMS = 5
 _BODY_LINES = 200
 _PERMANENT = (ManifestNotFound, YamlEditError, AnnotationError, ConfigError)
@@ -351,16 +349,18 @@ class ManifestPlanner:
     def _annotations_path(request: ReloadRequest, location: Location) -> tuple[str | int, ...]:
         if location.yaml_path is not None:
             return location.yaml_path
-        return _CRONJOB_ANNOTATIONS if request.ref.kind == "CronJob" else _TEMPLATE_ANNOTATIONS
+        return (*request.workload.template_path, "metadata", "annotations")
 
     def _edit(self, request: ReloadRequest, location: Location, text: str, value: str) -> EditResult:
-        if location.yaml_path is None and request.ref.kind != "CronJob":
+        if location.yaml_path is None and request.workload.template_path == _CORE_TEMPLATE:
             return set_template_annotation(text, doc_index=location.doc_index, value=value,
                                            path=location.path)
-        # A git-target may create the annotations map itself under an existing parent, nothing more.
+        # In the kind's own pod template (a CronJob's jobTemplate, a custom kind's
+        # podTemplate) metadata and annotations may be created, the template must exist;
+        # a git-target may create the annotations map itself under an existing parent.
         return set_at_path(text, path_expr=self._annotations_path(request, location), value=value,
                            doc_index=location.doc_index, path=location.path,
-                           max_create=None if location.yaml_path is None else 1)
+                           max_create=2 if location.yaml_path is None else 1)
 
     def _confined(self, request: ReloadRequest, location: Location, before: str, result: EditResult,
                   value: str) -> bool:

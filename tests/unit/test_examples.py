@@ -44,6 +44,7 @@ from helm_tools import (
 EXPECTED_EXAMPLES = {
     "stakater-drop-in", "argocd-annotations-sink", "argocd-git-sink",
     "flux-pull-request-sink", "helm-values-target", "external-secrets-git", "github-pull-request",
+    "knative-service",
 }
 SINKS = {"env-vars", "annotations", "git", "pull-request", "webhook"}
 WORKLOAD_ANNOTATIONS = {
@@ -52,6 +53,8 @@ WORKLOAD_ANNOTATIONS = {
 }
 POD_TEMPLATE_ANNOTATIONS = {"gitops-reloader.io/config-hash"}
 WORKLOAD_KINDS = {"Deployment", "DaemonSet", "StatefulSet", "Rollout", "DeploymentConfig"}
+GROUP_WORKLOADS = {("serving.knative.dev", "Service"), ("workers.acme.example.com", "Worker")}
+"""Workload kinds whose name alone is ambiguous (a core Service) or not built in: by group."""
 VALUES_PATTERN = "gitops-reloader-values*.yaml"
 
 Obj = dict[str, Any]
@@ -104,7 +107,8 @@ def chart_objects(helm: Path, helm_home: Path) -> dict[Path, list[Obj]]:
 
 
 def workloads(docs: list[Obj]) -> Iterator[Obj]:
-    return (doc for doc in docs if doc.get("kind") in WORKLOAD_KINDS)
+    return (doc for doc in docs if doc.get("kind") in WORKLOAD_KINDS
+            or (str(doc.get("apiVersion", "")).rpartition("/")[0], doc.get("kind")) in GROUP_WORKLOADS)
 
 
 def example_workloads(example: Path, chart_objects: dict[Path, list[Obj]]) -> list[Obj]:
@@ -255,7 +259,8 @@ def test_our_annotations_are_known_and_resolvable(
         annotations = workload["metadata"].get("annotations") or {}
         ours = {key for key in annotations if key.startswith("gitops-reloader.io/")}
         assert ours <= WORKLOAD_ANNOTATIONS, f"{label}: unknown {ours - WORKLOAD_ANNOTATIONS}"
-        template = workload["spec"]["template"]["metadata"].get("annotations") or {}
+        pod_template = workload["spec"].get("template") or workload["spec"]["podTemplate"]
+        template = pod_template["metadata"].get("annotations") or {}
         ours_in_template = {key for key in template if key.startswith("gitops-reloader.io/")}
         assert ours_in_template <= POD_TEMPLATE_ANNOTATIONS, label
         sink = annotations.get("gitops-reloader.io/sink", "")

@@ -156,7 +156,19 @@ LOCAL = re.compile(r"uses: \./\.github/workflows/[\w.-]+\.yml")
 
 
 def test_workflows_exist() -> None:
-    assert {path.name for path in WORKFLOWS} == {"ci.yml", "release.yml"}
+    assert {path.name for path in WORKFLOWS} == {"ci.yml", "newest.yml", "release.yml"}
+
+
+def test_newest_workflow_runs_weekly_and_on_demand_on_the_newest_releases() -> None:
+    workflow = yaml.safe_load((REPO_ROOT / ".github" / "workflows" / "newest.yml").read_text())
+    triggers = workflow[True]
+    assert "workflow_dispatch" in triggers and len(triggers["schedule"]) == 1
+    (job,) = workflow["jobs"].values()
+    assert [step["run"] for step in job["steps"] if "run" in step] == ["bash .ci/newest"]
+    script = (REPO_ROOT / ".ci" / "newest").read_text()
+    assert "install --quiet --upgrade --upgrade-strategy eager -e '.[test,release]'" in script
+    assert "requirements/" not in script.replace("requirements/test.txt", "")  # never the lock
+    assert script.rstrip().endswith("python3 -m pytest -q")
 
 
 @pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda path: path.name)

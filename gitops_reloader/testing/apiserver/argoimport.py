@@ -49,6 +49,8 @@ from .crdimport import APISERVER_FORMATS, KEPT_KEYWORDS, crd_envelope
 
 __all__ = [
     "ARGO_KINDS",
+    "KIND_SETS",
+    "KNATIVE_KINDS",
     "UPSTREAM_ANNOTATION",
     "ArgoKind",
     "argo_crd_document",
@@ -64,7 +66,7 @@ TS_GENERATOR: Final = "ts-json-schema-generator"
 _MAX_DEPTH: Final = 60
 _PRESERVE: Final = {"x-kubernetes-preserve-unknown-fields": True}
 _INT_OR_STRING: Final = (["integer", "string"], ["number", "string"])
-_RELEASE: Final = re.compile(r"/(v\d+\.\d+\.\d+)/")
+_RELEASE: Final = re.compile(r"[/-](v\d+\.\d+\.\d+)/")
 _INLINE: Final = "const schema = "
 
 
@@ -85,7 +87,7 @@ class ArgoKind:
     @property
     def module(self) -> str:
         """The package file that holds the kind (``.d.ts`` or ``.js``)."""
-        return f"argoproj.io/{self.version}/{self.kind}"
+        return f"{self.group}/{self.version}/{self.kind}"
 
     @property
     def validator(self) -> str:
@@ -102,6 +104,14 @@ ARGO_KINDS: Final[tuple[ArgoKind, ...]] = (
     ArgoKind(*_ROLLOUTS, "Rollout", "rollouts", status_subresource=True, declarations=False),
 )
 """Subresources as upstream: Application has none, ApplicationSet and Rollout ``status``."""
+KNATIVE_KINDS: Final[tuple[ArgoKind, ...]] = (
+    ArgoKind("@kubernetes-models/knative", "knative/serving", "Service", "services", status_subresource=True,
+             declarations=True, group="serving.knative.dev", version="v1"),
+)
+"""Knative Serving's Service, from the same kind of package (``--set knative``); the
+package generates several projects' CRDs, so its release is read from the kind's own
+``crd-generate.input`` entry (``knative/serving/releases/download/knative-v1.10.1``)."""
+KIND_SETS: Final = {"argo": ARGO_KINDS, "knative": KNATIVE_KINDS}
 
 
 def _without_null(branches: Sequence[Any]) -> list[Mapping[str, Any]]:
@@ -183,9 +193,12 @@ def inline_schema(module_source: str) -> dict[str, Any]:
     return schema
 
 
-def upstream_release(package_json: Mapping[str, Any]) -> str:
-    """The upstream release (``v2.14.11``) the package's CRD inputs were fetched at."""
+def upstream_release(package_json: Mapping[str, Any], upstream: str = "") -> str:
+    """The upstream release (``v2.14.11``) the package's CRD inputs were fetched at; with
+    ``upstream`` (``knative/serving``) only the inputs from that project count, when some
+    name it (a package generated from several projects' CRDs)."""
     inputs = (package_json.get("crd-generate") or {}).get("input") or []
+    inputs = [url for url in inputs if upstream and f"/{upstream}/" in str(url)] or inputs
     releases = {m.group(1) for url in inputs if (m := _RELEASE.search(str(url)))}
     if len(releases) != 1:
         raise ValueError(f"expected one upstream release in crd-generate.input, found {sorted(releases)}")
@@ -234,12 +247,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"directory of {TS_GENERATOR} output: <Kind>.json per declaration-read kind",
     )
     parser.add_argument("--generator-version", required=True, help=f"the {TS_GENERATOR} version used")
+    parser.add_argument("--set", choices=sorted(KIND_SETS), default="argo", help="which kinds to write")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    for kind in ARGO_KINDS:
+    for kind in KIND_SETS[args.set]:
         root = args.node_modules / kind.package
         package = json.loads((root / "package.json").read_text(encoding="utf-8"))
-        upstream = f"{kind.upstream} {upstream_release(package)}"
+        upstream = f"{kind.upstream} {upstream_release(package, kind.upstream)}"
         if kind.declarations:
             schema = structural(_declared_schema(args.declarations / f"{kind.kind}.json", kind))
             probe = probe_object(schema, f"{kind.group}/{kind.version}", kind.kind)

@@ -377,6 +377,14 @@ class CrdSchemas:
             versions.extend(_file_versions(path))
         return cls(versions)
 
+    def with_crd(self, doc: Mapping[str, Any], source: str = "installed") -> CrdSchemas:
+        """These schemas plus the served versions of one CRD document."""
+        return CrdSchemas([*self._by_gvk.values(), *_crd_versions(doc, source)])
+
+    def named(self, name: str) -> list[CrdVersion]:
+        """The versions of the CRD called ``name`` (``clonesets.apps.kruise.io``)."""
+        return [v for v in self._by_gvk.values() if f"{v.plural}.{v.group}" == name]
+
     def __len__(self) -> int:
         return len(self._by_gvk)
 

@@ -28,7 +28,7 @@ import socket
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 from urllib.parse import parse_qsl, unquote
@@ -317,6 +317,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if head == "_testing":
             self._admin(method, parts[1:], body)
+            return
+        if head == "openapi" and parts[1:3] == ["v3", "apis"] and len(parts) == 5:
+            if not registry.has_group_version(parts[3], parts[4]):
+                raise _not_found_path()
+            self._discovery(method, api.openapi_v3(parts[3], parts[4]))
             return
         if head == "api":
             if len(parts) == 1:
@@ -987,6 +992,48 @@ class ApiServer:
         self.store.close_watches("cut")
         if compact:
             self.store.compact()
+
+    # ------------------------------------------------------------------ custom resources
+
+    def serve_crd(self, crd: Mapping[str, Any] | str) -> None:
+        """Start serving a CRD's versions, as kube-apiserver does once a CRD is established:
+        discovery lists them, their paths answer, their objects are validated.
+
+        ``crd`` is a ``CustomResourceDefinition`` document, or the name of one the server
+        loaded (``clonesets.apps.kruise.io``: its file is in the CRD paths). Kinds of the
+        fixed catalogue are served from the start; the ones only a CRD brings (Knative,
+        OpenKruise, a test's own) wait for this call, so a test can install one later.
+        """
+        if isinstance(crd, str):
+            versions = self.schemas.named(crd)
+            if not versions:
+                raise KeyError(f"no CRD {crd!r} in the loaded CRD paths")
+            schemas = self.schemas
+        else:
+            schemas = self.schemas.with_crd(crd)
+            spec = crd.get("spec") or {}
+            name = f"{(spec.get('names') or {}).get('plural')}.{spec.get('group')}"
+            versions = schemas.named(name)
+        added = [ResourceType(v.group, v.version, v.plural, v.kind, status_subresource=v.status_subresource,
+                              custom=True)
+                 for v in versions if self.registry.lookup(v.group, v.version, v.plural) is None]
+        # Versions of one CRD share one table (one storage), as they share etcd keys.
+        registry = Registry([*self.registry.resources, *added])
+        self.store.serve(registry, schemas)
+        self.registry, self.schemas = registry, schemas
+
+    def openapi_v3(self, group: str, version: str) -> dict[str, Any]:
+        """``GET /openapi/v3/apis/<group>/<version>``: the CRD schemas of the served kinds,
+        each with ``x-kubernetes-group-version-kind`` as the real server publishes them."""
+        schemas: dict[str, Any] = {}
+        for rt in self.registry.resources:
+            crd = self.schemas.get(group, version, rt.kind)
+            if crd is not None and (rt.group, rt.version) == (group, version):
+                name = ".".join([*reversed(group.split(".")), version, rt.kind])
+                schemas[name] = {**crd.schema, "x-kubernetes-group-version-kind": [
+                    {"group": group, "version": version, "kind": rt.kind}]}
+        return {"openapi": "3.0.0", "info": {"title": "Kubernetes CRD Swagger", "version": "v0.1.0"},
+                "paths": {}, "components": {"schemas": schemas}}
 
     # ------------------------------------------------------------------ direct access
 

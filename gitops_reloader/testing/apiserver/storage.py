@@ -302,11 +302,19 @@ class Store:
         self.max_queue = max_queue if max_queue is not None else max(history_size, 1000)
         self.rv = 0
         self._compacted_rv = 0
+        self._history_size = history_size
         self._tables = {rt.key: _Table(rt, deque(maxlen=history_size)) for rt in registry.resources}
         ns_rt = registry.by_name("namespaces")
         if builtin_namespaces and ns_rt is not None:
             for name in _BUILTIN_NAMESPACES:
                 self.create(ns_rt, "", {"metadata": {"name": name}}, manager="kube-apiserver")
+
+    def serve(self, registry: Registry, schemas: CrdSchemas | None) -> None:
+        """Serve a larger catalogue (a CRD was installed): new resources start empty."""
+        with self.lock:
+            for rt in registry.resources:
+                self._tables.setdefault(rt.key, _Table(rt, deque(maxlen=self._history_size)))
+            self.registry, self.schemas = registry, schemas
 
     # ------------------------------------------------------------------ internals
 

@@ -288,6 +288,10 @@ live in the namespaced "-self" Role (role-self.yaml), never here.
 {{- if $r.isOpenshift }}
 {{- $rules = append $rules (dict "apiGroups" (list "apps.openshift.io") "resources" (list "deploymentconfigs") "verbs" (list "get" "list" "watch" "patch" "update")) }}
 {{- end }}
+{{- /* Built-in kinds found through discovery, and --workload-kinds-config kinds: get/list/watch/patch each. */}}
+{{- range include "gitops-reloader.extraKinds" . | fromYamlArray }}
+{{- $rules = append $rules (dict "apiGroups" (list .group) "resources" (list .plural) "verbs" (list "get" "list" "watch" "patch")) }}
+{{- end }}
 {{- if $r.enableCSIIntegration }}
 {{- /* Secrets Store CSI: the driver's objects, and the owner links from a pod to its workload. */}}
 {{- $rules = append $rules (dict "apiGroups" (list "secrets-store.csi.x-k8s.io") "resources" (list "secretproviderclasspodstatuses" "secretproviderclasses") "verbs" (list "get" "list" "watch")) }}
@@ -306,6 +310,26 @@ live in the namespaced "-self" Role (role-self.yaml), never here.
 {{- end }}
 {{- /* Argo CD / Flux objects: Roles in their namespaces only (rbac-gitops.yaml). */}}
 {{- toYaml $rules }}
+{{- end }}
+
+{{/*
+The workload kinds beyond the core ones, as a YAML list of {group, plural}: Knative Services
+and the OpenKruise kinds unless turned off, then reloader.workloadKinds.
+*/}}
+{{- define "gitops-reloader.extraKinds" -}}
+{{- $r := .Values.reloader }}
+{{- $kinds := list }}
+{{- if $r.knativeServices }}{{ $kinds = append $kinds (dict "group" "serving.knative.dev" "plural" "services") }}{{ end }}
+{{- if $r.openKruise }}
+{{- range list "clonesets" "statefulsets" "daemonsets" }}{{ $kinds = append $kinds (dict "group" "apps.kruise.io" "plural" .) }}{{ end }}
+{{- end }}
+{{- range $r.workloadKinds }}{{ $kinds = append $kinds (dict "group" .group "plural" .plural) }}{{ end }}
+{{- toYaml $kinds }}
+{{- end }}
+
+{{/* The --workload-kinds-config file: reloader.workloadKinds as the controller reads it. */}}
+{{- define "gitops-reloader.workloadKindsConfig" -}}
+{{- toYaml (dict "kinds" .Values.reloader.workloadKinds) }}
 {{- end }}
 
 {{/* Rules of the "-self" Role in the release namespace: HA Lease, digest key Secret, state-store and meta-info ConfigMaps. */}}
@@ -365,6 +389,8 @@ Called with (dict "root" $ "shard" <an entry of gitops-reloader.shards>).
 {{- $ignored := list }}
 {{- if $r.ignoreJobs }}{{ $ignored = append $ignored "jobs" }}{{ end }}
 {{- if $r.ignoreCronJobs }}{{ $ignored = append $ignored "cronjobs" }}{{ end }}
+{{- if not $r.knativeServices }}{{ $ignored = append $ignored "services.serving.knative.dev" }}{{ end }}
+{{- if not $r.openKruise }}{{ $ignored = concat $ignored (list "clonesets.apps.kruise.io" "statefulsets.apps.kruise.io" "daemonsets.apps.kruise.io") }}{{ end }}
 {{- if $ignored }}{{ $args = append $args (printf "--ignored-workload-types=%s" (join "," $ignored)) }}{{ end }}
 {{- if not $r.watchGlobally }}{{ $args = append $args (printf "--namespaces=%s" $root.Release.Namespace) }}{{ end }}
 {{- with $r.ignoreNamespaces }}{{ $args = append $args (printf "--namespaces-to-ignore=%s" .) }}{{ end }}
@@ -391,6 +417,7 @@ Called with (dict "root" $ "shard" <an entry of gitops-reloader.shards>).
 {{- with $r.logFormat }}{{ $args = append $args (printf "--log-format=%s" .) }}{{ end }}
 {{- with $r.logLevel }}{{ $args = append $args (printf "--log-level=%s" .) }}{{ end }}
 {{- with $r.coalesceWindow }}{{ $args = append $args (printf "--coalesce-window=%s" (toString .)) }}{{ end }}
+{{- if $r.workloadKinds }}{{ $args = append $args (printf "--workload-kinds-config=%s/workload-kinds.yaml" (include "gitops-reloader.gitConfigDir" $root)) }}{{ end }}
 {{- if include "gitops-reloader.gitEnabled" $root }}
 {{- $args = append $args (printf "--git-config=%s/git-config.yaml" (include "gitops-reloader.gitConfigDir" $root)) }}
 {{- $args = append $args (printf "--git-cache-dir=%s" $r.git.cacheDir) }}

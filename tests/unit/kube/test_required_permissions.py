@@ -12,9 +12,10 @@ HOME = {"HOME": "/nonexistent"}
 
 
 def needs(argv: list[str], **adapters: bool) -> set[tuple[str, str, str, str]]:
+    """The needs with the core kinds (the discovered ones are asked only once served)."""
     config = load_config(argv, environ=HOME)
     found = required_permissions(
-        config, adapters_for(ignored=config.filters.ignored_workload_types, **adapters)
+        config, adapters_for(ignored=config.filters.ignored_workload_types, kinds=(), **adapters)
     )
     return {(n.group, n.resource, n.verb, n.namespace) for n in found}
 

@@ -111,6 +111,16 @@ def test_inline_schema_is_read_from_the_module_source() -> None:
         inline_schema('"use strict";let _validate=require("x")')
 
 
+def test_a_package_of_several_projects_is_read_at_the_kinds_own_release() -> None:
+    package = {"crd-generate": {"input": [
+        "https://github.com/knative/serving/releases/download/knative-v1.10.1/serving-crds.yaml",
+        "https://github.com/knative/eventing/releases/download/knative-v1.10.0/eventing-crds.yaml"]}}
+    assert upstream_release(package, "knative/serving") == "v1.10.1"
+    assert upstream_release(package, "knative/eventing") == "v1.10.0"
+    with pytest.raises(ValueError, match="expected one upstream release"):
+        upstream_release(package)
+
+
 def test_upstream_release_is_the_one_named_by_the_crd_inputs() -> None:
     base = "https://raw.githubusercontent.com/argoproj/argo-cd"
     package = {
