@@ -51,6 +51,21 @@ _PLURALS: dict[SourceKind, str] = {
 }
 
 
+class ReloadOn(enum.StrEnum):
+    """What change of a source reloads a workload (``--reload-on``, annotation
+    ``gitops-reloader.io/reload-on``): any data change (Stakater), or only a change of a
+    key the workload uses (``docs/rollouts.md``)."""
+
+    ANY_CHANGE = "any-change"
+    USED_KEYS = "used-keys"
+
+    @classmethod
+    def parse(cls, value: str) -> ReloadOn | None:
+        """The mode a flag or annotation value names (trimmed, exact spelling); None otherwise."""
+        text = value.strip()
+        return cls(text) if text in cls._value2member_map_ else None
+
+
 class SinkName(enum.StrEnum):
     """How a reload is emitted for one workload."""
 
@@ -134,9 +149,14 @@ class SourceMeta:
     lower-case hex is kept as given), ``__slots__``, and one shared read-only mapping
     when there are no labels or annotations. Immutable: callers must not
     mutate ``annotations``; :meth:`replace` makes a changed copy.
+
+    ``key_digests`` is what key-level reload (``--reload-on=used-keys``) compares: per data
+    key a 16-byte entry (8-byte digest of the key name, 8-byte digest of the value),
+    sorted, in one ``bytes`` (:func:`gitops_reloader.hashing.key_digests`); never the data.
     """
 
-    __slots__ = ("_fingerprint", "_hash", "annotations", "labels", "ref", "resource_version")
+    __slots__ = ("_fingerprint", "_hash", "annotations", "key_digests", "labels", "ref",
+                 "resource_version")
 
     ref: SourceRef
     labels: Mapping[str, str]
@@ -144,10 +164,11 @@ class SourceMeta:
     resource_version: str
     _hash: bytes | str
     _fingerprint: bytes | str
+    key_digests: bytes
 
     def __init__(self, ref: SourceRef, hash: str = "", labels: Mapping[str, str] | None = None,
                  annotations: Mapping[str, str] | None = None, resource_version: str = "",
-                 fingerprint: str = "") -> None:
+                 fingerprint: str = "", key_digests: bytes = b"") -> None:
         setter = object.__setattr__
         setter(self, "ref", ref)
         setter(self, "_hash", _digest(hash))
@@ -155,6 +176,7 @@ class SourceMeta:
         setter(self, "annotations", annotations if annotations else EMPTY_MAP)
         setter(self, "resource_version", resource_version)
         setter(self, "_fingerprint", _digest(fingerprint))
+        setter(self, "key_digests", key_digests)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"SourceMeta is immutable (cannot set {name!r})")
@@ -178,16 +200,17 @@ class SourceMeta:
         """A copy with some constructor arguments changed."""
         fields = {"ref": self.ref, "hash": self.hash, "labels": self.labels,
                   "annotations": self.annotations,
-                  "resource_version": self.resource_version, "fingerprint": self.fingerprint}
+                  "resource_version": self.resource_version, "fingerprint": self.fingerprint,
+                  "key_digests": self.key_digests}
         return SourceMeta(**{**fields, **changes})
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (SourceMeta, (self.ref, self.hash, dict(self.labels), dict(self.annotations),
-                             self.resource_version, self.fingerprint))
+                             self.resource_version, self.fingerprint, self.key_digests))
 
     def _key(self) -> tuple[object, ...]:
         return (self.ref, self._hash, dict(self.labels), dict(self.annotations),
-                self.resource_version, self._fingerprint)
+                self.resource_version, self._fingerprint, self.key_digests)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SourceMeta):
@@ -200,7 +223,8 @@ class SourceMeta:
     def __repr__(self) -> str:
         return (f"SourceMeta(ref={self.ref!r}, hash={self.hash!r}, labels={dict(self.labels)!r}, "
                 f"annotations={dict(self.annotations)!r}, "
-                f"resource_version={self.resource_version!r}, fingerprint={self.fingerprint!r})")
+                f"resource_version={self.resource_version!r}, fingerprint={self.fingerprint!r}, "
+                f"keys={len(self.key_digests) // 16})")
 
 
 def resource_version_number(text: object) -> int | None:
@@ -258,12 +282,27 @@ class PodRefs:
     containers that mount it (an unmounted volume maps to an empty tuple);
     ``volume_spcs`` holds the SecretProviderClasses of CSI volumes
     (``csi.volumeAttributes.secretProviderClass``).
+
+    ``configmap_keys``/``secret_keys`` map a source name to the data keys the pod uses of
+    it, for the sources the pod uses *only* key by key (``configMapKeyRef``/``secretKeyRef``,
+    volume ``items``, ``subPath``; :func:`gitops_reloader.index.extract_refs`). A source
+    referenced whole anywhere in the pod (``envFrom``, a volume without items) is not in
+    them: it depends on the whole object.
     """
 
     containers: tuple[ContainerRefs, ...] = ()
     volume_configmaps: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     volume_secrets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     volume_spcs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    configmap_keys: Mapping[str, frozenset[str]] = field(default_factory=lambda: EMPTY_MAP)
+    secret_keys: Mapping[str, frozenset[str]] = field(default_factory=lambda: EMPTY_MAP)
+
+    def used_keys(self, kind: SourceKind, name: str) -> frozenset[str] | None:
+        """The keys the pod uses of source ``kind``/``name``; None: the whole object (or
+        not referenced, or a SecretProviderClass, which has no keys)."""
+        if kind is SourceKind.CONFIGMAP:
+            return self.configmap_keys.get(name)
+        return self.secret_keys.get(name) if kind is SourceKind.SECRET else None
 
     def volumes(self, kind: SourceKind) -> Mapping[str, tuple[str, ...]]:
         """Source name → mounting containers, for the volumes of ``kind``."""
