@@ -45,11 +45,12 @@ __all__ = [
     "DELETED_HASH",
     "EMPTY_HASH",
     "ENV_VAR_PREFIX",
-    "configmap_hash",
-    "env_var_name",
-    "hash_object",
     "KEYS_NOT_TRACKED",
     "MAX_TRACKED_KEYS",
+    "configmap_hash",
+    "env_var_name",
+    "every_key_changed",
+    "hash_object",
     "key_digests",
     "keyed_digest",
     "secret_hash",
@@ -304,3 +305,11 @@ def used_key_hash(digests: bytes, keys: Iterable[str]) -> str | None:
         value = _value_digest(digests, key)
         lines.append(f"{key}!" if value is None else f"{key}={value.hex()}")
     return hashlib.sha1("\n".join(["gitops-reloader used-keys v1", *lines]).encode()).hexdigest()
+
+
+def every_key_changed(digests: bytes) -> bytes:
+    """``digests`` as if every value changed (``plan`` without new data), same keys."""
+    if digests == KEYS_NOT_TRACKED:
+        return digests
+    entries = (digests[i:i + _ENTRY] for i in range(0, len(digests) - _ENTRY + 1, _ENTRY))
+    return b"".join(sorted(e[:_HALF] + _short(b"plan", e[_HALF:].hex()) for e in entries))
