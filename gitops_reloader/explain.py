@@ -44,7 +44,7 @@ from gitops_reloader.kube.resources import (
     ResourceKind,
 )
 from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord, adapters_for
-from gitops_reloader.model import ReloadRequest, SinkName, SourceKind
+from gitops_reloader.model import ReloadOn, ReloadRequest, SinkName, SourceKind
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.regex import RegexError, compile_linear
 from gitops_reloader.shard import shard_of
@@ -471,7 +471,8 @@ def render_text(result: Explanation) -> str:
     if result.note:
         lines.append(f"  NOT WATCHED: {result.note}")
     lines.append(f"  sink: {result.sink or 'none'} ({result.sink_reason})")
-    lines.append(f"  reload on: {result.reload_on}")
+    if result.reload_on and result.reload_on != ReloadOn.ANY_CHANGE:
+        lines.append(f"  reload on: {result.reload_on}")
     pause = result.pause
     if pause:
         if pause.get("period") is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gitops_reloader.model import SourceMeta, SourceRef
 
@@ -35,7 +35,7 @@ class Change:
 
     meta: SourceMeta
     deleted: bool = False
-    previous: SourceMeta | None = None
+    previous: SourceMeta | None = field(default=None, compare=False)
     """The source before the change (an empty one for a creation; None: unknown), so
     key-level reload can tell which keys it touched."""
 

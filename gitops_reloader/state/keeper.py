@@ -31,7 +31,7 @@ from gitops_reloader.model import ObjectRef, Source, SourceKind, SourceMeta, Sou
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.state.batch import StateBatch
 from gitops_reloader.state.codec import merge_shards, state_digest
-from gitops_reloader.state.resync import missed_while_down, out_of_date
+from gitops_reloader.state.resync import missed_while_down, out_of_date, out_of_date_over_keys
 from gitops_reloader.state.shards import STORE_LABEL, ConfigMapShards
 
 __all__ = ["STORED_KINDS", "StateKeeper", "source_id"]
@@ -234,10 +234,9 @@ class StateKeeper:
             return out_of_date(current_hash=meta.hash, current_digest=current, marker=marker,
                                emitted=emitted, seen=self.batch.stored_source(source_id(meta.ref)),
                                created=created)
-        used = self.digest(meta.ref, used_key_hash)
-        return all(out_of_date(current_hash=data_hash, current_digest=digest, marker=marker,
-                               emitted=emitted, seen=None, created=created)
-                   for data_hash, digest in ((used_key_hash, used), (meta.hash, current)))
+        used_digest = self.digest(meta.ref, used_key_hash)
+        return out_of_date_over_keys(used_hash=used_key_hash, used_digest=used_digest, whole_hash=meta.hash,
+                                     whole_digest=current, marker=marker, emitted=emitted, created=created)
 
     def deleted_while_down(self) -> tuple[SourceRef, ...]:
         """Sources the store held, under the scope the caches have now, that are gone
