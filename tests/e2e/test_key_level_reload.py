@@ -179,10 +179,12 @@ def test_a_restart_after_an_unused_key_change_reloads_nothing(
         settle(app)
         assert reloads(app) == 1
     assert generations(server, names) == {"a-reader": 2, "b-reader": 2}
-    assert env_of(workload(server, "Deployment", "b-reader"))[ENV] == used({"a": "2", "b": "2", "z": "2"}, "b")
+    expected = used({"a": "2", "b": "2", "z": "2"}, "b")
+    assert env_of(workload(server, "Deployment", "b-reader"))[ENV] == expected
 
 
-def test_prune_stale_env_vars_removes_them_in_the_reload_patch(server: ApiServer, api_client: ApiClient) -> None:
+def test_prune_stale_env_vars_removes_them_in_the_reload_patch(server: ApiServer,
+                                                               api_client: ApiClient) -> None:
     create(api_client, configmap("cfg", {"v": "1"}))
     env = [{"name": "STAKATER_OLD_CONFIGMAP", "value": "0" * 40}, {"name": "KEEP", "value": "k"},
            {"name": "STAKATER_MODE", "value": "m"}]
