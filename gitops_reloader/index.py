@@ -11,8 +11,7 @@ It reads, for every container and init container, ``env[].valueFrom.configMapKey
 mount such a volume; the CSI attribute is read whatever the driver, as Stakater does).
 It never raises: a missing, ``null`` or wrongly typed field simply contributes nothing.
 
-It also records which *keys* the pod uses of each ConfigMap/Secret (``PodRefs.configmap_keys``
-/ ``.secret_keys``, for ``--reload-on=used-keys``), reading containers, init containers
+It also records which *keys* the pod uses of each ConfigMap/Secret (``PodRefs.key_uses``, for ``--reload-on=used-keys``), reading containers, init containers
 and ephemeral containers alike:
 
 * ``env[].valueFrom.configMapKeyRef`` / ``secretKeyRef`` use their ``key``;
@@ -160,8 +159,8 @@ def _volume_keys(source: Mapping[str, Any], mounts: list[str | None]) -> set[str
     return {s.split("/", 1)[0] for s in sub_paths}
 
 
-def _key_uses(spec: Mapping[str, Any]) -> tuple[dict[str, frozenset[str]], dict[str, frozenset[str]]]:
-    """(ConfigMap name → keys, Secret name → keys) for the sources used key by key only."""
+def _key_uses(spec: Mapping[str, Any]) -> dict[tuple[SourceKind, str], frozenset[str]]:
+    """(kind, name) → keys, for the sources used key by key only."""
     uses: _Uses = {}
     mounts: dict[str, list[str | None]] = {}
     for group in ("containers", "initContainers", "ephemeralContainers"):
@@ -180,11 +179,7 @@ def _key_uses(spec: Mapping[str, Any]) -> tuple[dict[str, frozenset[str]], dict[
             for field, kind in (("configMap", SourceKind.CONFIGMAP), ("secret", SourceKind.SECRET)):
                 if name := _name(source.get(field)):
                     _use(uses, kind, name, _volume_keys(_map(source.get(field)), mounted))
-    by_kind: dict[SourceKind, dict[str, frozenset[str]]] = {SourceKind.CONFIGMAP: {}, SourceKind.SECRET: {}}
-    for (kind, name), keys in uses.items():
-        if keys is not None:
-            by_kind[kind][name] = _keyset(tuple(sorted(keys)))
-    return by_kind[SourceKind.CONFIGMAP], by_kind[SourceKind.SECRET]
+    return {source: _keyset(tuple(sorted(keys))) for source, keys in uses.items() if keys is not None}
 
 
 def _mounted_volumes(container: Mapping[str, Any]) -> set[str]:
@@ -241,12 +236,10 @@ def extract_refs(pod_spec: Mapping[str, Any] | None) -> PodRefs:
     for container_refs in containers:
         names[SourceKind.CONFIGMAP] |= container_refs.configmaps
         names[SourceKind.SECRET] |= container_refs.secrets
-    configmap_keys, secret_keys = _key_uses(spec)
     return PodRefs(
         containers=tuple(containers),
-        configmap_keys={n: k for n, k in configmap_keys.items() if n in names[SourceKind.CONFIGMAP]}
-        or EMPTY_MAP,
-        secret_keys={n: k for n, k in secret_keys.items() if n in names[SourceKind.SECRET]} or EMPTY_MAP,
+        key_uses=tuple((kind, name, keys) for (kind, name), keys in sorted(_key_uses(spec).items())
+                       if name in names[kind]),
         volume_configmaps={name: mounters(v) for name, v in cm_volumes.items()} or EMPTY_MAP,
         volume_secrets={name: mounters(v) for name, v in secret_volumes.items()} or EMPTY_MAP,
         volume_spcs={name: mounters(v) for name, v in spc_volumes.items()} or EMPTY_MAP,

@@ -7,6 +7,7 @@ types once, at the edge (``kube/``); policy, index and sinks speak only these.
 from __future__ import annotations
 
 import enum
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NewType
@@ -140,7 +141,9 @@ class SourceMeta:
     ``hash`` is the Stakater hash as hex text ("" when not computed: decoding every Secret
     of the initial list is the largest start-up cost and no decision needs it then);
     ``fingerprint`` changes exactly when the data changes and is what change detection
-    compares (for Secrets a digest of the base64 text, for ConfigMaps the hash itself).
+    compares when set (a Secret without per-key digests — no data, or too many keys: a
+    digest of the base64 text); else a Secret compares its per-key digests, which need
+    no decoding either, and a ConfigMap its hash.
     ``labels`` and ``annotations`` hold only the few keys a decision reads (the label
     selector itself is applied by the API server).
 
@@ -193,8 +196,14 @@ class SourceMeta:
 
     @property
     def change_key(self) -> str:
-        """What differs exactly when the data differs."""
-        return _text(self._fingerprint or self._hash)
+        """What differs exactly when the data differs: the fingerprint if kept, else for a
+        Secret a digest of its per-key digests (no second digest of the data is kept), else
+        the hash."""
+        if self._fingerprint:
+            return _text(self._fingerprint)
+        if self.ref.kind is SourceKind.SECRET and self.key_digests:
+            return hashlib.sha1(self.key_digests).hexdigest()
+        return _text(self._hash)
 
     def replace(self, **changes: Any) -> SourceMeta:
         """A copy with some constructor arguments changed."""
@@ -283,8 +292,8 @@ class PodRefs:
     ``volume_spcs`` holds the SecretProviderClasses of CSI volumes
     (``csi.volumeAttributes.secretProviderClass``).
 
-    ``configmap_keys``/``secret_keys`` map a source name to the data keys the pod uses of
-    it, for the sources the pod uses *only* key by key (``configMapKeyRef``/``secretKeyRef``,
+    ``key_uses`` holds ``(kind, source name, keys)`` — the data keys the pod uses of a
+    ConfigMap/Secret — for the sources the pod uses *only* key by key (``configMapKeyRef``/``secretKeyRef``,
     volume ``items``, ``subPath``; :func:`gitops_reloader.index.extract_refs`). A source
     referenced whole anywhere in the pod (``envFrom``, a volume without items) is not in
     them: it depends on the whole object.
@@ -294,15 +303,17 @@ class PodRefs:
     volume_configmaps: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     volume_secrets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     volume_spcs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    configmap_keys: Mapping[str, frozenset[str]] = field(default_factory=lambda: EMPTY_MAP)
-    secret_keys: Mapping[str, frozenset[str]] = field(default_factory=lambda: EMPTY_MAP)
+    key_uses: tuple[tuple[SourceKind, str, frozenset[str]], ...] = ()
+    """A tuple, not a mapping: a pod uses few sources by key, and a small tuple costs a
+    third of a dict (one of these per tracked workload)."""
 
     def used_keys(self, kind: SourceKind, name: str) -> frozenset[str] | None:
         """The keys the pod uses of source ``kind``/``name``; None: the whole object (or
         not referenced, or a SecretProviderClass, which has no keys)."""
-        if kind is SourceKind.CONFIGMAP:
-            return self.configmap_keys.get(name)
-        return self.secret_keys.get(name) if kind is SourceKind.SECRET else None
+        for used_kind, used_name, keys in self.key_uses:
+            if used_kind is kind and used_name == name:
+                return keys
+        return None
 
     def volumes(self, kind: SourceKind) -> Mapping[str, tuple[str, ...]]:
         """Source name → mounting containers, for the volumes of ``kind``."""

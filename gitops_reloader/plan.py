@@ -209,7 +209,7 @@ def changed_meta(kind: SourceKind, config: Config, before: Mapping[str, Any],
     old, new = transform(dict(before)), transform(dict(after))
     if as_if:
         made_up = hashlib.sha1(b"gitops-reloader plan\0" + old.hash.encode()).hexdigest()
-        new = new.replace(hash=made_up, fingerprint=made_up if new.fingerprint else "",
+        new = new.replace(hash=made_up, fingerprint=made_up if kind is SourceKind.SECRET else "",
                           key_digests=every_key_changed(new.key_digests))
     return old, new
 

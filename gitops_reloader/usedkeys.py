@@ -2,7 +2,7 @@
 
 With ``--reload-on=used-keys`` (or the workload annotation ``gitops-reloader.io/reload-on:
 used-keys``) a workload that uses a ConfigMap/Secret key by key
-(:attr:`~gitops_reloader.model.PodRefs.configmap_keys`) reloads only when one of those
+(:attr:`~gitops_reloader.model.PodRefs.key_uses`) reloads only when one of those
 keys changes, appears or disappears, and every value recorded for it — env var,
 ``last-reloaded-from`` hash, git digest, state store entry — is :func:`source_hash`: the
 hash over the used keys only. Sources used whole (``envFrom``, a volume without items),

@@ -25,7 +25,7 @@ from gitops_reloader.control.changes import PendingSource
 from gitops_reloader.control.reconciler import Reconciler
 from gitops_reloader.index import ReferenceIndex
 from gitops_reloader.kube.workloads import WorkloadRecord
-from gitops_reloader.model import Source, SourceKind, SourceMeta, SourceRef
+from gitops_reloader.model import Source, SourceMeta, SourceRef
 from gitops_reloader.state.keeper import StateKeeper
 
 
@@ -85,12 +85,9 @@ def used_key_sources(caches: Caches, reconciler: Reconciler, record: WorkloadRec
     """The sources ``record`` uses key by key (``used-keys`` mode), with their used-key
     hashes: what the state store assumes the workload runs with when it has no entry yet."""
     out: list[Source] = []
-    if not (record.refs.configmap_keys or record.refs.secret_keys):
-        return out
-    for kind in (SourceKind.CONFIGMAP, SourceKind.SECRET):
-        for name in record.refs.names(kind):
-            ref = SourceRef(kind, record.ref.namespace, name)
-            meta = caches.source(ref)
-            if meta is not None and meta.hash and reconciler.key_scope(record, ref) is not None:
-                out.append(Source(ref, reconciler.source_hash(record, meta)))
+    for kind, name, _ in record.refs.key_uses:
+        ref = SourceRef(kind, record.ref.namespace, name)
+        meta = caches.source(ref)
+        if meta is not None and meta.hash and reconciler.key_scope(record, ref) is not None:
+            out.append(Source(ref, reconciler.source_hash(record, meta)))
     return out

@@ -170,8 +170,8 @@ def test_full_pod_spec() -> None:
         ),
         volume_configmaps={"web-files": ("web",)},
         volume_secrets={"tls": ()},
-        configmap_keys={"web-env": frozenset({"k"})},
-        secret_keys={"db": frozenset({"k"})},
+        key_uses=((SourceKind.CONFIGMAP, "web-env", frozenset({"k"})),
+                  (SourceKind.SECRET, "db", frozenset({"k"}))),
     )
 
 

@@ -155,10 +155,9 @@ def test_equal_key_sets_are_shared_and_key_names_interned() -> None:
     assert one.used_keys(CM, "cfg") is two.used_keys(CM, "other")
 
 
-def test_a_pod_without_key_references_shares_the_empty_maps() -> None:
+def test_a_pod_without_key_references_keeps_the_empty_tuple() -> None:
     refs = extract_refs(pod({"name": "c", "envFrom": [{"configMapRef": {"name": "cfg"}}]}))
-    assert refs.configmap_keys is PodRefs().configmap_keys
-    assert refs.secret_keys is PodRefs().secret_keys
+    assert refs.key_uses is PodRefs().key_uses == ()
 
 
 @pytest.mark.parametrize("spec", [

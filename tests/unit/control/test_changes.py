@@ -29,10 +29,11 @@ def test_a_change_carries_what_came_before_it_for_key_level_reload() -> None:
     changes = detector(create=True, delete=True)
     [update] = changes.changes(meta("a"), meta("b", rv="2"))
     assert update.previous == meta("a")
-    [created] = changes.changes(None, meta("c", ref=OTHER))
-    assert created.previous == SourceMeta(OTHER)  # nothing before a creation: every key appears
-    changes.changes(meta("c", ref=OTHER), None)
-    [recreated] = changes.changes(None, meta("d", ref=OTHER))
+    gone = SourceRef(SourceKind.CONFIGMAP, "ns", "gone")
+    [created] = changes.changes(None, meta("c", ref=gone))
+    assert created.previous == SourceMeta(gone)  # nothing before a creation: every key appears
+    changes.changes(meta("c", ref=gone), None)
+    [recreated] = changes.changes(None, meta("d", ref=gone))
     assert recreated.previous is None  # only a tombstone is left: unknown
 
 
