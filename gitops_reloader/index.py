@@ -11,8 +11,9 @@ It reads, for every container and init container, ``env[].valueFrom.configMapKey
 mount such a volume; the CSI attribute is read whatever the driver, as Stakater does).
 It never raises: a missing, ``null`` or wrongly typed field simply contributes nothing.
 
-It also records which *keys* the pod uses of each ConfigMap/Secret (``PodRefs.key_uses``, for ``--reload-on=used-keys``), reading containers, init containers
-and ephemeral containers alike:
+It also records which *keys* the pod uses of each ConfigMap/Secret (``PodRefs.key_uses``,
+for ``--reload-on=used-keys``), reading containers, init containers and ephemeral
+containers alike:
 
 * ``env[].valueFrom.configMapKeyRef`` / ``secretKeyRef`` use their ``key``;
 * a volume (or projected volume source) with ``items`` uses the items' keys; when every
