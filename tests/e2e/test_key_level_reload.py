@@ -9,12 +9,18 @@ template changes, so "rolled" and "not rolled" are exact.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes.client import ApiClient
 from reload_helpers import call, configmap, create, env_of, workload
 
+from gitops_reloader import cli
 from gitops_reloader.hashing import configmap_hash, key_digests, used_key_hash
 from gitops_reloader.model import SourceKind
 from gitops_reloader.testing.apiserver import ApiServer
@@ -213,3 +219,29 @@ def test_without_a_reload_nothing_is_pruned(server: ApiServer, api_client: ApiCl
         settle(app)
     assert "STAKATER_OLD_CONFIGMAP" in env_of(workload(server, "Deployment", "web"))
     assert workload(server, "Deployment", "web")["metadata"]["generation"] == 1
+
+
+def test_explain_and_plan_name_the_keys_and_whether_a_change_touches_them(
+        server: ApiServer, api_client: ApiClient, three: None, tmp_path: Path, capsys: Any) -> None:
+    kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig"))
+    code = cli.main(["explain", "deploy/a-reader", "-n", "ns", "--kubeconfig", kubeconfig, *USED_KEYS,
+                     "--output", "json"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 0 and result["reload_on"] == "used-keys"
+    [shared] = result["sources"]
+    assert shared["keys"] == ["a"] and shared["current_hash"] == used({"a": "1", "b": "1"}, "a")
+    code = cli.main(["explain", "deploy/whole", "-n", "ns", "--kubeconfig", kubeconfig, *USED_KEYS])
+    text = capsys.readouterr().out
+    assert code == 0 and "reload on: used-keys" in text and "keys:" not in text  # envFrom: whole
+
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("GIT_")}, "HOME": str(tmp_path)}
+    plan = subprocess.run([sys.executable, "-m", "gitops_reloader.cli", "plan", f"--kubeconfig={kubeconfig}",
+                           "--configmap", "ns/shared", "--from-literal", "a=1", "--from-literal", "b=2",
+                           *USED_KEYS], capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert plan.returncode == 1, plan.stderr  # something would be written
+    assert ("note: ns/Deployment/a-reader uses keys a of ns/ConfigMap/shared (used-keys); "
+            "the change touches none of them: not reloaded") in plan.stdout
+    assert ("note: ns/Deployment/b-reader uses keys b of ns/ConfigMap/shared (used-keys); "
+            "the change touches them") in plan.stdout
+    assert "2 of 2 workload(s) would be reloaded" in plan.stdout
+    assert "ns/Deployment/a-reader [" not in plan.stdout
