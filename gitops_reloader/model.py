@@ -10,7 +10,7 @@ import enum
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, NewType
+from typing import Any, NewType, Self
 
 WorkloadKey = NewType("WorkloadKey", str)
 """``namespace/Kind/name`` of a workload; the work queue's key."""
@@ -52,7 +52,17 @@ _PLURALS: dict[SourceKind, str] = {
 }
 
 
-class ReloadOn(enum.StrEnum):
+class _Choice(enum.StrEnum):
+    """A string enum whose members an annotation value names."""
+
+    @classmethod
+    def from_annotation(cls, value: str) -> Self | None:
+        """The member an annotation value names (trimmed, exact spelling); None for anything else."""
+        text = value.strip()
+        return cls(text) if text in cls._value2member_map_ else None
+
+
+class ReloadOn(_Choice):
     """What change of a source reloads a workload (``--reload-on``, annotation
     ``gitops-reloader.io/reload-on``): any data change (Stakater), or only a change of a
     key the workload uses (``docs/rollouts.md``)."""
@@ -60,14 +70,8 @@ class ReloadOn(enum.StrEnum):
     ANY_CHANGE = "any-change"
     USED_KEYS = "used-keys"
 
-    @classmethod
-    def parse(cls, value: str) -> ReloadOn | None:
-        """The mode a flag or annotation value names (trimmed, exact spelling); None otherwise."""
-        text = value.strip()
-        return cls(text) if text in cls._value2member_map_ else None
 
-
-class SinkName(enum.StrEnum):
+class SinkName(_Choice):
     """How a reload is emitted for one workload."""
 
     ENV_VARS = "env-vars"
@@ -75,12 +79,6 @@ class SinkName(enum.StrEnum):
     GIT = "git"
     PULL_REQUEST = "pull-request"
     WEBHOOK = "webhook"
-
-    @classmethod
-    def from_annotation(cls, value: str) -> SinkName | None:
-        """The sink an annotation value names (trimmed, exact spelling); None for anything else."""
-        text = value.strip()
-        return cls(text) if text in cls._value2member_map_ else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ def reload_on(annotations: Mapping[str, str], template_annotations: Mapping[str,
         value = template_annotations.get(key)
     if value is None:
         return default, None
-    mode = ReloadOn.parse(value)
+    mode = ReloadOn.from_annotation(value)
     if mode is None:
         return default, value if len(value) <= _SHOWN_CHARS else value[:_SHOWN_CHARS] + "…"
     return mode, None

@@ -266,6 +266,15 @@ def wait_event(api_client: ApiClient, name: str, reason: str, *, namespace: str 
     return wait_for(find, timeout=timeout, message=f"{reason} event on {name}")
 
 
+def digest_key_secret(api_client: ApiClient) -> bytes:
+    """The digest-key Secret in the controller's namespace, with a known key (returned)."""
+    key = bytes(range(32))
+    create(api_client, {"apiVersion": "v1", "kind": "Secret", "metadata": {
+        "name": "gitops-reloader-digest-key", "namespace": CONTROLLER_NS},
+        "data": {"digest-key": base64.b64encode(key).decode()}})
+    return key
+
+
 def metric(app: App, name: str, **labels: str) -> float:
     return app.registry.get_sample_value(f"gitops_reloader_{name}", labels) or 0.0
 
@@ -615,10 +624,7 @@ def test_digest_is_keyed_with_the_cluster_secret(server: ApiServer, api_client: 
                                                  host: GitHostServer, race: bool) -> None:
     git.create({"apps/web.yaml": manifest("web")})
     git.configure()
-    key = bytes(range(32))
-    create(api_client, {"apiVersion": "v1", "kind": "Secret", "metadata": {
-        "name": "gitops-reloader-digest-key", "namespace": CONTROLLER_NS},
-        "data": {"digest-key": base64.b64encode(key).decode()}})
+    key = digest_key_secret(api_client)
     if race:  # another replica created the Secret between our read and our create
         server.add_fault(Fault(verb="get", resource="secrets", status=404, times=1,
                                namespace=CONTROLLER_NS, name="gitops-reloader-digest-key"))
@@ -856,10 +862,7 @@ def test_used_keys_digest_covers_the_used_keys_only(api_client: ApiClient, git: 
     --sync-after-restart after such a change finds the manifest current."""
     git.create({"apps/web.yaml": manifest("web")})
     git.configure()
-    key = bytes(range(32))
-    create(api_client, {"apiVersion": "v1", "kind": "Secret", "metadata": {
-        "name": "gitops-reloader-digest-key", "namespace": CONTROLLER_NS},
-        "data": {"digest-key": base64.b64encode(key).decode()}})
+    key = digest_key_secret(api_client)
     create(api_client, configmap("app-config", {"url": "a", "other": "x"}))
     body = git_workload("web")
     body["spec"]["template"]["spec"]["containers"][0]["env"] = [
