@@ -119,6 +119,18 @@ def test_a_change_reloads_only_the_workloads_using_the_changed_key(
         assert generations(server) == {"a-reader": 2, "b-reader": 2, "whole": 4}
 
 
+def test_the_annotations_sink_records_the_used_key_hash(
+        server: ApiServer, api_client: ApiClient, three: None) -> None:
+    with running_controller(api_client, [*USED_KEYS, "--reload-strategy=annotations"]) as app:
+        set_data(api_client, {"a": "2"})
+        wait_for(lambda: generations(server) == {"a-reader": 2, "b-reader": 1, "whole": 2}, timeout=10,
+                 message="a-reader and whole reloaded")
+        settle(app)
+    template = workload(server, "Deployment", "a-reader")["spec"]["template"]["metadata"]["annotations"]
+    recorded = json.loads(template["reloader.stakater.com/last-reloaded-from"])
+    assert (recorded["name"], recorded["hash"]) == ("shared", used({"a": "2", "b": "1"}, "a"))
+
+
 def test_any_change_mode_stays_stakaters(server: ApiServer, api_client: ApiClient, three: None) -> None:
     with running_controller(api_client) as app:
         set_data(api_client, {"b": "2"})
