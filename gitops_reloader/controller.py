@@ -136,8 +136,8 @@ class Controller:
         """
         self.caches.build(on_source=self._on_source, on_workload=self._on_workload,
                           on_class_change=self.class_changed,
-                          on_handover=lambda change: self.changed(change.meta, deleted=change.deleted,
-                                                                        previous=change.previous))
+                          on_handover=lambda change: self.changed(
+                              change.meta, deleted=change.deleted, previous=change.previous))
         for informer in self.informers():
             informer.start()
         for informer in self.informers():
