@@ -433,6 +433,8 @@ def plan_change(args: PlanArgs, config: Config, api: KubeApi, out: Any) -> int:
         stack.callback(controller.stop)
         controller.start(activate=False)  # caches only: no worker, no write
         requests = controller.requests_for_change(new, previous=old)
+        if args.kind is SourceKind.SECRET:  # used-keys hashes derive from secret data too
+            secret_hashes += [item.source.hash for request in requests for item in request.items]
         notes += controller.key_notes(new, old)
         if controller.source(ref) is None:
             notes.append("the controller does not watch this source (namespace or label filters, "

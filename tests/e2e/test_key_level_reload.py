@@ -9,6 +9,7 @@ template changes, so "rolled" and "not rolled" are exact.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 from kubernetes.client import ApiClient
-from reload_helpers import call, configmap, create, env_of, workload
+from reload_helpers import call, configmap, create, env_of, secret, workload
 
 from gitops_reloader import cli
 from gitops_reloader.hashing import configmap_hash, key_digests, used_key_hash
@@ -81,6 +82,13 @@ def skipped(app: Any) -> float:
 def events(api_client: ApiClient, name: str) -> list[dict[str, Any]]:
     items = call(api_client, "GET", "/api/v1/namespaces/ns/events").get("items") or []
     return [e for e in items if (e.get("involvedObject") or {}).get("name") == name]
+
+
+def run_plan(kubeconfig: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``gitops-reloader plan ... --reload-on=used-keys`` in a subprocess."""
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("GIT_")}, "HOME": str(tmp_path)}
+    argv = [sys.executable, "-m", "gitops_reloader.cli", "plan", f"--kubeconfig={kubeconfig}", *args, *USED_KEYS]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, check=False)
 
 
 @pytest.fixture
@@ -246,10 +254,8 @@ def test_explain_and_plan_name_the_keys_and_whether_a_change_touches_them(
     text = capsys.readouterr().out
     assert code == 0 and "reload on: used-keys" in text and "keys:" not in text  # envFrom: whole
 
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("GIT_")}, "HOME": str(tmp_path)}
-    plan = subprocess.run([sys.executable, "-m", "gitops_reloader.cli", "plan", f"--kubeconfig={kubeconfig}",
-                           "--configmap", "ns/shared", "--from-literal", "a=1", "--from-literal", "b=2",
-                           *USED_KEYS], capture_output=True, text=True, env=env, timeout=120, check=False)
+    plan = run_plan(kubeconfig, tmp_path, "--configmap", "ns/shared", "--from-literal", "a=1",
+                    "--from-literal", "b=2")
     assert plan.returncode == 1, plan.stderr  # something would be written
     assert ("note: ns/Deployment/a-reader uses keys a of ns/ConfigMap/shared (used-keys); "
             "the change touches none of them: not reloaded") in plan.stdout
@@ -257,3 +263,19 @@ def test_explain_and_plan_name_the_keys_and_whether_a_change_touches_them(
             "the change touches them") in plan.stdout
     assert "2 of 2 workload(s) would be reloaded" in plan.stdout
     assert "ns/Deployment/a-reader [" not in plan.stdout
+
+
+def test_plan_never_prints_a_secret_s_used_key_hash(server: ApiServer, api_client: ApiClient,
+                                                    tmp_path: Path) -> None:
+    create(api_client, secret("db", {"password": "hunter2", "user": "app"}))
+    env = [{"name": "P", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}]
+    create(api_client, deployment("web", annotations=AUTO,
+                                  containers=[{"name": "app", "image": "x", "env": env}]))
+    kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig"))
+    plan = run_plan(kubeconfig, tmp_path, "--secret", "ns/db", "--from-literal", "password=hunter3",
+                    "--from-literal", "user=app")
+    assert plan.returncode == 1, plan.stderr
+    new = {"password": base64.b64encode(b"hunter3").decode(), "user": base64.b64encode(b"app").decode()}
+    used_hash = used_key_hash(key_digests(SourceKind.SECRET, {"data": new}), {"password"})
+    assert used_hash is not None and used_hash not in plan.stdout
+    assert "STAKATER_DB_SECRET=<secret-hash>" in plan.stdout
