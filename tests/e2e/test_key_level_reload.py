@@ -87,7 +87,8 @@ def events(api_client: ApiClient, name: str) -> list[dict[str, Any]]:
 def run_plan(kubeconfig: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """``gitops-reloader plan ... --reload-on=used-keys`` in a subprocess."""
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("GIT_")}, "HOME": str(tmp_path)}
-    argv = [sys.executable, "-m", "gitops_reloader.cli", "plan", f"--kubeconfig={kubeconfig}", *args, *USED_KEYS]
+    argv = [sys.executable, "-m", "gitops_reloader.cli", "plan", f"--kubeconfig={kubeconfig}",
+            *args, *USED_KEYS]
     return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, check=False)
 
 
