@@ -10,7 +10,9 @@ server-set metadata, two labels, an annotation the policy reads.
     python bench/objects.py --quick   # 2,000 of each kind
 
 ``bench/memory.py`` measures the same thing from the outside (RSS of the real process).
-Last line: one JSON object with secret_bytes, configmap_bytes, deployment_bytes.
+``deployment_keys_bytes``: a Deployment reading two keys through ``configMapKeyRef``
+(what key-level reload keeps on top: its used-key map). Last line: one JSON object with
+secret_bytes, configmap_bytes, deployment_bytes, deployment_keys_bytes.
 """
 
 from __future__ import annotations
@@ -57,8 +59,21 @@ def _texts(n: int) -> dict[str, list[str]]:
     for cm in configmaps[::10]:
         cm["metadata"]["annotations"] = {KEYS.match: "true"}
     deployments = [_metadata(deployment_body(f"web-{i}", f"cfg-{i}"), i) for i in range(n)]
+    key_readers = [_metadata(_key_reader(f"keys-{i}", f"cfg-{i}"), i) for i in range(n)]
     return {kind: [json.dumps(o) for o in objs] for kind, objs in
-            (("secret", secrets), ("configmap", configmaps), ("deployment", deployments))}
+            (("secret", secrets), ("configmap", configmaps), ("deployment", deployments),
+             ("deployment_keys", key_readers))}
+
+
+def _key_reader(name: str, configmap: str) -> dict[str, Any]:
+    """A Deployment reading two keys of its ConfigMap (configMapKeyRef), for key-level reload."""
+    body = deployment_body(name, configmap)
+    container = body["spec"]["template"]["spec"]["containers"][0]
+    del container["envFrom"]
+    container["env"] = [{"name": key.upper(),
+                         "valueFrom": {"configMapKeyRef": {"name": configmap, "key": key}}}
+                        for key in ("v", "text")]
+    return body
 
 
 def _kept(texts: list[str], keep: Callable[[dict[str, Any]], None]) -> float:
@@ -100,6 +115,8 @@ def run_once(quick: bool) -> dict[str, float]:
         index.update(WorkloadKey(record.ref.key), record.ref.namespace, record.refs, explicit=False)
 
     results["deployment_bytes"] = round(_kept(texts["deployment"], keep_workload))
+    workloads, index = Store(), ReferenceIndex()
+    results["deployment_keys_bytes"] = round(_kept(texts["deployment_keys"], keep_workload))
     return results
 
 

@@ -18,7 +18,7 @@ import durationpy
 
 from gitops_reloader.errors import ConfigError
 from gitops_reloader.kinds import BUILTIN_KINDS, KindSpec, load_kinds_config
-from gitops_reloader.model import SinkName
+from gitops_reloader.model import ReloadOn, SinkName
 from gitops_reloader.shard import Shard
 
 TRUE_VALUES = frozenset({"1", "t", "true", "y", "yes", "on"})
@@ -89,6 +89,7 @@ class AnnotationKeys:
     paused_at: str = "deployment.reloader.stakater.com/paused-at"
     rollout_strategy: str = "reloader.stakater.com/rollout-strategy"
     sink: str = "gitops-reloader.io/sink"
+    reload_on: str = "gitops-reloader.io/reload-on"
 
 
 HELM_RELEASE_SECRET_TYPE = "helm.sh/release.v1"
@@ -126,6 +127,11 @@ class Behaviour:
     reload_on_create: bool = False
     reload_on_delete: bool = False
     sync_after_restart: bool = False
+    reload_on: ReloadOn = ReloadOn.ANY_CHANGE
+    """``--reload-on``: any data change (Stakater) or only used keys (per workload:
+    ``gitops-reloader.io/reload-on``; docs/rollouts.md)."""
+    prune_stale_env_vars: bool = False
+    """A reload also removes ``STAKATER_*`` variables of sources the container no longer uses."""
     webhook_url: str = ""
     is_argo_rollouts: bool = False
     is_openshift: bool | None = None
@@ -267,6 +273,8 @@ FLAGS: tuple[FlagSpec, ...] = (
     FlagSpec(("--reload-on-create",), "Reload when a referenced ConfigMap/Secret is created.", "false", True),
     FlagSpec(("--reload-on-delete",), "Reload when a referenced ConfigMap/Secret is deleted.", "false", True),
     FlagSpec(("--sync-after-restart",), "At start-up, reload workloads whose recorded hash is out of date.", "false", True),
+    FlagSpec(("--reload-on",), "any-change (Stakater) or used-keys: reload only when a key the workload uses changed (per workload: gitops-reloader.io/reload-on).", "any-change", stakater=False),
+    FlagSpec(("--prune-stale-env-vars",), "A reload also removes, in the same patch, STAKATER_* variables of sources the container no longer references.", "false", True, stakater=False),
     FlagSpec(("--auto-annotation",), "Annotation: reload on any referenced ConfigMap/Secret.", "reloader.stakater.com/auto"),
     FlagSpec(("--configmap-auto-annotation",), "Annotation: reload on referenced ConfigMaps.", "configmap.reloader.stakater.com/auto"),
     FlagSpec(("--secret-auto-annotation",), "Annotation: reload on referenced Secrets.", "secret.reloader.stakater.com/auto"),
@@ -559,6 +567,8 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
         reload_on_create=flag_bool["reload_on_create"],
         reload_on_delete=flag_bool["reload_on_delete"],
         sync_after_restart=flag_bool["sync_after_restart"],
+        reload_on=ReloadOn(_flag("reload-on", raw["reload_on"].strip(), _choice(*ReloadOn))),
+        prune_stale_env_vars=flag_bool["prune_stale_env_vars"],
         webhook_url=raw["webhook_url"].strip(),
         is_argo_rollouts=flag_bool["is_argo_rollouts"],
         is_openshift=is_openshift,

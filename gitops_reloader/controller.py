@@ -25,14 +25,14 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from gitops_reloader import policy
+from gitops_reloader import policy, usedkeys
 from gitops_reloader.clock import Clock, SystemClock
 from gitops_reloader.config import Config
 from gitops_reloader.control.caches import Caches
 from gitops_reloader.control.changes import ChangeDetector, PendingChanges, PendingSource
 from gitops_reloader.control.pause import UNPAUSE_PREFIX, PauseScheduler
 from gitops_reloader.control.reconciler import Reconciler, view
-from gitops_reloader.control.startup import deleted_while_down, out_of_date
+from gitops_reloader.control.startup import deleted_while_down, out_of_date, used_key_sources
 from gitops_reloader.errors import ReloaderError
 from gitops_reloader.index import ReferenceIndex
 from gitops_reloader.kube.api import KubeApi
@@ -146,7 +146,8 @@ class Controller:
             pending = unserved_kinds(self.api, self.adapters)
         self.caches.build(on_source=self._on_source, on_workload=self._on_workload,
                           on_class_change=self.class_changed,
-                          on_handover=lambda change: self.changed(change.meta, deleted=change.deleted),
+                          on_handover=lambda change: self.changed(
+                              change.meta, deleted=change.deleted, previous=change.previous),
                           pending=pending)
         self.discovery = KindDiscovery(self.api, pending, on_served=self._kind_served,
                                        interval=self.config.behaviour.kind_discovery_interval)
@@ -185,6 +186,9 @@ class Controller:
             log.info("sync after restart", extra={"workloads_out_of_date": len(stale),
                                                   "deleted_while_down": len(deleted),
                                                   "state_store": loaded})
+        if state is not None and loaded:
+            for record in self.workloads():
+                self._assume_current(record)
         if state is not None:
             state.start(held=self.pending.sources)  # after the check: its work is held back
         for number in range(self.config.runtime.workers):
@@ -245,6 +249,17 @@ class Controller:
                           explicit=policy.has_explicit_lists(view(record), self.config.keys))
         if self._active.is_set():
             self.pauses.schedule(record)
+            if self.state is not None and self.state.loaded:
+                self._assume_current(record)
+
+    def _assume_current(self, record: WorkloadRecord) -> None:
+        """State store: a ``used-keys`` workload without an entry for a source it uses key by
+        key runs with the current keys (unless a reload for that source is pending)."""
+        assert self.state is not None
+        pending = self.pending.pending_for(record.ref.key)
+        sources = [s for s in used_key_sources(self.caches, self.reconciler, record) if s.ref not in pending]
+        if sources:
+            self.state.assume_current(record.ref, sources)
 
     def _on_source(self, event: InformerEvent[SourceMeta]) -> None:
         meta = event.delta.new or event.delta.old
@@ -256,7 +271,7 @@ class Controller:
                 # A delete's version is the event's; otherwise the object's own.
                 version = event.resource_version if change.deleted else change.meta.resource_version
                 if self.caches.owns_change(change, version):
-                    self.changed(change.meta, deleted=change.deleted)
+                    self.changed(change.meta, deleted=change.deleted, previous=change.previous)
         if self.state is not None:
             # After the change is pending, so the store holds its new digest back until
             # every workload it reloads has been handled. Every cached source is recorded
@@ -278,14 +293,31 @@ class Controller:
     def _workload_refs(self) -> list[ObjectRef]:
         return [record.ref for record in self.workloads()]
 
-    def changed(self, meta: SourceMeta, *, deleted: bool = False) -> None:
-        """A source's data changed: make every workload that may use it pending."""
+    def changed(self, meta: SourceMeta, *, deleted: bool = False,
+                previous: SourceMeta | None = None) -> None:
+        """A source's data changed: make every workload that may use it pending.
+
+        ``previous`` is the source before the change (None: unknown); a ``used-keys``
+        workload none of whose keys it touched is left alone.
+        """
         self.metrics.change_detected(meta.ref.kind.kube_kind)
         candidates = self.index.candidates(meta.ref)
         log.debug("source changed", extra={"object": str(meta.ref), "candidates": len(candidates)})
         for key in candidates:
+            if previous is not None and not deleted and not self.touches(key, previous, meta):
+                continue
             self._add_pending(key, {meta.ref: PendingSource(
                 meta, deleted, detected=self.clock.monotonic())})
+
+    def touches(self, key: str, previous: SourceMeta, meta: SourceMeta) -> bool:
+        """Whether the change ``previous`` → ``meta`` touches a key workload ``key`` reloads
+        for (always, unless it is a ``used-keys`` workload using the source key by key)."""
+        record = self.workload(ObjectRef.from_key(key))
+        if record is None or usedkeys.touched(previous, meta, self.reconciler.key_scope(record, meta.ref)):
+            return True
+        self.metrics.unused_key_change(meta.ref.kind.kube_kind)
+        log.debug("change touches no key the workload uses", extra={"object": str(meta.ref), "workload": key})
+        return False
 
     def class_changed(self, meta: SourceMeta, owners: frozenset[ObjectRef] | None) -> None:
         """A pod reported new versions of a SecretProviderClass (CSI informer thread).
@@ -324,7 +356,8 @@ class Controller:
         self.pending.join_group(group, key)
         return group
 
-    def requests_for_change(self, meta: SourceMeta) -> list[ReloadRequest]:
+    def requests_for_change(self, meta: SourceMeta, *,
+                            previous: SourceMeta | None = None) -> list[ReloadRequest]:
         """What a data change to ``meta`` would ask of each workload, queuing nothing.
 
         ``gitops-reloader plan`` calls this with a hypothetical ``meta`` (the new hash):
@@ -340,12 +373,29 @@ class Controller:
             record = self.workload(ObjectRef.from_key(key))
             if record is None or (not record.has_template and record.ref.kind != "CronJob"):
                 continue
+            if previous is not None and not self.touches(key, previous, meta):
+                continue
             lookup = {meta.ref: meta}
             items = self.reconciler.items(record, {meta.ref: PendingSource(meta)}, lookup=lookup.get)
             if items:
                 requests.append(ReloadRequest(record.ref, record, tuple(items), int(self.clock.now()),
                                               tracked=self.reconciler.tracked_sources(record)))
         return requests
+
+    def key_notes(self, meta: SourceMeta, previous: SourceMeta) -> list[str]:
+        """For ``plan``: each ``used-keys`` workload using ``meta`` key by key, the keys it
+        uses and whether the change ``previous`` → ``meta`` touches them."""
+        notes: list[str] = []
+        for key in sorted(self.index.lookup(meta.ref)):
+            record = self.workload(ObjectRef.from_key(key))
+            scope = self.reconciler.key_scope(record, meta.ref) if record is not None else None
+            if scope is None:
+                continue
+            verdict = ("touches them" if usedkeys.touched(previous, meta, scope)
+                       else "touches none of them: not reloaded")
+            notes.append(f"{key} uses keys {', '.join(sorted(scope)) or '(none)'} of {meta.ref} "
+                         f"(used-keys); the change {verdict}")
+        return notes
 
     # --- workers -------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from prometheus_client import CollectorRegistry
 
-from gitops_reloader import policy
+from gitops_reloader import policy, usedkeys
 from gitops_reloader.config import Config, load_config, parse_duration
 from gitops_reloader.control.caches import source_transform
 from gitops_reloader.control.reconciler import choose_sink
@@ -44,7 +44,7 @@ from gitops_reloader.kube.resources import (
     ResourceKind,
 )
 from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord, adapters_for
-from gitops_reloader.model import ReloadRequest, SinkName, SourceKind
+from gitops_reloader.model import ReloadOn, ReloadRequest, SinkName, SourceKind
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.regex import RegexError, compile_linear
 from gitops_reloader.shard import shard_of
@@ -93,6 +93,9 @@ class SourceReport:
     current_hash: str | None = None
     out_of_date: bool | None = None
     invalid_annotations: list[str] = field(default_factory=list)
+    keys: list[str] | None = None
+    """The keys the workload reloads for in ``used-keys`` mode (None: the whole object);
+    ``current_hash`` is then the hash over these keys."""
 
 
 @dataclass(slots=True)
@@ -106,6 +109,8 @@ class Explanation:
     note: str = ""
     sink: str | None = None
     sink_reason: str = ""
+    reload_on: str = ""
+    """``any-change`` or ``used-keys`` (flag, else annotation)."""
     pause: dict[str, Any] = field(default_factory=dict)
     sources: list[SourceReport] = field(default_factory=list)
     manifest: dict[str, Any] | None = None
@@ -325,7 +330,12 @@ def _source_report(api: KubeApi, config: Config, record: WorkloadRecord, view: p
         meta = spc_record(raw, keys).replace(hash=_latest_spc_hash(api, namespace, name) if enabled else "")
     else:
         meta = source_transform(kind, keys, lambda: True)(raw)
-    report.current_hash = _shown_hash(kind, meta.hash)
+    mode, _ = usedkeys.reload_on(record.annotations, record.template_annotations, config.keys.reload_on,
+                                 config.behaviour.reload_on)
+    scope = usedkeys.key_scope(mode, record.refs, meta.ref) if referenced else None
+    report.keys = sorted(scope) if scope is not None else None
+    data_hash = usedkeys.source_hash(meta, scope)
+    report.current_hash = _shown_hash(kind, data_hash)
     decision = policy.decide(view, meta, policy.PolicyOptions(config.keys, config.behaviour.auto_reload_all))
     report.policy = decision.reason.value
     report.invalid_annotations = invalid_annotations(decision)
@@ -344,7 +354,7 @@ def _source_report(api: KubeApi, config: Config, record: WorkloadRecord, view: p
             recorded = recorder(record, meta.ref, decision.container)
             if recorded is not None:
                 report.recorded_hash = _shown_hash(kind, recorded)
-                report.out_of_date = recorded != meta.hash
+                report.out_of_date = recorded not in {data_hash, meta.hash}
     return report
 
 
@@ -420,6 +430,11 @@ def explain(api: KubeApi, config: Config, kind: str, namespace: str, name: str, 
     sink, result.sink_reason = choose_sink(config, record)
     result.sink = sink.value if sink is not None else None
     result.pause = pause_state(record, config)
+    mode, invalid = usedkeys.reload_on(record.annotations, record.template_annotations,
+                                       config.keys.reload_on, config.behaviour.reload_on)
+    result.reload_on = mode.value
+    if invalid is not None:
+        result.reload_on += f" (annotation {config.keys.reload_on}={invalid!r} names no mode: ignored)"
     view = policy.WorkloadView(record.ref, record.annotations, record.template_annotations, record.refs)
     try:
         for source_kind, source_ns, source_name, listed in _candidates(api, record, view, config, extra):
@@ -464,6 +479,8 @@ def render_text(result: Explanation) -> str:
     if result.note:
         lines.append(f"  NOT WATCHED: {result.note}")
     lines.append(f"  sink: {result.sink or 'none'} ({result.sink_reason})")
+    if result.reload_on and result.reload_on != ReloadOn.ANY_CHANGE:
+        lines.append(f"  reload on: {result.reload_on}")
     pause = result.pause
     if pause:
         if pause.get("period") is None:
@@ -481,6 +498,9 @@ def render_text(result: Explanation) -> str:
         if src.tracked:
             where = src.container or "none (the pod has no regular container)"
             lines.append(f"    container: {where}" + (f", env {src.env_var}" if src.env_var else ""))
+            if src.keys is not None:
+                lines.append(f"    keys: {', '.join(src.keys) or '(none)'} (used-keys: a change of "
+                             "another key does not reload)")
             lines.append(f"    {_hash_line(src, result.sink)}")
         lines.extend(f"    invalid annotation: {text}" for text in src.invalid_annotations)
     if result.manifest is not None:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import hmac
 from collections.abc import Iterable, Mapping
@@ -45,13 +46,18 @@ __all__ = [
     "DELETED_HASH",
     "EMPTY_HASH",
     "ENV_VAR_PREFIX",
+    "KEYS_NOT_TRACKED",
+    "MAX_TRACKED_KEYS",
     "configmap_hash",
     "env_var_name",
+    "every_key_changed",
     "hash_object",
+    "key_digests",
     "keyed_digest",
     "secret_hash",
     "spc_pod_status_hash",
     "stakater_hash",
+    "used_key_hash",
 ]
 
 ENV_VAR_PREFIX = "STAKATER_"
@@ -230,3 +236,89 @@ def data_fingerprint(obj: Mapping[str, Any]) -> str:
     entries = [f"{k}={_text(v)}".encode() for k, v in _mapping(obj.get("data")).items()]
     entries += [f"{k}:{_text(v)}".encode() for k, v in _mapping(obj.get("stringData")).items()]
     return hashlib.sha1(b"\0".join(sorted(entries))).hexdigest()
+
+
+# --- key-level reload (``--reload-on=used-keys``) ------------------------------------------
+
+MAX_TRACKED_KEYS = 256
+"""A source with more data keys than this keeps no per-key digests (whole-object reload)."""
+
+KEYS_NOT_TRACKED = b"!"
+"""``key_digests`` of a source with too many keys: key-level reload falls back to its hash."""
+
+_ENTRY = 16
+_HALF = 8
+
+
+def _short(tag: bytes, text: str) -> bytes:
+    """8 bytes of SHA-1 over ``tag`` + ``text`` (SHA-1: the fastest digest here, and 64
+    bits are ample to tell two values of one key apart)."""
+    return hashlib.sha1(tag + text.encode("utf-8", "surrogatepass")).digest()[:_HALF]
+
+
+@functools.lru_cache(maxsize=4096)
+def _key_name(key: str) -> bytes:
+    """The digest of a key name (names repeat across objects: ``password``, ``tls.crt``)."""
+    return _short(b"k", key)
+
+
+def key_digests(kind: SourceKind, obj: Mapping[str, Any]) -> bytes:
+    """Per-key digests of a raw ConfigMap/Secret: what key-level reload compares.
+
+    One 16-byte entry per data key — an 8-byte digest of the key name and one of the value
+    (ConfigMap ``data`` as text, ``binaryData`` as its base64 text, tagged apart; Secret
+    ``data`` as its base64 text, which the API server writes canonically, so no value is
+    decoded; a manifest's ``stringData`` is encoded the same way and wins, as on the
+    server) — sorted and joined. The name digests let a used key be found without keeping
+    names; 64-bit value digests are for change detection only, never written anywhere.
+    ``b""``: no data; :data:`KEYS_NOT_TRACKED`: over :data:`MAX_TRACKED_KEYS` keys.
+    """
+    values: dict[str, bytes] = {}
+    if kind is SourceKind.CONFIGMAP:
+        for k, v in _mapping(obj.get("data")).items():
+            values[str(k)] = _short(b"t", _text(v))
+        for k, v in _mapping(obj.get("binaryData")).items():
+            values[str(k)] = _short(b"b", _text(v))
+    else:
+        for k, v in _mapping(obj.get("data")).items():
+            values[str(k)] = _short(b"s", _text(v))
+        for k, v in _mapping(obj.get("stringData")).items():
+            encoded = base64.b64encode(_text(v).encode("utf-8", "surrogatepass")).decode("ascii")
+            values[str(k)] = _short(b"s", encoded)
+    if len(values) > MAX_TRACKED_KEYS:
+        return KEYS_NOT_TRACKED
+    return b"".join(sorted(_key_name(k) + v for k, v in values.items()))
+
+
+def _value_digest(digests: bytes, key: str) -> bytes | None:
+    """The value digest of ``key`` in ``digests`` (None: no such key)."""
+    wanted = _key_name(key)
+    for start in range(0, len(digests) - _ENTRY + 1, _ENTRY):
+        if digests[start:start + _HALF] == wanted:
+            return digests[start + _HALF:start + _ENTRY]
+    return None
+
+
+def used_key_hash(digests: bytes, keys: Iterable[str]) -> str | None:
+    """SHA-1 hex over the used ``keys`` only: what a ``used-keys`` workload records.
+
+    Lines ``<key>=<value digest hex>`` (``<key>!`` for a key the source lacks, so a key
+    appearing or disappearing changes it), sorted, after a fixed prefix; a change of any
+    other key leaves it as it was. None when the source keeps no per-key digests
+    (:data:`KEYS_NOT_TRACKED`): the caller uses the whole-object hash.
+    """
+    if digests == KEYS_NOT_TRACKED:
+        return None
+    lines = []
+    for key in sorted(set(keys)):
+        value = _value_digest(digests, key)
+        lines.append(f"{key}!" if value is None else f"{key}={value.hex()}")
+    return hashlib.sha1("\n".join(["gitops-reloader used-keys v1", *lines]).encode()).hexdigest()
+
+
+def every_key_changed(digests: bytes) -> bytes:
+    """``digests`` as if every value changed (``plan`` without new data), same keys."""
+    if digests == KEYS_NOT_TRACKED:
+        return digests
+    entries = (digests[i:i + _ENTRY] for i in range(0, len(digests) - _ENTRY + 1, _ENTRY))
+    return b"".join(sorted(e[:_HALF] + _short(b"plan", e[_HALF:].hex()) for e in entries))

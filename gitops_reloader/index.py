@@ -11,6 +11,25 @@ It reads, for every container and init container, ``env[].valueFrom.configMapKey
 mount such a volume; the CSI attribute is read whatever the driver, as Stakater does).
 It never raises: a missing, ``null`` or wrongly typed field simply contributes nothing.
 
+It also records which *keys* the pod uses of each ConfigMap/Secret (``PodRefs.key_uses``,
+for ``--reload-on=used-keys``), reading containers, init containers and ephemeral
+containers alike:
+
+* ``env[].valueFrom.configMapKeyRef`` / ``secretKeyRef`` use their ``key``;
+* a volume (or projected volume source) with ``items`` uses the items' keys; when every
+  mount of that volume has a ``subPath``, only the items whose ``path`` the subPaths
+  reach (equal, inside, or a directory holding it);
+* a volume *without* ``items`` whose every mount has a ``subPath`` uses the keys the
+  subPaths' first path segments name (each key of such a volume is a file named by the
+  key, so ``subPath: a`` reads key ``a`` and nothing else);
+* ``envFrom``, a volume without items mounted whole (or not mounted at all, or through
+  ``subPathExpr``), or a key reference without a ``key`` use the whole object.
+
+A source used whole anywhere in the pod depends on the whole object and is left out of
+the key maps. Key names are interned and equal key sets shared: most workloads reading
+keys read the same few. Ephemeral containers only count for keys: a source they alone
+reference is not a reference (they are not part of a pod template).
+
 :class:`ReferenceIndex` answers "which workloads use ``ns/ConfigMap/x``?" in time
 proportional to the answer, with memory proportional to the number of references.
 Pure: no I/O; a :class:`threading.Lock` makes it safe to share between informer threads.
@@ -18,9 +37,10 @@ Pure: no I/O; a :class:`threading.Lock` makes it safe to share between informer 
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gitops_reloader.model import EMPTY_MAP, ContainerRefs, PodRefs, SourceKind, SourceRef, WorkloadKey
@@ -76,6 +96,93 @@ def _container_refs(container: Mapping[str, Any], *, init: bool) -> ContainerRef
     )
 
 
+_Uses = dict[tuple[SourceKind, str], set[str] | None]
+"""(kind, name) → the keys used of it; None: the whole object."""
+
+
+def _use(uses: _Uses, kind: SourceKind, name: str, keys: Iterable[str] | None) -> None:
+    """Record a use of ``keys`` of a source (None: the whole object, which wins)."""
+    if keys is None:
+        uses[(kind, name)] = None
+        return
+    current = uses.setdefault((kind, name), set())
+    if current is not None:
+        current.update(keys)
+
+
+@functools.lru_cache(maxsize=4096)
+def _keyset(keys: tuple[str, ...]) -> frozenset[str]:
+    """One shared frozenset of interned names per distinct key set."""
+    return frozenset(sys.intern(k) for k in keys) if keys else _NO_NAMES
+
+
+def _env_key_uses(container: Mapping[str, Any], uses: _Uses) -> None:
+    for env in _list(container.get("env")):
+        value_from = _map(env.get("valueFrom"))
+        for field, kind in (("configMapKeyRef", SourceKind.CONFIGMAP), ("secretKeyRef", SourceKind.SECRET)):
+            if name := _name(value_from.get(field)):
+                key = _name(value_from.get(field), "key")
+                _use(uses, kind, name, None if key is None else (key,))
+    for env_from in _list(container.get("envFrom")):
+        if cm := _name(env_from.get("configMapRef")):
+            _use(uses, SourceKind.CONFIGMAP, cm, None)
+        if secret := _name(env_from.get("secretRef")):
+            _use(uses, SourceKind.SECRET, secret, None)
+
+
+def _sub_path(mount: Mapping[str, Any]) -> str | None:
+    """The mount's subPath without surrounding slashes; None: mounted whole (no subPath,
+    ``.``, or a ``subPathExpr`` whose value is only known in the pod)."""
+    if mount.get("subPathExpr"):
+        return None
+    sub = _name(mount, "subPath")
+    sub = sub.strip("/") if sub is not None else None
+    return sub if sub and sub != "." else None
+
+
+def _reaches(sub_path: str, path: str) -> bool:
+    """Whether a mount of ``sub_path`` sees the item projected at ``path``."""
+    path = path.strip("/")
+    return path == sub_path or path.startswith(sub_path + "/") or sub_path.startswith(path + "/")
+
+
+def _volume_keys(source: Mapping[str, Any], mounts: list[str | None]) -> set[str] | None:
+    """The keys a volume source (configMap, secret, projected entry) exposes to its mounts."""
+    items = [(key, _name(item, "path") or key) for item in _list(source.get("items"))
+             if (key := _name(item, "key"))]
+    sub_paths = [m for m in mounts if m is not None] if mounts and None not in mounts else None
+    if items:
+        if sub_paths is None:
+            return {key for key, _ in items}
+        return {key for key, path in items if any(_reaches(s, path) for s in sub_paths)}
+    if sub_paths is None:
+        return None
+    return {s.split("/", 1)[0] for s in sub_paths}
+
+
+def _key_uses(spec: Mapping[str, Any]) -> dict[tuple[SourceKind, str], frozenset[str]]:
+    """(kind, name) → keys, for the sources used key by key only."""
+    uses: _Uses = {}
+    mounts: dict[str, list[str | None]] = {}
+    for group in ("containers", "initContainers", "ephemeralContainers"):
+        for container in _list(spec.get(group)):
+            _env_key_uses(container, uses)
+            for mount in _list(container.get("volumeMounts")):
+                if volume_name := _name(mount):
+                    mounts.setdefault(volume_name, []).append(_sub_path(mount))
+    for volume in _list(spec.get("volumes")):
+        mounted = mounts.get(_name(volume) or "", [])
+        if cm := _name(volume.get("configMap")):
+            _use(uses, SourceKind.CONFIGMAP, cm, _volume_keys(_map(volume.get("configMap")), mounted))
+        if secret := _name(volume.get("secret"), "secretName"):
+            _use(uses, SourceKind.SECRET, secret, _volume_keys(_map(volume.get("secret")), mounted))
+        for source in _list(_map(volume.get("projected")).get("sources")):
+            for field, kind in (("configMap", SourceKind.CONFIGMAP), ("secret", SourceKind.SECRET)):
+                if name := _name(source.get(field)):
+                    _use(uses, kind, name, _volume_keys(_map(source.get(field)), mounted))
+    return {source: _keyset(tuple(sorted(keys))) for source, keys in uses.items() if keys is not None}
+
+
 def _mounted_volumes(container: Mapping[str, Any]) -> set[str]:
     return {n for m in _list(container.get("volumeMounts")) if (n := _name(m))}
 
@@ -126,8 +233,14 @@ def extract_refs(pod_spec: Mapping[str, Any] | None) -> PodRefs:
         wanted = {v for v in volume_names if v is not None}
         return tuple(dict.fromkeys(c for c, mounted in mounts if mounted & wanted))
 
+    names = {SourceKind.CONFIGMAP: set(cm_volumes), SourceKind.SECRET: set(secret_volumes)}
+    for container_refs in containers:
+        names[SourceKind.CONFIGMAP] |= container_refs.configmaps
+        names[SourceKind.SECRET] |= container_refs.secrets
     return PodRefs(
         containers=tuple(containers),
+        key_uses=tuple((kind, name, keys) for (kind, name), keys in sorted(_key_uses(spec).items())
+                       if name in names[kind]),
         volume_configmaps={name: mounters(v) for name, v in cm_volumes.items()} or EMPTY_MAP,
         volume_secrets={name: mounters(v) for name, v in secret_volumes.items()} or EMPTY_MAP,
         volume_spcs={name: mounters(v) for name, v in spc_volumes.items()} or EMPTY_MAP,

@@ -7,9 +7,10 @@ types once, at the edge (``kube/``); policy, index and sinks speak only these.
 from __future__ import annotations
 
 import enum
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, NewType
+from typing import Any, NewType, Self
 
 WorkloadKey = NewType("WorkloadKey", str)
 """``namespace/Kind/name`` of a workload; the work queue's key."""
@@ -51,7 +52,26 @@ _PLURALS: dict[SourceKind, str] = {
 }
 
 
-class SinkName(enum.StrEnum):
+class _Choice(enum.StrEnum):
+    """A string enum whose members an annotation value names."""
+
+    @classmethod
+    def from_annotation(cls, value: str) -> Self | None:
+        """The member an annotation value names (trimmed, exact spelling); None for anything else."""
+        text = value.strip()
+        return cls(text) if text in cls._value2member_map_ else None
+
+
+class ReloadOn(_Choice):
+    """What change of a source reloads a workload (``--reload-on``, annotation
+    ``gitops-reloader.io/reload-on``): any data change (Stakater), or only a change of a
+    key the workload uses (``docs/rollouts.md``)."""
+
+    ANY_CHANGE = "any-change"
+    USED_KEYS = "used-keys"
+
+
+class SinkName(_Choice):
     """How a reload is emitted for one workload."""
 
     ENV_VARS = "env-vars"
@@ -59,12 +79,6 @@ class SinkName(enum.StrEnum):
     GIT = "git"
     PULL_REQUEST = "pull-request"
     WEBHOOK = "webhook"
-
-    @classmethod
-    def from_annotation(cls, value: str) -> SinkName | None:
-        """The sink an annotation value names (trimmed, exact spelling); None for anything else."""
-        text = value.strip()
-        return cls(text) if text in cls._value2member_map_ else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +139,9 @@ class SourceMeta:
     ``hash`` is the Stakater hash as hex text ("" when not computed: decoding every Secret
     of the initial list is the largest start-up cost and no decision needs it then);
     ``fingerprint`` changes exactly when the data changes and is what change detection
-    compares (for Secrets a digest of the base64 text, for ConfigMaps the hash itself).
+    compares when set (a Secret without per-key digests — no data, or too many keys: a
+    digest of the base64 text); else a Secret compares its per-key digests, which need
+    no decoding either, and a ConfigMap its hash.
     ``labels`` and ``annotations`` hold only the few keys a decision reads (the label
     selector itself is applied by the API server).
 
@@ -134,9 +150,14 @@ class SourceMeta:
     lower-case hex is kept as given), ``__slots__``, and one shared read-only mapping
     when there are no labels or annotations. Immutable: callers must not
     mutate ``annotations``; :meth:`replace` makes a changed copy.
+
+    ``key_digests`` is what key-level reload (``--reload-on=used-keys``) compares: per data
+    key a 16-byte entry (8-byte digest of the key name, 8-byte digest of the value),
+    sorted, in one ``bytes`` (:func:`gitops_reloader.hashing.key_digests`); never the data.
     """
 
-    __slots__ = ("_fingerprint", "_hash", "annotations", "labels", "ref", "resource_version")
+    __slots__ = ("_fingerprint", "_hash", "annotations", "key_digests", "labels", "ref",
+                 "resource_version")
 
     ref: SourceRef
     labels: Mapping[str, str]
@@ -144,10 +165,11 @@ class SourceMeta:
     resource_version: str
     _hash: bytes | str
     _fingerprint: bytes | str
+    key_digests: bytes
 
     def __init__(self, ref: SourceRef, hash: str = "", labels: Mapping[str, str] | None = None,
                  annotations: Mapping[str, str] | None = None, resource_version: str = "",
-                 fingerprint: str = "") -> None:
+                 fingerprint: str = "", key_digests: bytes = b"") -> None:
         setter = object.__setattr__
         setter(self, "ref", ref)
         setter(self, "_hash", _digest(hash))
@@ -155,6 +177,7 @@ class SourceMeta:
         setter(self, "annotations", annotations if annotations else EMPTY_MAP)
         setter(self, "resource_version", resource_version)
         setter(self, "_fingerprint", _digest(fingerprint))
+        setter(self, "key_digests", key_digests)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"SourceMeta is immutable (cannot set {name!r})")
@@ -171,23 +194,30 @@ class SourceMeta:
 
     @property
     def change_key(self) -> str:
-        """What differs exactly when the data differs."""
-        return _text(self._fingerprint or self._hash)
+        """What differs exactly when the data differs: the fingerprint if kept, else for a
+        Secret a digest of its per-key digests (no second digest of the data is kept), else
+        the hash."""
+        if self._fingerprint:
+            return _text(self._fingerprint)
+        if self.ref.kind is SourceKind.SECRET and self.key_digests:
+            return hashlib.sha1(self.key_digests).hexdigest()
+        return _text(self._hash)
 
     def replace(self, **changes: Any) -> SourceMeta:
         """A copy with some constructor arguments changed."""
         fields = {"ref": self.ref, "hash": self.hash, "labels": self.labels,
                   "annotations": self.annotations,
-                  "resource_version": self.resource_version, "fingerprint": self.fingerprint}
+                  "resource_version": self.resource_version, "fingerprint": self.fingerprint,
+                  "key_digests": self.key_digests}
         return SourceMeta(**{**fields, **changes})
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (SourceMeta, (self.ref, self.hash, dict(self.labels), dict(self.annotations),
-                             self.resource_version, self.fingerprint))
+                             self.resource_version, self.fingerprint, self.key_digests))
 
     def _key(self) -> tuple[object, ...]:
         return (self.ref, self._hash, dict(self.labels), dict(self.annotations),
-                self.resource_version, self._fingerprint)
+                self.resource_version, self._fingerprint, self.key_digests)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SourceMeta):
@@ -200,7 +230,8 @@ class SourceMeta:
     def __repr__(self) -> str:
         return (f"SourceMeta(ref={self.ref!r}, hash={self.hash!r}, labels={dict(self.labels)!r}, "
                 f"annotations={dict(self.annotations)!r}, "
-                f"resource_version={self.resource_version!r}, fingerprint={self.fingerprint!r})")
+                f"resource_version={self.resource_version!r}, fingerprint={self.fingerprint!r}, "
+                f"keys={len(self.key_digests) // 16})")
 
 
 def resource_version_number(text: object) -> int | None:
@@ -258,12 +289,29 @@ class PodRefs:
     containers that mount it (an unmounted volume maps to an empty tuple);
     ``volume_spcs`` holds the SecretProviderClasses of CSI volumes
     (``csi.volumeAttributes.secretProviderClass``).
+
+    ``key_uses`` holds ``(kind, source name, keys)`` — the data keys the pod uses of a
+    ConfigMap/Secret — for the sources the pod uses *only* key by key (``configMapKeyRef``/``secretKeyRef``,
+    volume ``items``, ``subPath``; :func:`gitops_reloader.index.extract_refs`). A source
+    referenced whole anywhere in the pod (``envFrom``, a volume without items) is not in
+    them: it depends on the whole object.
     """
 
     containers: tuple[ContainerRefs, ...] = ()
     volume_configmaps: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     volume_secrets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     volume_spcs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    key_uses: tuple[tuple[SourceKind, str, frozenset[str]], ...] = ()
+    """A tuple, not a mapping: a pod uses few sources by key, and a small tuple costs a
+    third of a dict (one of these per tracked workload)."""
+
+    def used_keys(self, kind: SourceKind, name: str) -> frozenset[str] | None:
+        """The keys the pod uses of source ``kind``/``name``; None: the whole object (or
+        not referenced, or a SecretProviderClass, which has no keys)."""
+        for used_kind, used_name, keys in self.key_uses:
+            if used_kind is kind and used_name == name:
+                return keys
+        return None
 
     def volumes(self, kind: SourceKind) -> Mapping[str, tuple[str, ...]]:
         """Source name → mounting containers, for the volumes of ``kind``."""

@@ -49,6 +49,7 @@ from gitops_reloader.errors import ConfigError, ReloaderError
 from gitops_reloader.gitops import prpolicy
 from gitops_reloader.gitops.digestkey import DigestKey, read_digest_key
 from gitops_reloader.gitops.locate import Resolution
+from gitops_reloader.hashing import every_key_changed
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.client import load_api_client
 from gitops_reloader.kube.resources import CONFIGMAPS, SECRETS
@@ -208,7 +209,8 @@ def changed_meta(kind: SourceKind, config: Config, before: Mapping[str, Any],
     old, new = transform(dict(before)), transform(dict(after))
     if as_if:
         made_up = hashlib.sha1(b"gitops-reloader plan\0" + old.hash.encode()).hexdigest()
-        new = new.replace(hash=made_up, fingerprint=made_up if new.fingerprint else "")
+        new = new.replace(hash=made_up, fingerprint=made_up if kind is SourceKind.SECRET else "",
+                          key_digests=every_key_changed(new.key_digests))
     return old, new
 
 
@@ -430,7 +432,10 @@ def plan_change(args: PlanArgs, config: Config, api: KubeApi, out: Any) -> int:
         controller = _controller(config, api, git_sinks, metrics)
         stack.callback(controller.stop)
         controller.start(activate=False)  # caches only: no worker, no write
-        requests = controller.requests_for_change(new)
+        requests = controller.requests_for_change(new, previous=old)
+        if args.kind is SourceKind.SECRET:  # used-keys hashes derive from secret data too
+            secret_hashes += [item.source.hash for request in requests for item in request.items]
+        notes += controller.key_notes(new, old)
         if controller.source(ref) is None:
             notes.append("the controller does not watch this source (namespace or label filters, "
                          "ignored resource type)")

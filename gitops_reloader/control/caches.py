@@ -17,7 +17,7 @@ from typing import Any
 
 from gitops_reloader.config import Config
 from gitops_reloader.csiwatch import ChangeHandler, CsiWatch
-from gitops_reloader.hashing import data_fingerprint, hash_object
+from gitops_reloader.hashing import KEYS_NOT_TRACKED, data_fingerprint, hash_object, key_digests
 from gitops_reloader.kube.api import JSON, KubeApi
 from gitops_reloader.kube.fieldselectors import field_selector
 from gitops_reloader.kube.informer import Handler, Informer, InformerEvent, InformerOptions, WatchObserver
@@ -43,7 +43,10 @@ def source_transform(kind: SourceKind, keys: Iterable[str],
 
     For Secrets the Stakater hash (which decodes every value) is computed only when
     ``full_hash()`` says so — after the initial list, or for ``--sync-after-restart``;
-    change detection uses the cheap fingerprint either way. Namespaces and annotation
+    change detection uses the per-key digests (or, past their key limit, the cheap
+    fingerprint) either way. Per-key digests (16 bytes a
+    key, for ``--reload-on=used-keys``) are kept for every object: a workload may opt in
+    by annotation at any time, and the payload is gone by then. Namespaces and annotation
     values are interned: they repeat across thousands of cached objects.
     """
     wanted = tuple(keys)
@@ -54,13 +57,15 @@ def source_transform(kind: SourceKind, keys: Iterable[str],
         annotations = metadata.get("annotations") or {}
         labels = metadata.get("labels") or {}
         secret = kind is SourceKind.SECRET
+        digests = key_digests(kind, raw)
         return SourceMeta(
             ref=SourceRef(kind, sys.intern(str(metadata.get("namespace", ""))), str(metadata["name"])),
             hash=hash_object(kind, raw) if not secret or full_hash() else "",
             labels={k: sys.intern(str(labels[k])) for k in wanted_labels if k in labels},
             annotations={k: sys.intern(str(annotations[k])) for k in wanted if k in annotations},
             resource_version=str(metadata.get("resourceVersion", "")),
-            fingerprint=data_fingerprint(raw) if secret else "",
+            fingerprint=data_fingerprint(raw) if secret and digests in (b"", KEYS_NOT_TRACKED) else "",
+            key_digests=digests,
         )
 
     return transform

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gitops_reloader.model import SourceMeta, SourceRef
 
@@ -35,6 +35,9 @@ class Change:
 
     meta: SourceMeta
     deleted: bool = False
+    previous: SourceMeta | None = field(default=None, compare=False)
+    """The source before the change (an empty one for a creation; None: unknown), so
+    key-level reload can tell which keys it touched."""
 
 
 class ChangeDetector:
@@ -55,12 +58,12 @@ class ChangeDetector:
     def changes(self, old: SourceMeta | None, new: SourceMeta | None) -> list[Change]:
         """The changes one delta (``old`` → ``new``; None for absent) amounts to."""
         if old is not None and new is not None:
-            return [Change(new)] if old.change_key != new.change_key else []
+            return [Change(new, previous=old)] if old.change_key != new.change_key else []
         if new is not None:
             previous = self._tombstones.pop(new.ref, None)
             if previous is not None and previous != new.change_key:
                 return [Change(new)]  # deleted and re-created with other data
-            return [Change(new)] if self.reload_on_create else []
+            return [Change(new, previous=SourceMeta(new.ref))] if self.reload_on_create else []
         if old is not None:
             self._tombstones[old.ref] = old.change_key
             while len(self._tombstones) > self.limit:
@@ -96,6 +99,11 @@ class PendingChanges:
                     continue  # a newer change arrived meanwhile: it wins
                 pending.pop(ref, None)  # keep insertion order = order of change
                 pending[ref] = item
+
+    def pending_for(self, key: str) -> set[SourceRef]:
+        """The sources pending for workload ``key`` (not yet taken)."""
+        with self._lock:
+            return set(self._pending.get(key, ()))
 
     def take(self, key: str) -> dict[SourceRef, PendingSource]:
         """Remove and return what is pending for ``key`` (empty: nothing); in flight until settled."""

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from gitops_reloader import policy
+from gitops_reloader import policy, usedkeys
 from gitops_reloader.clock import Clock
 from gitops_reloader.config import Config
 from gitops_reloader.control.caches import Caches, SourcesByNamespace
@@ -26,6 +26,7 @@ from gitops_reloader.model import (
     Outcome,
     OutcomeStatus,
     ReloadItem,
+    ReloadOn,
     ReloadRequest,
     SinkName,
     Source,
@@ -119,7 +120,21 @@ class Reconciler:
 
     def tracked_sources(self, record: WorkloadRecord) -> tuple[Source, ...]:
         """The hashed sources this workload tracks (a batch sink records them all)."""
-        return tuple(Source(m.ref, m.hash) for m, _ in self.tracked(record) if m.hash)
+        return tuple(Source(m.ref, self.source_hash(record, m)) for m, _ in self.tracked(record) if m.hash)
+
+    def reload_on(self, record: WorkloadRecord) -> tuple[ReloadOn, str | None]:
+        """The workload's ``--reload-on`` mode and an annotation value naming none (to report)."""
+        return usedkeys.reload_on(record.annotations, record.template_annotations,
+                                  self.config.keys.reload_on, self.config.behaviour.reload_on)
+
+    def key_scope(self, record: WorkloadRecord, ref: SourceRef) -> frozenset[str] | None:
+        """The keys of ``ref`` this workload reloads for; None: the whole object."""
+        return usedkeys.key_scope(self.reload_on(record)[0], record.refs, ref)
+
+    def source_hash(self, record: WorkloadRecord, meta: SourceMeta) -> str:
+        """The value this workload records for ``meta``: over its used keys in ``used-keys``
+        mode, else (and for sources used whole) the Stakater hash."""
+        return usedkeys.source_hash(meta, self.key_scope(record, meta.ref))
 
     def recorded_hash(self, record: WorkloadRecord, meta: SourceMeta,
                       container: str | None) -> str | None:
@@ -134,6 +149,12 @@ class Reconciler:
         ``lookup`` reads a source's current meta (the cache by default).
         """
         workload = view(record)
+        mode, invalid_mode = self.reload_on(record)
+        if invalid_mode is not None:
+            self.metrics.invalid_annotation(record.ref.kind)
+            self.warn(record, "InvalidAnnotation",
+                      f"annotation {self.config.keys.reload_on}={invalid_mode!r} names no mode "
+                      f"({', '.join(ReloadOn)}); using --reload-on={mode}")
         items: list[ReloadItem] = []
         for ref, item in pending.items():
             meta = item.meta if item.deleted else (lookup or self.caches.source)(ref)
@@ -159,7 +180,9 @@ class Reconciler:
                           f"{policy.MAX_LIST_BYTES} bytes or {policy.MAX_LIST_ENTRIES} entries; "
                           "ignored")
             if decision.reload:
-                items.append(ReloadItem(Source(ref, meta.hash), decision.container, item.deleted))
+                data_hash = meta.hash if item.deleted else usedkeys.source_hash(
+                    meta, usedkeys.key_scope(mode, record.refs, ref))
+                items.append(ReloadItem(Source(ref, data_hash), decision.container, item.deleted))
         return items
 
     # --- one workload --------------------------------------------------------------

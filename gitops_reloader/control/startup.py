@@ -5,6 +5,9 @@ with changes in its queue) each workload's recorded hash — the env var or anno
 sink wrote — is compared with its sources' current hash. Only a workload whose recorded
 hash differs is reloaded; one that never recorded a hash is left alone. A batch sink (git)
 gets every tracked source as a resync and compares the manifest's digest itself.
+A ``used-keys`` workload (:mod:`gitops_reloader.usedkeys`) is compared over its used keys:
+a recorded value equal to that hash, or to the whole object's hash, is current, so a
+change of a key it does not use is never pending.
 
 With the state store (``--state-store``, loaded before this runs) the store also answers
 for workloads without a marker — never reloaded, or stripped by a GitOps re-apply — by
@@ -21,7 +24,8 @@ from gitops_reloader.control.caches import Caches
 from gitops_reloader.control.changes import PendingSource
 from gitops_reloader.control.reconciler import Reconciler
 from gitops_reloader.index import ReferenceIndex
-from gitops_reloader.model import SourceMeta, SourceRef
+from gitops_reloader.kube.workloads import WorkloadRecord
+from gitops_reloader.model import Source, SourceMeta, SourceRef
 from gitops_reloader.state.keeper import StateKeeper
 
 
@@ -45,10 +49,13 @@ def out_of_date(caches: Caches, reconciler: Reconciler, state: StateKeeper | Non
                 stale[meta.ref] = PendingSource(meta, resync=True)
                 continue
             recorded = reconciler.recorded_hash(record, meta, container)
+            used = reconciler.source_hash(record, meta)
+            key_level = reconciler.key_scope(record, meta.ref) is not None
             if state is not None:
-                if state.out_of_date(record.ref, meta, recorded, on_create=on_create):
+                if state.out_of_date(record.ref, meta, recorded, on_create=on_create,
+                                     used_key_hash=used if key_level else None):
                     stale[meta.ref] = PendingSource(meta)
-            elif recorded is not None and recorded != meta.hash:
+            elif recorded is not None and recorded not in {used, meta.hash}:
                 stale[meta.ref] = PendingSource(meta)
         if stale:
             stale_by_workload[record.ref.key] = stale
@@ -71,4 +78,16 @@ def deleted_while_down(caches: Caches, index: ReferenceIndex, state: StateKeeper
             continue
         for key in index.candidates(ref):
             out.setdefault(key, {})[ref] = PendingSource(SourceMeta(ref), deleted=True)
+    return out
+
+
+def used_key_sources(caches: Caches, reconciler: Reconciler, record: WorkloadRecord) -> list[Source]:
+    """The sources ``record`` uses key by key (``used-keys`` mode), with their used-key
+    hashes: what the state store assumes the workload runs with when it has no entry yet."""
+    out: list[Source] = []
+    for kind, name, _ in record.refs.key_uses:
+        ref = SourceRef(kind, record.ref.namespace, name)
+        meta = caches.source(ref)
+        if meta is not None and meta.hash and reconciler.key_scope(record, ref) is not None:
+            out.append(Source(ref, reconciler.source_hash(record, meta)))
     return out

@@ -99,6 +99,9 @@ class Metrics:
     ``watch_restarts_total{resource,reason}`` reason: expired, error, closed
     ``changes_detected_total{kind}``          data changes seen (ConfigMap/Secret/SecretProviderClass)
     ``invalid_annotations_total{kind}``       malformed annotations skipped
+    ``unused_key_changes_total{kind}``        workloads a change left alone: no key they use
+                                              changed (``--reload-on=used-keys``)
+    ``stale_env_vars_pruned_total``           ``STAKATER_*`` variables removed (``--prune-stale-env-vars``)
     ``git_commits_total{repo}``               commits pushed
     ``git_push_rejections_total{repo}``       non-fast-forward pushes, re-applied
     ``git_errors_total{repo,reason}``         other git failures
@@ -161,6 +164,11 @@ class Metrics:
             "ConfigMap/Secret data (and SecretProviderClass version) changes detected.", ("kind",))
         self._invalid_annotations = counter(
             "invalid_annotations_total", "Malformed annotations skipped.", ("kind",))
+        self._unused_key_changes = counter(
+            "unused_key_changes_total",
+            "Workloads a change did not reload because no key they use changed.", ("kind",))
+        self._pruned_env_vars = counter(
+            "stale_env_vars_pruned_total", "Stale STAKATER_* variables removed with a reload.")
         self._git_commits = counter("git_commits_total", "Commits pushed.", ("repo",))
         self._git_push_rejections = counter(
             "git_push_rejections_total", "Pushes rejected because the remote moved on.", ("repo",))
@@ -271,6 +279,14 @@ class Metrics:
     def invalid_annotation(self, kind: str) -> None:
         """Count one malformed annotation (``kind``: the object kind carrying it)."""
         self._invalid_annotations.labels(kind=str(kind)).inc()
+
+    def unused_key_change(self, kind: str) -> None:
+        """Count one workload left alone by a change of keys it does not use (source ``kind``)."""
+        self._unused_key_changes.labels(kind=str(kind)).inc()
+
+    def env_vars_pruned(self, count: int) -> None:
+        """Count stale ``STAKATER_*`` variables removed with a reload."""
+        self._pruned_env_vars.inc(count)
 
     def set_informer_synced(self, resource: str, synced: bool) -> None:
         """Report whether ``resource``'s informer cache has synced."""

@@ -33,7 +33,7 @@ def build_live_sinks(
                           limiter=TokenBucket(runtime.write_qps, runtime.write_burst))
     metrics.set_api_write_limit(runtime.write_qps)
     sinks: dict[str, Sink] = {
-        EnvVarsSink.name: EnvVarsSink(patcher),
+        EnvVarsSink.name: EnvVarsSink(patcher, prune=config.behaviour.prune_stale_env_vars),
         AnnotationsSink.name: AnnotationsSink(patcher),
     }
     if config.behaviour.webhook_url:

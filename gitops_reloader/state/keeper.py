@@ -31,7 +31,7 @@ from gitops_reloader.model import ObjectRef, Source, SourceKind, SourceMeta, Sou
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.state.batch import StateBatch
 from gitops_reloader.state.codec import merge_shards, state_digest
-from gitops_reloader.state.resync import missed_while_down, out_of_date
+from gitops_reloader.state.resync import missed_while_down, out_of_date, out_of_date_over_keys
 from gitops_reloader.state.shards import STORE_LABEL, ConfigMapShards
 
 __all__ = ["STORED_KINDS", "StateKeeper", "source_id"]
@@ -154,6 +154,18 @@ class StateKeeper:
             log.warning("state store: workload entry too large, not recorded",
                         extra={"object": workload.key, "sources": len(entry)})
 
+    def assume_current(self, workload: ObjectRef, sources: Iterable[Source]) -> None:
+        """A ``used-keys`` workload's first sight of these sources (hashes over its used
+        keys): recorded as given where the workload has no entry for the source yet.
+
+        The source-level digest covers every key, so it cannot tell a restart whether a
+        used key changed while nobody watched; this per-workload entry can.
+        """
+        known = self.batch.emitted(workload.key) or {}
+        fresh = [s for s in sources if _emitted_id(s.ref) not in known]
+        if fresh:
+            self.emitted(workload, fresh)
+
     def forget_workload(self, workload: ObjectRef) -> None:
         self.batch.drop_workload(workload.key)
 
@@ -207,17 +219,24 @@ class StateKeeper:
         return f"{self.shards.namespace}/ConfigMap/{self.shards.name}-*"
 
     def out_of_date(self, workload: ObjectRef, meta: SourceMeta, marker: str | None, *,
-                    on_create: bool = False) -> bool:
+                    on_create: bool = False, used_key_hash: str | None = None) -> bool:
         """Whether ``workload`` must reload for ``meta`` (see :mod:`.resync`); needs :meth:`load`.
 
         ``on_create`` (``--reload-on-create``): a source created while down reloads.
+        ``used_key_hash``: the workload uses the source key by key (``--reload-on=used-keys``)
+        and this is the hash over those keys; a marker or entry holding it, or the whole
+        object's hash, is current, and the source-level digest (every key) is not consulted.
         """
         current = self.digest(meta.ref, meta.hash)
-        emitted = self.batch.stored_workload(workload.key) or {}
-        return out_of_date(current_hash=meta.hash, current_digest=current, marker=marker,
-                           emitted=emitted.get(_emitted_id(meta.ref)),
-                           seen=self.batch.stored_source(source_id(meta.ref)),
-                           created=on_create and source_id(meta.ref) in self._created)
+        emitted = (self.batch.stored_workload(workload.key) or {}).get(_emitted_id(meta.ref))
+        created = on_create and source_id(meta.ref) in self._created
+        if used_key_hash is None:
+            return out_of_date(current_hash=meta.hash, current_digest=current, marker=marker,
+                               emitted=emitted, seen=self.batch.stored_source(source_id(meta.ref)),
+                               created=created)
+        used_digest = self.digest(meta.ref, used_key_hash)
+        return out_of_date_over_keys(used_hash=used_key_hash, used_digest=used_digest, whole_hash=meta.hash,
+                                     whole_digest=current, marker=marker, emitted=emitted, created=created)
 
     def deleted_while_down(self) -> tuple[SourceRef, ...]:
         """Sources the store held, under the scope the caches have now, that are gone

@@ -27,7 +27,7 @@ from collections.abc import Collection
 
 from gitops_reloader.config import Filters
 
-__all__ = ["missed_while_down", "out_of_date", "store_scope"]
+__all__ = ["missed_while_down", "out_of_date", "out_of_date_over_keys", "store_scope"]
 
 
 def out_of_date(*, current_hash: str, current_digest: str, marker: str | None,
@@ -46,6 +46,22 @@ def out_of_date(*, current_hash: str, current_digest: str, marker: str | None,
     if seen is not None:
         return seen != current_digest
     return created
+
+
+def out_of_date_over_keys(*, used_hash: str, used_digest: str, whole_hash: str, whole_digest: str,
+                          marker: str | None, emitted: str | None, created: bool = False) -> bool:
+    """:func:`out_of_date` for a workload that uses the source key by key (``used-keys``).
+
+    The marker and the emitted entry are current when they hold the hash over the used
+    keys (``used_hash``/``used_digest``) or the whole object's (``whole_*``: recorded
+    before the workload switched modes, and as current). The source-level ``seen``
+    digest covers every key, so it is never consulted: a change of a key the workload
+    does not use must not count (the controller records a first entry per workload
+    instead, ``StateKeeper.assume_current``).
+    """
+    return all(out_of_date(current_hash=data_hash, current_digest=digest, marker=marker, emitted=emitted,
+                           seen=None, created=created)
+               for data_hash, digest in ((used_hash, used_digest), (whole_hash, whole_digest)))
 
 
 def store_scope(filters: Filters) -> str:

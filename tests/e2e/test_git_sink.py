@@ -36,7 +36,8 @@ from gitops_reloader.gitops.locate import (
 )
 from gitops_reloader.gitops.refresh import ARGOCD_REFRESH_ANNOTATION, FLUX_REQUESTED_AT_ANNOTATION
 from gitops_reloader.gitops.scanindex import Candidates, DocRef
-from gitops_reloader.hashing import configmap_hash, keyed_digest, secret_hash
+from gitops_reloader.hashing import configmap_hash, key_digests, keyed_digest, secret_hash, used_key_hash
+from gitops_reloader.model import SourceKind
 from gitops_reloader.sinks.git import GitSink
 from gitops_reloader.testing.apiserver import ApiServer
 from gitops_reloader.testing.apiserver.faults import Fault
@@ -209,6 +210,15 @@ def wait_event(api_client: ApiClient, name: str, reason: str, *, namespace: str 
         return None
 
     return wait_for(find, timeout=timeout, message=f"{reason} event on {name}")
+
+
+def digest_key_secret(api_client: ApiClient) -> bytes:
+    """The digest-key Secret in the controller's namespace, with a known key (returned)."""
+    key = bytes(range(32))
+    create(api_client, {"apiVersion": "v1", "kind": "Secret", "metadata": {
+        "name": "gitops-reloader-digest-key", "namespace": CONTROLLER_NS},
+        "data": {"digest-key": base64.b64encode(key).decode()}})
+    return key
 
 
 def metric(app: App, name: str, **labels: str) -> float:
@@ -560,10 +570,7 @@ def test_digest_is_keyed_with_the_cluster_secret(server: ApiServer, api_client: 
                                                  host: GitHostServer, race: bool) -> None:
     git.create({"apps/web.yaml": manifest("web")})
     git.configure()
-    key = bytes(range(32))
-    create(api_client, {"apiVersion": "v1", "kind": "Secret", "metadata": {
-        "name": "gitops-reloader-digest-key", "namespace": CONTROLLER_NS},
-        "data": {"digest-key": base64.b64encode(key).decode()}})
+    key = digest_key_secret(api_client)
     if race:  # another replica created the Secret between our read and our create
         server.add_fault(Fault(verb="get", resource="secrets", status=404, times=1,
                                namespace=CONTROLLER_NS, name="gitops-reloader-digest-key"))
@@ -788,4 +795,41 @@ def test_vault_templates_are_content_but_helm_chart_templates_are_refused(
         event = wait_event(api_client, "charted", "ManifestUnparsable")
         assert "template of the Helm chart in charts/web/" in event["message"]
         assert file_at(host, "charts/web/templates/deploy.yaml") == chart_template
+        assert_no_new_commit(app, host, 2)
+
+
+# --------------------------------------------------------------------------- key-level reload
+
+
+def test_used_keys_digest_covers_the_used_keys_only(api_client: ApiClient, git: GitSetup,
+                                                    host: GitHostServer) -> None:
+    """--reload-on=used-keys: the committed digest is the keyed digest of the hash over the
+    keys the workload reads; a change of another key commits nothing, and a restart with
+    --sync-after-restart after such a change finds the manifest current."""
+    git.create({"apps/web.yaml": manifest("web")})
+    git.configure()
+    key = digest_key_secret(api_client)
+    create(api_client, configmap("app-config", {"url": "a", "other": "x"}))
+    body = git_workload("web")
+    body["spec"]["template"]["spec"]["containers"][0]["env"] = [
+        {"name": "URL", "valueFrom": {"configMapKeyRef": {"name": "app-config", "key": "url"}}}]
+    create(api_client, body)
+    flags = ("--reload-on=used-keys", "--sync-after-restart")
+
+    def expected(data: dict[str, str]) -> str:
+        used = used_key_hash(key_digests(SourceKind.CONFIGMAP, {"data": data}), {"url"})
+        assert used is not None
+        return keyed_digest(key, [("ConfigMap/ns/app-config", used)])
+
+    with git_controller(api_client, git, *flags) as (app, _):
+        put_data(api_client, "ConfigMap", "app-config", {"url": "b", "other": "x"})
+        wait_commits(host, 2)
+        assert hash_value(file_at(host, "apps/web.yaml")) == expected({"url": "b", "other": "x"})
+        assert hash_value(file_at(host, "apps/web.yaml")) != keyed_digest(
+            key, [("ConfigMap/ns/app-config", configmap_hash({"url": "b", "other": "x"}))])
+        put_data(api_client, "ConfigMap", "app-config", {"url": "b", "other": "y"})
+        assert_no_new_commit(app, host, 2)
+        assert metric(app, "unused_key_changes_total", kind="ConfigMap") == 1
+    put_data(api_client, "ConfigMap", "app-config", {"url": "b", "other": "z"})
+    with git_controller(api_client, git, *flags) as (app, _):
         assert_no_new_commit(app, host, 2)

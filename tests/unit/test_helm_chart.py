@@ -499,6 +499,16 @@ def test_state_store_args_and_rbac(rendered: dict[str, list[Obj]]) -> None:
             assert not any("--state-store=configmap" in args for args in every), values
 
 
+def test_key_level_reload_args(rendered: dict[str, list[Obj]]) -> None:
+    flags = flag_values(rendered["state-store"])
+    assert flags["--reload-on"] == "used-keys"
+    assert flags["--prune-stale-env-vars"] == "true"
+    for values, docs in rendered.items():
+        if values != "state-store":
+            names = {arg.split("=", 1)[0] for args in deployment_args(docs).values() for arg in args}
+            assert not names & {"--reload-on", "--prune-stale-env-vars"}, values
+
+
 def test_namespaced_rbac(rendered: dict[str, list[Obj]]) -> None:
     docs = rendered["namespaced"]
     assert not objects(docs, "ClusterRole") and not objects(docs, "ClusterRoleBinding")

@@ -170,6 +170,8 @@ def test_full_pod_spec() -> None:
         ),
         volume_configmaps={"web-files": ("web",)},
         volume_secrets={"tls": ()},
+        key_uses=((SourceKind.CONFIGMAP, "web-env", frozenset({"k"})),
+                  (SourceKind.SECRET, "db", frozenset({"k"}))),
     )
 
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import pickle
 
 import pytest
 
 from gitops_reloader.control.caches import source_transform
-from gitops_reloader.hashing import configmap_hash, data_fingerprint, secret_hash
+from gitops_reloader.hashing import configmap_hash, data_fingerprint, key_digests, secret_hash
 from gitops_reloader.model import EMPTY_MAP, SourceKind, SourceMeta, SourceRef, resource_version_number
 
 REF = SourceRef(SourceKind.SECRET, "ns", "db")
@@ -67,7 +68,10 @@ def test_transform_keeps_the_hashes_and_read_annotations_only() -> None:
            "data": {"password": "c2VjcmV0"}}
     meta = source_transform(SourceKind.SECRET, ("reloader.stakater.com/match",), lambda: True)(raw)
     assert meta.hash == secret_hash({"password": "c2VjcmV0"})
-    assert meta.fingerprint == data_fingerprint(raw)
+    assert meta.fingerprint == ""  # its per-key digests serve change detection
+    assert meta.change_key == hashlib.sha1(key_digests(SourceKind.SECRET, raw)).hexdigest()
+    empty = source_transform(SourceKind.SECRET, (), lambda: True)({**raw, "data": {}})
+    assert empty.fingerprint == data_fingerprint({**raw, "data": {}})  # no keys: the fingerprint
     assert meta.annotations == {"reloader.stakater.com/match": "true"}
     assert (meta.ref, meta.resource_version) == (REF, "5")
 

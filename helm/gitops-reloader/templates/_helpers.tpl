@@ -384,6 +384,8 @@ Called with (dict "root" $ "shard" <an entry of gitops-reloader.shards>).
 {{- if $r.reloadOnCreate }}{{ $args = append $args "--reload-on-create=true" }}{{ end }}
 {{- if $r.reloadOnDelete }}{{ $args = append $args "--reload-on-delete=true" }}{{ end }}
 {{- if $r.syncAfterRestart }}{{ $args = append $args "--sync-after-restart=true" }}{{ end }}
+{{- if eq ($r.reloadOn | default "any-change") "used-keys" }}{{ $args = append $args "--reload-on=used-keys" }}{{ end }}
+{{- if $r.pruneStaleEnvVars }}{{ $args = append $args "--prune-stale-env-vars=true" }}{{ end }}
 {{- if $r.ignoreSecrets }}{{ $args = append $args "--resources-to-ignore=secrets" }}{{ end }}
 {{- if $r.ignoreConfigMaps }}{{ $args = append $args "--resources-to-ignore=configMaps" }}{{ end }}
 {{- $ignored := list }}

@@ -25,6 +25,18 @@ def test_an_update_is_a_change_only_when_the_data_differs() -> None:
     assert changes.changes(meta("a"), meta("b", rv="2")) == [Change(meta("b", rv="2"))]
 
 
+def test_a_change_carries_what_came_before_it_for_key_level_reload() -> None:
+    changes = detector(create=True, delete=True)
+    [update] = changes.changes(meta("a"), meta("b", rv="2"))
+    assert update.previous == meta("a")
+    gone = SourceRef(SourceKind.CONFIGMAP, "ns", "gone")
+    [created] = changes.changes(None, meta("c", ref=gone))
+    assert created.previous == SourceMeta(gone)  # nothing before a creation: every key appears
+    changes.changes(meta("c", ref=gone), None)
+    [recreated] = changes.changes(None, meta("d", ref=gone))
+    assert recreated.previous is None  # only a tombstone is left: unknown
+
+
 def test_a_secret_change_is_seen_through_its_fingerprint_even_without_a_hash() -> None:
     old = SourceMeta(OTHER, "", fingerprint="f1")
     new = SourceMeta(OTHER, "", fingerprint="f2")

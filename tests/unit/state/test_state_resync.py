@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gitops_reloader.state.resync import out_of_date
+from gitops_reloader.state.resync import out_of_date, out_of_date_over_keys
 
 HASH, OLD_HASH = "h" * 40, "o" * 40
 NOW, BEFORE = "n" * 32, "b" * 32
@@ -38,3 +38,22 @@ def test_a_creation_while_down_counts_only_when_nothing_else_is_known(
         marker, emitted, seen, expected: bool, why: str) -> None:
     assert out_of_date(current_hash=HASH, current_digest=NOW, marker=marker, emitted=emitted,
                        seen=seen, created=True) is expected, why
+
+
+USED, OLD_USED = "u" * 40, "x" * 40
+USED_NOW, USED_BEFORE = "m" * 32, "y" * 32
+
+
+@pytest.mark.parametrize(("marker", "emitted", "created", "expected", "why"), [
+    (USED, None, False, False, "marker holds the used-key hash"),
+    (HASH, None, False, False, "marker holds the whole hash (written before the switch): current too"),
+    (OLD_USED, None, False, True, "a used key changed"),
+    (None, USED_NOW, False, False, "entry holds the used-key digest"),
+    (None, NOW, False, False, "entry holds the whole digest"),
+    (None, USED_BEFORE, False, True, "entry older than the used keys"),
+    (None, None, False, False, "no entry: the source-level digest is not consulted"),
+    (None, None, True, True, "created while down, creations reload"),
+])
+def test_out_of_date_over_used_keys(marker, emitted, created, expected: bool, why: str) -> None:
+    assert out_of_date_over_keys(used_hash=USED, used_digest=USED_NOW, whole_hash=HASH, whole_digest=NOW,
+                                 marker=marker, emitted=emitted, created=created) is expected, why
