@@ -38,6 +38,10 @@ log = logging.getLogger(__name__)
 WAVES_KEY = "waves|dispatch"
 """The work-queue key of :meth:`Waves.dispatch` (one at a time, de-duplicated by the queue)."""
 
+GATHER_SECONDS = 0.1
+"""A parked reload asks for a dispatch this much later, so that the reloads of one change
+(queued together) are all waiting before the first wave is chosen by priority."""
+
 GATED_SINKS = frozenset({SinkName.ENV_VARS, SinkName.ANNOTATIONS})
 AT_WRITE_KINDS = frozenset({"Job", "CronJob"})
 
@@ -90,7 +94,7 @@ class Waves:
             self._waiting[key] = entry
             if self._wave_start is None:
                 self._wave_start = detected if detected is not None else self.clock.monotonic()
-        self.schedule(WAVES_KEY, 0.0)
+        self.schedule(WAVES_KEY, GATHER_SECONDS)
         return False
 
     def marker(self, sources: Iterable[Source]) -> Marker:
@@ -106,6 +110,7 @@ class Waves:
         self.tracker.begin(ref, marker)
         with self._lock:
             self._granted.pop(ref.key, None)
+        self._wake_at_deadline(marker)
 
     def release(self, ref: ObjectRef) -> None:
         """The key's work is over; a grant it did not use (nothing to write) goes back."""
@@ -118,8 +123,14 @@ class Waves:
 
     def observe(self, ref: ObjectRef, annotations: Mapping[str, str], status: RolloutStatus | None) -> None:
         """A workload as the informer sees it (its marker and its kind's verdict)."""
-        self.tracker.observe(ref, parse_marker(annotations.get(MARKER_ANNOTATION)), status,
-                             self.clock.now())
+        marker = parse_marker(annotations.get(MARKER_ANNOTATION))
+        self.tracker.observe(ref, marker, status, self.clock.now())
+        if marker is not None and status is not None and status.phase is Phase.PROGRESSING:
+            self._wake_at_deadline(marker)
+
+    def _wake_at_deadline(self, marker: Marker) -> None:
+        """Dispatch again when this rollout times out (the queue keeps the earliest wake-up)."""
+        self.schedule(WAVES_KEY, max(0.0, marker.at + self.settings.timeout - self.clock.now()) + 0.1)
 
     def forget(self, ref: ObjectRef) -> None:
         """The workload is gone."""

@@ -57,8 +57,11 @@ class Tracker:
     def begin(self, ref: ObjectRef, marker: Marker) -> None:
         """A rollout of ``ref`` was just started (its write carried ``marker``)."""
         with self._lock:
-            self._begun[ref] = marker
             self._failed.discard(ref)
+            seen = self._observed.get(ref)
+            if seen is not None and seen[0].at >= marker.at:
+                return  # the informer was quicker than the writer: the cache shows it already
+            self._begun[ref] = marker
 
     def observe(self, ref: ObjectRef, marker: Marker | None, status: RolloutStatus | None,
                 now: float) -> None:

@@ -65,6 +65,8 @@ class DeploymentPlayer:
         self.fail_after = complete_after if fail_after is None else fail_after
         self.started: dict[str, list[int]] = {}
         """Per Deployment, each generation whose rollout the player saw start (after the first)."""
+        self.order: list[str] = []
+        """Deployments in the order their rollouts started."""
         self.rolling: set[str] = set()
         self.peak = 0
         self._seen: dict[str, int] = {}
@@ -132,6 +134,7 @@ class DeploymentPlayer:
             now = time.monotonic()
             if not first:  # the creation is no rollout: complete it at once
                 self.started.setdefault(name, []).append(generation)
+                self.order.append(name)
                 self.rolling.add(name)
                 self.peak = max(self.peak, len(self.rolling))
                 self._push(now + self.observe_after, name, generation, "rolling")

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from kubernetes.client import CoreV1Api
 from processes import Controller, running_cluster, stop_process
-from reload_helpers import create, env_of, secret
+from reload_helpers import create, env_of, secret, workload
 
 from gitops_reloader.hashing import secret_hash
-from gitops_reloader.testing.harness import deployment, env_from_secret, wait_for
+from gitops_reloader.testing.harness import deployment, env_from_secret, running_controller, wait_for
 from gitops_reloader.testing.rollouts import DeploymentPlayer
 
 pytestmark = pytest.mark.e2e
@@ -118,3 +118,39 @@ def test_a_failed_rollout_holds_its_change_until_the_secret_changes_again(tmp_pa
             assert controller.metric(cluster.http, failed) == 1
         finally:
             stop_process(controller.proc)
+
+
+def test_priority_orders_the_waves_and_a_bad_priority_is_reported(api_client) -> None:
+    create(api_client, secret("db", {"password": "0"}))
+    priorities = {"a": None, "b": "10", "c": "5", "d": "high", "e": "-1"}
+    for name, priority in priorities.items():
+        annotations = {"secret.reloader.stakater.com/auto": "true"}
+        if priority is not None:
+            annotations["gitops-reloader.io/rollout-priority"] = priority
+        create(api_client, deployment(name, annotations=annotations, containers=[env_from_secret("db")]))
+    with DeploymentPlayer(api_client, complete_after=0.2) as player, \
+            running_controller(api_client, ["--max-concurrent-rollouts=1"]):
+        change_secret(api_client, "1")
+        wait_for(lambda: len(player.order) == 5 and not player.under_way(), timeout=30,
+                 message="every rollout done")
+        assert player.order == ["b", "c", "a", "d", "e"]  # d's bad value counts as 0
+        assert player.peak == 1
+        wait_for(lambda: "d" in events(api_client, "InvalidAnnotation"), message="InvalidAnnotation on d")
+
+
+def test_a_rollout_that_never_progresses_fails_at_the_timeout_and_frees_its_slot(server, api_client) -> None:
+    """No controller writes status (no player): each rollout fails at --rollout-timeout;
+    without the hold the next one starts then, so the budget is never blocked for good."""
+    create_fleet(api_client, 3)
+    flags = ["--max-concurrent-rollouts=1", "--rollout-timeout=1s", "--hold-on-failed-rollout=false"]
+    with running_controller(api_client, flags):
+        v1 = change_secret(api_client, "1")
+
+        def reloaded() -> set[str]:
+            return {n for n in names(3) if env_of(workload(server, "Deployment", n)).get(ENV) == v1}
+
+        wait_for(lambda: reloaded(), message="the first rollout")
+        assert len(reloaded()) == 1  # the others wait for the first one's timeout
+        wait_for(lambda: events(api_client, "RolloutFailed") == set(names(3)), timeout=30,
+                 message="each rollout failed at the timeout, one after the other")
+        assert reloaded() == set(names(3))

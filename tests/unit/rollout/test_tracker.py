@@ -73,3 +73,11 @@ def test_forget() -> None:
     t.forget(REF)
     t.forget(OTHER)
     assert t.rollouts(1002) == [] and t.next_deadline() is None
+
+
+def test_the_informer_quicker_than_the_writer() -> None:
+    t, heard = tracker()
+    t.observe(REF, MARK, ROLLING, 1001)  # the watch event arrives before begin() is called
+    t.begin(REF, MARK)
+    t.observe(REF, MARK, DONE, 1002)
+    assert t.rollouts(1002) == [] and [r.status.phase for r in heard] == [Phase.COMPLETE]
