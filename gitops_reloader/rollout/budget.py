@@ -63,9 +63,10 @@ class Wave:
 def parse_priority(text: str) -> int:
     """A ``rollout-priority`` value: an integer within ±:data:`MAX_PRIORITY` (ValueError else)."""
     stripped = text.strip()
-    if not stripped or len(stripped) > _MAX_PRIORITY_CHARS:
+    digits = stripped[1:] if stripped[:1] in ("+", "-") else stripped
+    if not digits.isascii() or not digits.isdigit() or len(stripped) > _MAX_PRIORITY_CHARS:
         raise ValueError(f"not an integer: {text[:40]!r}")
-    number = int(stripped)  # ValueError on anything but an optional sign and digits
+    number = int(stripped)
     if abs(number) > MAX_PRIORITY:
         raise ValueError(f"must be between -{MAX_PRIORITY} and {MAX_PRIORITY}, got {number}")
     return number

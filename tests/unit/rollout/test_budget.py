@@ -97,7 +97,8 @@ def test_parse_priority(text: str, expected: int) -> None:
     assert parse_priority(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "high", "1.5", "1e3", str(MAX_PRIORITY + 1), "9" * 40, "0x10"])
+@pytest.mark.parametrize("text", ["", "high", "1.5", "1e3", "1_000", "٣", "+-1", str(MAX_PRIORITY + 1),
+                                  "9" * 40, "0x10"])
 def test_parse_priority_refuses(text: str) -> None:
     with pytest.raises(ValueError):
         parse_priority(text)
