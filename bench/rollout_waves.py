@@ -7,18 +7,22 @@ The Deployment controller is played by ``gitops_reloader.testing.rollouts.Deploy
 in this process (status subresource writes: generation observed 50 ms after the spec change,
 complete ``--rollout-seconds`` after it). Per configuration: time from the Secret change until
 every rollout is complete, the peak number of rollouts under way at once (from the watch
-stream), the controller's CPU seconds over that time and its workload writes.
+stream), the controller's CPU seconds over that time and its workload writes. Then, in this
+process (tracemalloc), the bytes a Deployment's record and tracker entry keep: without the
+controller's marker, with it after a complete rollout, and while rolling.
 Last line: one JSON object.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -34,8 +38,11 @@ from bench.common import (
     server_requests,
     wait_ready,
 )
+from gitops_reloader.kube.workloads import DeploymentAdapter
+from gitops_reloader.rollout.marker import MARKER_ANNOTATION, parse_marker
+from gitops_reloader.rollout.tracker import Tracker
 from gitops_reloader.testing.harness import wait_for
-from gitops_reloader.testing.rollouts import DeploymentPlayer
+from gitops_reloader.testing.rollouts import DeploymentPlayer, status_complete, status_rolling
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -86,6 +93,33 @@ def run_once(workloads: int, budget: int, rollout_seconds: float) -> dict[str, f
             "workload_patches": writes, "reloaded_once": int(all(g == [2] for g in player.started.values()))}
 
 
+def bytes_per_workload(marked: bool, rolling: bool, count: int = 5000) -> float:
+    """Bytes kept per Deployment (record + tracker entry) after the informer transform."""
+    texts = []
+    for i in range(count):
+        raw = deployment(f"web-{i:05}")
+        raw["metadata"].update(resourceVersion=str(1000 + i), generation=2,
+                               uid=f"{i:08x}-5f1c-4bd1-9a57-0e3c1d2b4a6f")
+        if marked:  # one wave of 50 writes per second, as under a budget of 50
+            marker = {"at": 1764120000 + i // 50, "changes": ["bench/Secret/db@3f2a9c81d0e4"]}
+            raw["metadata"]["annotations"][MARKER_ANNOTATION] = json.dumps(marker, separators=(",", ":"))
+        raw["status"] = status_rolling(2) if rolling else status_complete(2)
+        texts.append(json.dumps(raw))
+    adapter, tracker, kept = DeploymentAdapter(), Tracker(timeout=600), []
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for text in texts:
+        record = adapter.record(json.loads(text))
+        kept.append(record)
+        tracker.observe(record.ref, parse_marker(record.annotations.get(MARKER_ANNOTATION)), record.rollout,
+                        1764120000)
+    gc.collect()
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    return round((after - before) / count)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -96,8 +130,12 @@ def main() -> int:
     args = parser.parse_args()
     workloads = args.workloads or (200 if args.quick else 1000)
     budget = args.budget or (10 if args.quick else 50)
-    results = {f"budget {budget}": run_once(workloads, budget, args.rollout_seconds),
-               "no budget": run_once(workloads, 0, args.rollout_seconds)}
+    results: dict[str, dict[str, float]] = {
+        f"budget {budget}": run_once(workloads, budget, args.rollout_seconds),
+        "no budget": run_once(workloads, 0, args.rollout_seconds),
+        "bytes per Deployment": {"no marker": bytes_per_workload(False, False),
+                                 "marked, complete": bytes_per_workload(True, False),
+                                 "marked, rolling": bytes_per_workload(True, True)}}
     command = f"python bench/rollout_waves.py --workloads {workloads} --budget {budget} " \
               f"--rollout-seconds {args.rollout_seconds}"
     rows = [(f"{name}: {key}", str(value))
