@@ -14,8 +14,9 @@ import signal
 from pathlib import Path
 
 import pytest
-from kubernetes.client import CoreV1Api
-from processes import Controller, running_cluster, stop_process
+from kubernetes.client import CoordinationV1Api, CoreV1Api
+from kubernetes.client.exceptions import ApiException
+from processes import HA_FLAGS, Controller, running_cluster, stop_process
 from reload_helpers import create, env_of, secret, workload
 
 from gitops_reloader.hashing import secret_hash
@@ -55,22 +56,48 @@ def events(api_client, reason: str) -> set[str]:
     return {e.involved_object.name for e in listed.items if e.reason == reason}
 
 
-def test_budget_of_5_over_30_deployments_and_a_restart_mid_wave(tmp_path: Path) -> None:
+def lease_holder_pid(api_client) -> int:
+    """The pid of the controller holding the default Lease (identity ``<host>-<pid>``)."""
+    try:
+        lease = CoordinationV1Api(api_client).read_namespaced_lease("gitops-reloader", "default")
+    except ApiException:
+        return 0
+    identity = lease.spec.holder_identity or ""
+    return int(identity.rsplit("-", 1)[1]) if identity else 0
+
+
+@pytest.mark.parametrize("handover", ["restart", "ha-take-over"])
+def test_budget_of_5_over_30_deployments_and_a_kill_mid_wave(tmp_path: Path, handover: str) -> None:
+    """The instance doing the wave is SIGKILLed with a third of it started; a restarted
+    instance (``--sync-after-restart``) or the HA standby finishes it: never more than 5 under
+    way, each Deployment reloaded exactly once."""
     flags = ("--coalesce-window=0", "--max-concurrent-rollouts=5", "--sync-after-restart")
+    if handover == "ha-take-over":
+        flags = (*flags, *HA_FLAGS)
     with running_cluster(tmp_path) as cluster, DeploymentPlayer(cluster.api_client) as player:
         create_fleet(cluster.api_client, 30)
-        first = Controller(cluster, tmp_path / "first.jsonl", flags)
-        second: Controller | None = None
+        controllers = [Controller(cluster, tmp_path / "first.jsonl", flags)]
+        if handover == "ha-take-over":
+            controllers.append(Controller(cluster, tmp_path / "standby.jsonl", flags))
         try:
-            first.wait_ready(cluster.http)
+            for controller in controllers:
+                controller.wait_ready(cluster.http)
+            if handover == "ha-take-over":
+                pid = wait_for(lambda: lease_holder_pid(cluster.api_client), message="a leader")
+                first, = (c for c in controllers if c.pid == pid)
+                wait_for(lambda: first.metric(cluster.http, "gitops_reloader_leader") == 1,
+                         message="leader active")
+            else:
+                first = controllers[0]
             v1 = change_secret(cluster.api_client, "1")
             wait_for(lambda: len(player.started) >= 12, timeout=30, message="a third of the wave under way")
             os.kill(first.pid, signal.SIGKILL)
             first.proc.wait(5)
-            started_before = len(player.started)
-            assert started_before < 30, "the kill came too late to be mid-wave"
-            second = Controller(cluster, tmp_path / "second.jsonl", flags)
-            second.wait_ready(cluster.http)
+            assert len(player.started) < 30, "the kill came too late to be mid-wave"
+            if handover == "restart":
+                controllers.append(Controller(cluster, tmp_path / "second.jsonl", flags))
+                controllers[-1].wait_ready(cluster.http)
+            second, = (c for c in controllers if c is not first)
             wait_for(lambda: set(hashes(cluster, 30).values()) == {v1} and not player.under_way(),
                      timeout=60, message="every Deployment reloaded and rolled out")
             assert player.peak <= 5
@@ -79,9 +106,8 @@ def test_budget_of_5_over_30_deployments_and_a_restart_mid_wave(tmp_path: Path) 
             assert {cluster.deployment(n)["metadata"]["generation"] for n in names(30)} == {2}
             assert second.metric(cluster.http, 'gitops_reloader_rollouts{state="rolling"}') == 0
         finally:
-            stop_process(first.proc)
-            if second is not None:
-                stop_process(second.proc)
+            for controller in controllers:
+                stop_process(controller.proc)
 
 
 def test_a_failed_rollout_holds_its_change_until_the_secret_changes_again(tmp_path: Path) -> None:
