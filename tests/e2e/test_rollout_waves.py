@@ -1,5 +1,6 @@
-"""Waves: a rollout budget over 30 Deployments on one Secret, a controller killed mid-wave,
-and a failing rollout holding the rest of its change until the Secret changes again.
+"""Waves: a rollout budget over 30 Deployments on one Secret, a controller killed mid-wave
+(restarted, or an HA standby taking over), a failing rollout holding the rest of its change
+until the Secret changes again, priorities, and a status that never progresses.
 
 The Deployment controller is played by :class:`DeploymentPlayer` (status subresource writes
 as the real one makes them, observedGeneration lagging); the number of rollouts under way
@@ -142,6 +143,9 @@ def test_a_failed_rollout_holds_its_change_until_the_secret_changes_again(tmp_pa
             assert controller.metric(cluster.http, 'gitops_reloader_rollouts{state="held"}') == 0
             failed = 'gitops_reloader_rollouts_failed_total{reason="ProgressDeadlineExceeded"}'
             assert controller.metric(cluster.http, failed) == 1
+            waves = "gitops_reloader_rollout_wave_seconds_count"
+            wait_for(lambda: controller.metric(cluster.http, waves) == 1,
+                     message="one wave, from the first change to the fix's last rollout")
         finally:
             stop_process(controller.proc)
 
