@@ -162,6 +162,8 @@ class Controller:
         if self._active.is_set():
             return
         self._active.set()
+        if self.waves is not None:
+            self.waves.activate()
         self.pauses.schedule_all()
         state = self.state
         loaded = state is not None and state.load(sources=self._source_refs, workloads=self._workload_refs)

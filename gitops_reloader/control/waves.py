@@ -71,6 +71,7 @@ class Waves:
         self._due: float | None = None
         self._timer: threading.Timer | None = None
         self._closed = False
+        self._active = False
         self._lock = threading.Lock()
         self.tracker.subscribe(self._finished)
 
@@ -209,9 +210,16 @@ class Waves:
         seconds, self._wave_start = self.clock.monotonic() - self._wave_start, None
         return seconds
 
+    def activate(self) -> None:
+        """This instance acts from now on: failures it sees are announced (Event, metric).
+
+        Before, a failure is only recorded: the initial list after a restart shows failures
+        already announced, and an HA standby's informers see the leader's."""
+        self._active = True
+
     def _finished(self, rollout: Rollout) -> None:
         """Tracker listener: a rollout completed or failed (any thread): dispatch again."""
-        if rollout.status.phase is Phase.FAILED:
+        if rollout.status.phase is Phase.FAILED and self._active:
             self.metrics.rollout_failed(rollout.status.reason)
             held = " Reloads of the same change are held." if self.settings.hold_on_failure else ""
             self.warn(rollout.ref, "RolloutFailed",

@@ -20,7 +20,7 @@ FAILED = RolloutStatus(Phase.FAILED, "ProgressDeadlineExceeded", "too slow")
 
 
 class Harness:
-    def __init__(self, budget: int = 2, hold: bool = True) -> None:
+    def __init__(self, budget: int = 2, hold: bool = True, active: bool = True) -> None:
         self.clock = FakeClock()
         self.scheduled: list[str] = []
         self.warnings: list[tuple[str, str]] = []
@@ -28,6 +28,8 @@ class Harness:
                            clock=self.clock, metrics=Metrics(CollectorRegistry()),
                            schedule=lambda key, delay: self.scheduled.append(key),
                            warn=lambda ref, reason, message: self.warnings.append((ref.name, reason)))
+        if active:
+            self.waves.activate()
 
     def granted(self) -> list[str]:
         """Keys granted since last asked (scheduled workload keys)."""
@@ -125,3 +127,13 @@ def test_a_bad_priority_is_reported_and_counts_as_zero() -> None:
     h.waves.dispatch()
     assert h.granted() == ["z"]
     assert h.warnings == [("a", "InvalidAnnotation")]
+
+
+def test_failures_seen_before_activation_are_recorded_not_announced() -> None:
+    """After a restart (initial list) or on an HA standby: the hold applies, no second Event."""
+    h = Harness(budget=1, active=False)
+    h.finish("a", V1, FAILED)
+    park(h, ["b"], V1)
+    h.waves.dispatch()
+    assert h.granted() == []
+    assert h.warnings == [("b", "ReloadHeld")]
