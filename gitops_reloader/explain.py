@@ -195,6 +195,13 @@ def pause_state(record: WorkloadRecord, config: Config) -> dict[str, Any]:
     return state
 
 
+def _shown_change(change: str) -> str:
+    """A marker's change id; a Secret's hash prefix is never printed (as for hashes)."""
+    source, _, digest = change.rpartition("@")
+    kind = source.split("/")[1] if source.count("/") >= 2 else ""
+    return f"{source}@{HIDDEN}" if kind == SourceKind.SECRET.kube_kind and digest else change
+
+
 def rollout_state(record: WorkloadRecord, config: Config, now: float) -> dict[str, Any]:
     """With a rollout budget: the workload's priority and its last controlled rollout."""
     rollouts = config.rollouts
@@ -210,7 +217,8 @@ def rollout_state(record: WorkloadRecord, config: Config, now: float) -> dict[st
     marker = parse_marker(record.annotations.get(MARKER_ANNOTATION))
     if marker is not None and record.rollout is not None:
         status = with_deadline(record.rollout, now - marker.at, rollouts.timeout)
-        state.update(started_at=marker.at, changes=sorted(marker.changes), phase=status.phase.value,
+        state.update(started_at=marker.at, changes=sorted(_shown_change(c) for c in marker.changes),
+                     phase=status.phase.value,
                      reason=status.reason, message=status.message,
                      holds=status.phase is Phase.FAILED and rollouts.hold_on_failure)
     return state

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gitops_reloader.config import Config, Rollouts
-from gitops_reloader.explain import Explanation, render_text, rollout_state
+from gitops_reloader.explain import HIDDEN, Explanation, render_text, rollout_state
 from gitops_reloader.kube.workloads import WorkloadAdapter
 
 BUDGET = Config(rollouts=Rollouts(max_concurrent=5, timeout=600, hold_on_failure=True))
@@ -47,5 +47,12 @@ def test_no_budget_no_rollout_lines_and_a_bad_priority_is_named() -> None:
     text = render_text(Explanation("Deployment", "shop", "web", watched=True, rollout=state))
     assert "rollout priority: 0 (gitops-reloader.io/rollout-priority: not an integer: 'high'" in text
     assert ("failed [ProgressDeadlineExceeded], started 2025-11-26T01:20:00Z "
-            "for shop/Secret/db@3f2a9c81d0e4") in text
+            f"for shop/Secret/db@{HIDDEN}") in text  # a Secret's hash is never printed
+    assert "3f2a9c81d0e4" not in text
     assert "are held" in text
+
+
+def test_a_configmaps_change_is_shown() -> None:
+    marker = '{"at":1764120000,"changes":["shop/ConfigMap/cfg@0123456789ab"]}'
+    state = rollout_state(record({"gitops-reloader.io/rollout": marker}, FAILED), BUDGET, 1764120010)
+    assert state["changes"] == ["shop/ConfigMap/cfg@0123456789ab"]
