@@ -216,16 +216,16 @@ class Reconciler:
             self.warn(record, "UnknownSink",
                       f"{self.config.keys.sink} names no available sink; not reloaded")
             return None
-        marker = None
+        marker, annotations = None, EMPTY_MAP
         if self.waves is not None and self.waves.gates(name, record.ref):
             sources = [item.source for item in items]
             if not self.waves.admit(record.ref, record.annotations, sources, _oldest(pending.values())):
                 self.pending.add(record.ref.key, pending, retry=True)  # waits; a newer change joins it
                 return None
             marker = self.waves.marker(sources)
+            annotations = self.waves.annotations(marker)
         request = ReloadRequest(record.ref, record, tuple(items), int(self.clock.now()),
-                                workload_annotations=self.waves.annotations(marker)
-                                if self.waves is not None and marker is not None else EMPTY_MAP)
+                                workload_annotations=annotations)
         with self.metrics.time_emit(sink.name):
             try:
                 outcome = sink.emit(request)

@@ -19,7 +19,6 @@ CronJobs (done at the write).
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -30,10 +29,8 @@ from gitops_reloader.model import ObjectRef, SinkName, Source
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.rollout.budget import PRIORITY_ANNOTATION, Budget, Waiting, next_wave, parse_priority
 from gitops_reloader.rollout.completion import Phase, RolloutStatus
-from gitops_reloader.rollout.marker import MARKER_ANNOTATION, Marker, marker_for, parse_marker
+from gitops_reloader.rollout.marker import MARKER_ANNOTATION, Marker, change_ids, marker_for, parse_marker
 from gitops_reloader.rollout.tracker import Rollout, Tracker
-
-log = logging.getLogger(__name__)
 
 WAVES_KEY = "waves|dispatch"
 """The work-queue key of :meth:`Waves.dispatch` (one at a time, de-duplicated by the queue)."""
@@ -93,7 +90,7 @@ class Waves:
         with self._lock:
             if key in self._granted:
                 return True
-        entry = Waiting(ref, self._priority(ref, annotations), marker_for(sources, 0).changes)
+        entry = Waiting(ref, self._priority(ref, annotations), change_ids(sources))
         with self._lock:
             self._waiting[key] = entry
             if self._wave_start is None:

@@ -46,9 +46,14 @@ def change_id(source: Source) -> str:
     return f"{source.ref}@{source.hash[:_HASH_CHARS]}"
 
 
+def change_ids(sources: Iterable[Source]) -> frozenset[str]:
+    """The change ids of these sources at their current hashes."""
+    return frozenset(change_id(s) for s in sources)
+
+
 def marker_for(sources: Iterable[Source], at: float) -> Marker:
     """The marker of a write that carries out these source changes at ``at``."""
-    return Marker(int(at), frozenset(change_id(s) for s in sources))
+    return Marker(int(at), change_ids(sources))
 
 
 def parse_marker(value: str | None) -> Marker | None:
