@@ -14,13 +14,17 @@ Thread-safe; listeners are called outside the lock.
 from __future__ import annotations
 
 import threading
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from gitops_reloader.model import ObjectRef
 from gitops_reloader.rollout.completion import Phase, RolloutStatus, with_deadline
 from gitops_reloader.rollout.marker import Marker
+
+RECENT_COMPLETIONS = 1024
+"""Completed rollouts remembered (their marker's ``at``), for a write whose rollout the
+informer reports complete before the writer has called :meth:`Tracker.begin`."""
 
 _WRITE_NOT_SEEN = RolloutStatus(Phase.PROGRESSING, "WriteNotSeen", "waiting for the write to be observed")
 
@@ -45,6 +49,7 @@ class Tracker:
         self._observed: dict[ObjectRef, tuple[Marker, RolloutStatus]] = {}
         self._begun: dict[ObjectRef, Marker] = {}
         self._failed: set[ObjectRef] = set()
+        self._completed: OrderedDict[ObjectRef, int] = OrderedDict()  # recent, bounded
         self._listeners: list[Listener] = []
         self._lock = threading.Lock()
 
@@ -59,7 +64,7 @@ class Tracker:
         with self._lock:
             self._failed.discard(ref)
             seen = self._observed.get(ref)
-            if seen is not None and seen[0].at >= marker.at:
+            if (seen is not None and seen[0].at >= marker.at) or self._completed.get(ref, -1) >= marker.at:
                 return  # the informer was quicker than the writer: the cache shows it already
             self._begun[ref] = marker
 
@@ -81,6 +86,10 @@ class Tracker:
             if verdict.phase is Phase.COMPLETE:
                 self._observed.pop(ref, None)
                 self._failed.discard(ref)
+                self._completed[ref] = marker.at
+                self._completed.move_to_end(ref)
+                if len(self._completed) > RECENT_COMPLETIONS:
+                    self._completed.popitem(last=False)
                 done = Rollout(ref, marker, verdict) if tracked else None
             else:
                 self._observed[ref] = (marker, status)
@@ -93,6 +102,7 @@ class Tracker:
             self._observed.pop(ref, None)
             self._begun.pop(ref, None)
             self._failed.discard(ref)
+            self._completed.pop(ref, None)
 
     def poll(self, now: float) -> None:
         """Apply ``--rollout-timeout`` to the rollouts under way (listeners hear of timeouts)."""

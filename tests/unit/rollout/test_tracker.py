@@ -81,3 +81,12 @@ def test_the_informer_quicker_than_the_writer() -> None:
     t.begin(REF, MARK)
     t.observe(REF, MARK, DONE, 1002)
     assert t.rollouts(1002) == [] and [r.status.phase for r in heard] == [Phase.COMPLETE]
+
+
+
+def test_complete_before_the_writer_returns() -> None:
+    """E.g. a StatefulSet with OnDelete: complete at the write, seen before begin()."""
+    t, _ = tracker()
+    t.observe(REF, MARK, DONE, 1001)
+    t.begin(REF, MARK)
+    assert t.rollouts(1002) == [] and t.next_deadline() is None
