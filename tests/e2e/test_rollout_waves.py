@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
-from kubernetes.client import CoordinationV1Api, CoreV1Api
+from kubernetes.client import CoordinationV1Api, CoreV1Api, CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 from processes import HA_FLAGS, Controller, running_cluster, stop_process
-from reload_helpers import create, env_of, secret, workload
+from reload_helpers import configmap, create, env_of, secret, workload
 
 from gitops_reloader.hashing import secret_hash
+from gitops_reloader.rollout.marker import MARKER_ANNOTATION
 from gitops_reloader.testing.harness import deployment, env_from_secret, running_controller, settle, wait_for
 from gitops_reloader.testing.rollouts import DeploymentPlayer
 
@@ -185,3 +187,45 @@ def test_a_rollout_that_never_progresses_fails_at_the_timeout_and_frees_its_slot
         wait_for(lambda: events(api_client, "RolloutFailed") == set(names(3)), timeout=30,
                  message="each rollout failed at the timeout, one after the other")
         assert reloaded() == set(names(3))
+
+
+def argo_rollout(name: str, annotations: dict[str, str]) -> dict:
+    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+            "metadata": {"name": name, "namespace": "ns",
+                         "annotations": {"configmap.reloader.stakater.com/reload": "cfg", **annotations}},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                     "strategy": {"canary": {"steps": [{"setWeight": 50}]}},
+                     "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [
+                         {"name": "app", "image": "x", "envFrom": [{"configMapRef": {"name": "cfg"}}]}]}}}}
+
+
+def test_argo_rollouts_count_until_healthy(server, api_client) -> None:
+    """A Rollout patched with a JSON patch (template edit) and one restarted through
+    ``spec.restartAt``: both carry the marker, and the second waits until Argo reports the
+    first ``Healthy`` for its new generation."""
+    custom = CustomObjectsApi(api_client)
+    create(api_client, configmap("cfg", {"v": "1"}))
+    for name, extra in (("a", {}), ("b", {"reloader.stakater.com/rollout-strategy": "restart"})):
+        custom.create_namespaced_custom_object("argoproj.io", "v1alpha1", "ns", "rollouts",
+                                               argo_rollout(name, extra))
+
+    def rollout(name: str) -> dict:
+        return server.get_object("rollouts", "ns", name)
+
+    def healthy(name: str) -> None:
+        generation = rollout(name)["metadata"]["generation"]
+        custom.patch_namespaced_custom_object_status("argoproj.io", "v1alpha1", "ns", "rollouts", name, {
+            "status": {"observedGeneration": str(generation), "phase": "Healthy"}})
+
+    with running_controller(api_client, ["--is-argo-rollouts", "--max-concurrent-rollouts=1"]) as app:
+        CoreV1Api(api_client).patch_namespaced_config_map("cfg", "ns", {"data": {"v": "2"}})
+        wait_for(lambda: rollout("a")["metadata"]["generation"] == 2, message="a reloaded")
+        assert MARKER_ANNOTATION in rollout("a")["metadata"]["annotations"]
+        assert wait_for(lambda: app.controller.waves.tracker.rollouts(time.time()), message="a tracked")
+        assert "restartAt" not in rollout("b")["spec"]  # waits for a
+        healthy("a")
+        wait_for(lambda: rollout("b")["spec"].get("restartAt"), message="b restarted after a")
+        assert MARKER_ANNOTATION in rollout("b")["metadata"]["annotations"]
+        healthy("b")
+        wait_for(lambda: not app.controller.waves.tracker.rollouts(time.time()), message="b done")
+        settle(app)
