@@ -37,6 +37,11 @@ class Harness:
         self.scheduled.clear()
         return keys
 
+    def next(self) -> list[str]:
+        """Dispatch; the workloads granted."""
+        self.waves.dispatch()
+        return self.granted()
+
     def write(self, name: str, sources: list[Source], status: RolloutStatus = ROLLING) -> None:
         """The reconciler's second visit: admitted, written, seen by the informer."""
         ref = ObjectRef("Deployment", "ns", name)
@@ -59,64 +64,51 @@ def park(h: Harness, names: list[str], sources: list[Source]) -> None:
 def test_waves_of_two() -> None:
     h = Harness()
     park(h, ["a", "b", "c", "d"], V1)
-    h.waves.dispatch()
-    assert h.granted() == ["a", "b"]
+    assert h.next() == ["a", "b"]
     h.write("a", V1)
     h.write("b", V1)
-    h.waves.dispatch()
-    assert h.granted() == []  # two rolling
+    assert h.next() == []  # two rolling
     h.finish("a", V1, DONE)
-    h.waves.dispatch()
-    assert h.granted() == ["c"]
+    assert h.next() == ["c"]
 
 
 def test_an_unused_grant_goes_back() -> None:
     h = Harness(budget=1)
     park(h, ["a", "b"], V1)
-    h.waves.dispatch()
-    assert h.granted() == ["a"]
+    assert h.next() == ["a"]
     h.waves.release(ObjectRef("Deployment", "ns", "a"))  # nothing to write after all
-    h.waves.dispatch()
-    assert h.granted() == ["b"]
+    assert h.next() == ["b"]
 
 
 def test_a_failure_holds_its_change_once_and_a_new_change_releases() -> None:
     h = Harness(budget=1)
     park(h, ["a", "b", "c"], V1)
-    h.waves.dispatch()
-    h.granted()
+    h.next()
     h.write("a", V1)
     h.finish("a", V1, FAILED)
     h.waves.dispatch()
-    h.waves.dispatch()
-    assert h.granted() == []
+    assert h.next() == []
     assert h.warnings == [("a", "RolloutFailed"), ("b", "ReloadHeld"), ("c", "ReloadHeld")]
     park(h, ["b"], V2)  # the Secret changed again: b's entry now carries the new change
-    h.waves.dispatch()
-    assert h.granted() == ["b"]
+    assert h.next() == ["b"]
 
 
 def test_the_failed_workload_healing_releases_the_hold() -> None:
     h = Harness(budget=1)
     park(h, ["a", "b"], V1)
-    h.waves.dispatch()
-    h.granted()
+    h.next()
     h.write("a", V1, FAILED)
-    h.waves.dispatch()
-    assert h.granted() == []
+    assert h.next() == []
     h.finish("a", V1, DONE)
-    h.waves.dispatch()
-    assert h.granted() == ["b"]
+    assert h.next() == ["b"]
 
 
 def test_without_the_hold_a_failure_only_frees_its_slot() -> None:
     h = Harness(budget=1, hold=False)
     park(h, ["a", "b"], V1)
-    h.waves.dispatch()
-    h.granted()
+    h.next()
     h.write("a", V1, FAILED)
-    h.waves.dispatch()
-    assert h.granted() == ["b"]
+    assert h.next() == ["b"]
     assert ("b", "ReloadHeld") not in h.warnings
 
 
@@ -124,8 +116,7 @@ def test_a_bad_priority_is_reported_and_counts_as_zero() -> None:
     h = Harness(budget=1)
     h.waves.admit(ObjectRef("Deployment", "ns", "a"), {"gitops-reloader.io/rollout-priority": "high"}, V1)
     h.waves.admit(ObjectRef("Deployment", "ns", "z"), {"gitops-reloader.io/rollout-priority": "1"}, V1)
-    h.waves.dispatch()
-    assert h.granted() == ["z"]
+    assert h.next() == ["z"]
     assert h.warnings == [("a", "InvalidAnnotation")]
 
 
@@ -134,6 +125,5 @@ def test_failures_seen_before_activation_are_recorded_not_announced() -> None:
     h = Harness(budget=1, active=False)
     h.finish("a", V1, FAILED)
     park(h, ["b"], V1)
-    h.waves.dispatch()
-    assert h.granted() == []
+    assert h.next() == []
     assert h.warnings == [("b", "ReloadHeld")]
