@@ -142,7 +142,8 @@ class EnvVarsSink:
         edit = self.edit_for(request)
         if not edit:
             return Outcome(OutcomeStatus.ALREADY_CURRENT, self.name)
-        self.patcher.apply(request.workload, edit, now=request.observed_at)
+        self.patcher.apply(request.workload, edit, now=request.observed_at,
+                           annotations=request.workload_annotations)
         pruned = sum(1 for _, name in edit.remove_env
                      if not any(i.deleted and env_var_name(i.source.ref.name, i.source.ref.kind) == name
                                 for i in request.items))
