@@ -73,6 +73,17 @@ class ChartSource:
     values_files: tuple[str, ...] = ()
     via_helm_chart: bool = False
     """The HelmRelease's ``spec.chartRef`` names a HelmChart (read it for the rest)."""
+    reconcile_strategy: str = "ChartVersion"
+    """``ChartVersion`` (the default) or ``Revision``: when source-controller packages the chart again."""
+
+    @property
+    def rebuilds_on_commit(self) -> bool:
+        """Whether a commit to the chart's files (values included) gives a new chart artifact.
+
+        source-controller ``HelmChartSpec.ReconcileStrategy``: with ``ChartVersion`` a chart
+        from a GitRepository is packaged again only when ``Chart.yaml``'s version changes.
+        """
+        return self.reconcile_strategy == "Revision"
 
 
 def checkout(ref: Any) -> Checkout:
@@ -127,5 +138,7 @@ def helm_chart_source(release: Mapping[str, Any], release_namespace: str) -> Cha
         return None
     files = tuple(str(f) for f in chart_spec.get("valuesFiles") or () if isinstance(f, str) and f)
     namespace = str(source_ref.get("namespace") or release_namespace)
+    strategy = str(chart_spec.get("reconcileStrategy") or "ChartVersion")
     return ChartSource(str(source_ref.get("kind") or ""), namespace, str(source_ref["name"]),
-                       chart=str(chart_spec.get("chart") or ""), values_files=files)
+                       chart=str(chart_spec.get("chart") or ""), values_files=files,
+                       reconcile_strategy=strategy)

@@ -178,6 +178,9 @@ _KIND_GROUPS = {
 MAX_ORIGIN_CHARS = 4096
 """A longer ``config.kubernetes.io/origin`` value is read as absent (tenant text, bounded)."""
 _MAX_LISTED = 5
+_CHART_VERSION = ("its chart's reconcileStrategy is ChartVersion: source-controller repackages it only when "
+                  "the chart's version changes, so set spec.chart.spec.reconcileStrategy: Revision for a "
+                  "commit to its values to be deployed")
 _FLAT = "Argo CD deploys only the files directly in a Directory source's path (directory.recurse is false)"
 
 
@@ -465,15 +468,19 @@ class Locator:
             if target:
                 file, yaml_path = parse_git_target(target)
                 self._check_allowed(repo, file, identity)
-                self._check_target(record, repo, file, identity)
-                return Resolution(repo.name, Method.TARGET, path=file, yaml_path=yaml_path)
+                deployer = self._deployer(record, identity, repo)
+                self._check_target(repo, file, identity, deployer)
+                return Resolution(repo.name, Method.TARGET, path=file, yaml_path=yaml_path,
+                                  refresh=_refresh_of(deployer))
             if path:
                 file = clean_repo_path(path, what=GIT_PATH_ANNOTATION)
                 if not file:
                     raise AnnotationError(f"{GIT_PATH_ANNOTATION} names no file")
                 self._check_allowed(repo, file, identity)
-                return Resolution(repo.name, Method.ANNOTATION, path=file)
-            return Resolution(repo.name, Method.SCAN, search_dirs=repo.paths or ("",))
+                return Resolution(repo.name, Method.ANNOTATION, path=file,
+                                  refresh=_refresh_of(self._deployer(record, identity, repo)))
+            return Resolution(repo.name, Method.SCAN, search_dirs=repo.paths or ("",),
+                              refresh=_refresh_of(self._deployer(record, identity, repo)))
         notes: list[str] = []
         # Argo CD's tracking id > Flux's own labels > a HelmRelease > Argo CD's instance label
         # (only with the label tracking method: Helm sets app.kubernetes.io/instance too).
@@ -536,18 +543,32 @@ class Locator:
         if not decision:
             raise PolicyDenied(f"{identity}: {decision.reason}")
 
-    def _check_target(self, record: Any, repo: RepositoryConfig, path: str, identity: ObjectIdentity) -> None:
-        """A ``git-target`` file must be allowed for the namespace (see the module docstring)."""
-        scope: tuple[str, ...] | None = None
-        if not repo.tenants:
+    def _deployer(self, record: Any, identity: ObjectIdentity, repo: RepositoryConfig) -> Resolution | None:
+        """The Argo CD Application, Flux Kustomization or HelmRelease deploying the workload from ``repo``.
+
+        Found the way :meth:`resolve` finds them, from the workload's own tracking metadata
+        and Flux labels, with the same namespace checks — never from a name an annotation
+        gives. ``None`` when none does, when the first that applies is refused, or when it
+        deploys from another repository or branch: its refresh would not see the commit.
+        """
+        lookups = (lambda: self._from_argocd(record, identity, [], by_label=False),
+                   lambda: self._from_flux(record, identity, []),
+                   lambda: self._helm_release(record, identity, []),
+                   lambda: self._from_argocd(record, identity, [], by_label=True))
+        for lookup in lookups:
             try:
-                deployed = (self._from_argocd(record, identity, [], by_label=False)
-                            or self._from_flux(record, identity, [])
-                            or self._from_argocd(record, identity, [], by_label=True))
+                found = lookup()
             except ManifestNotFound:
-                deployed = None  # e.g. a Helm chart from a chart repository: no path in git
-            if deployed is not None and deployed.repo_name == repo.name:
-                scope = deployed.search_dirs
+                return None  # e.g. a Helm chart from a chart repository: no path in git
+            if found is not None:
+                return found if found.repo_name == repo.name else None
+        return None
+
+    @staticmethod
+    def _check_target(repo: RepositoryConfig, path: str, identity: ObjectIdentity,
+                      deployer: Resolution | None) -> None:
+        """A ``git-target`` file must be allowed for the namespace (see the module docstring)."""
+        scope = deployer.search_dirs if deployer is not None and not repo.tenants else None
         decision = may_target(repo, identity.namespace, path, scope)
         if not decision:
             raise PolicyDenied(f"{identity}: {decision.reason}")
@@ -792,22 +813,36 @@ class Locator:
 
     def _from_helm_release(self, record: Any, identity: ObjectIdentity, notes: list[str]) -> None:
         """Refuse a workload rendered by a Flux HelmRelease, naming the values file to target."""
+        found = self._helm_release(record, identity, notes)
+        if found is not None:
+            raise ManifestNotFound(found.hint)
+
+    def _helm_release(self, record: Any, identity: ObjectIdentity, notes: list[str]) -> Resolution | None:
+        """The chart in git of the Flux HelmRelease that renders the workload.
+
+        ``search_dirs`` are the chart's directory and its ``valuesFiles`` (what a
+        ``git-target`` may write without ``tenants``), ``refresh`` the GitRepository and
+        the HelmRelease, ``hint`` the refusal for a workload without ``git-target`` (Helm
+        renders it: no document in git declares it). ``None`` without a HelmRelease here;
+        :class:`~gitops_reloader.errors.ManifestNotFound` when the chart is not in a git
+        repository we can write, or the release installs into another namespace.
+        """
         labels = _strings(_metadata(record).get("labels"))
         name = labels.get(FLUX_HELM_NAME_LABEL, "").strip()
         if not name:
-            return
+            return None
         namespace = labels.get(FLUX_HELM_NAMESPACE_LABEL, "").strip() or identity.namespace
         what = f"Flux HelmRelease {namespace}/{name}"
         generic = (f"deployed by {what}: point {GIT_TARGET_ANNOTATION} at its values "
                    "(e.g. 'release.yaml#spec.values.podAnnotations')")
         if self.api is None:
             notes.append(generic)
-            return
+            return None
         try:
             release = self.api.get(HELMRELEASES, namespace, name)
         except KubeNotFound:
             notes.append(f"{what} not found; {generic}")
-            return
+            return None
         except KubeError as exc:
             if exc.status != 403:
                 raise
@@ -850,9 +885,14 @@ class Locator:
         default = self.git_config.default
         if default is None or default.name != repo.name:
             offer += f" with {GIT_REPO_ANNOTATION}: '{repo.name}'"
-        raise ManifestNotFound(
-            f"{where}: Helm renders this workload, so no manifest in git declares it; set "
-            f"{GIT_TARGET_ANNOTATION} to the chart's values file, e.g. {offer}{inline}")
+        stale = "" if chart.rebuilds_on_commit else f"; {_CHART_VERSION}"
+        hint = (f"{where}: Helm renders this workload, so no manifest in git declares it; set "
+                f"{GIT_TARGET_ANNOTATION} to the chart's values file, e.g. {offer}{inline}{stale}")
+        files = tuple(dict.fromkeys((secure_join(chart.chart), *map(secure_join, chart.values_files))))
+        refresh = (RefreshTarget(RefreshKind.FLUX_GITREPOSITORY, chart.namespace, chart.name),
+                   RefreshTarget(RefreshKind.FLUX_HELMRELEASE, namespace, name))
+        return Resolution(repo.name, Method.FLUX, search_dirs=files, refresh=refresh, hint=hint,
+                          deploy_namespace=identity.namespace)
 
     # -- step 2: the document in the synced clone ------------------------------------
 
@@ -1051,6 +1091,10 @@ def _directly_in(candidates: Candidates, dirs: Sequence[str]) -> Candidates:
         return tuple(r for r in refs if posixpath.dirname(r.path) in wanted)
 
     return Candidates(keep(candidates.exact), keep(candidates.loose))
+
+
+def _refresh_of(deployer: Resolution | None) -> tuple[RefreshTarget, ...]:
+    return deployer.refresh if deployer is not None else ()
 
 
 def _notes(notes: Sequence[str]) -> str:

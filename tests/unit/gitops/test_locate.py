@@ -335,10 +335,10 @@ def test_annotations_are_read_from_the_pod_template_as_a_fallback() -> None:
 
 
 def test_annotations_beat_argocd_metadata() -> None:
-    api = FakeApi()
-    res = locator(api).resolve(record(annotations={GIT_PATH_ANNOTATION: "web.yaml",
-                                                   ARGOCD_TRACKING_ANNOTATION: "a:apps/Deployment:ns/web"}))
-    assert res.method is Method.ANNOTATION and api.reads == []
+    # Argo CD metadata is still read, only to find the Application to refresh (none here).
+    tracked = {GIT_PATH_ANNOTATION: "web.yaml", ARGOCD_TRACKING_ANNOTATION: "a:apps/Deployment:ns/web"}
+    res = locator(FakeApi()).resolve(record(annotations=tracked))
+    assert (res.method, res.path, res.refresh) == (Method.ANNOTATION, "web.yaml", ())
 
 
 def test_paths_outside_the_configured_paths_are_refused() -> None:

@@ -531,6 +531,19 @@ def test_helm_release_from_a_git_chart_offers_the_charts_values_file() -> None:
         locator(objects).resolve(record(labels=HELM_LABELS))
 
 
+@pytest.mark.parametrize(("strategy", "warned"), [(None, True), ("ChartVersion", True), ("Revision", False)])
+def test_helm_release_hint_says_when_a_values_commit_would_not_repackage_the_chart(strategy: str | None,
+                                                                                   warned: bool) -> None:
+    chart: dict[str, Any] = {"chart": "./charts/web", "sourceRef": FLEET_REF}
+    if strategy:
+        chart["reconcileStrategy"] = strategy
+    assert helm_chart_source(helm_release(chart=chart), "ns").rebuilds_on_commit is not warned
+    objects = {**flux(ref={"branch": "main"}), ("helmreleases", "ns", "web"): helm_release(chart=chart)}
+    with pytest.raises(ManifestNotFound) as caught:
+        locator(objects).resolve(record(labels=HELM_LABELS))
+    assert ("reconcileStrategy: Revision" in str(caught.value)) is warned
+
+
 def test_helm_release_values_files_name_the_last_one() -> None:
     release = helm_release(chart={"chart": "charts/web", "sourceRef": FLEET_REF,
                                   "valuesFiles": ["charts/web/values.yaml", "./envs/prod.yaml"]})
