@@ -602,12 +602,20 @@ class Locator:
     def _repo_for(self, url: str, revision: str, what: str) -> RepositoryConfig:
         """The configured repository whose branch is the one deployed from ``url``.
 
+        ``url`` matches as Argo CD's ``git.SameURL`` decides (:meth:`GitConfig.by_url`),
+        for Argo CD and Flux sources alike.
+
         ``HEAD`` or empty means the remote's default branch (asked of the remote).
         """
         rev = revision.strip().removeprefix("refs/heads/")
         candidates = self.git_config.by_url(url)
         if not candidates:
-            raise ManifestNotFound(f"{what} deploys from {display_url(url)}, which is not in --git-config")
+            near = [r.name for r in self.git_config.same_place(url)]
+            hint = (f" (repository {near[0]} names the same host and path another way; repository URLs "
+                    "compare as Argo CD compares them: only case, a trailing .git and the scp-like SSH form "
+                    "may differ)") if near else ""
+            raise ManifestNotFound(
+                f"{what} deploys from {display_url(url)}, which is not in --git-config{hint}")
         described = f"revision {rev!r}"
         if rev in ("", "HEAD"):
             rev = self.default_branches.branch(candidates[0])

@@ -86,6 +86,24 @@ def test_head_is_the_remotes_default_branch_not_the_first_config_entry(
         assert host.branches(REPO)["main"] == main_before
 
 
+def test_an_application_naming_the_repository_in_other_case_is_the_same_repository(
+        api_client: ApiClient, git: GitSetup, host: GitHostServer) -> None:  # noqa: F811
+    # Argo CD's git.SameURL lower-cases the whole URL and drops ".git": the Application
+    # deploys what --git-config writes, so the commit goes there (through the configured URL).
+    git.create({"apps/web.yaml": manifest("web")})
+    git.configure()
+    shouted = host.repo_url(REPO).upper().replace("HTTP://", "http://").removesuffix(".GIT")
+    call(api_client, "POST", APPS, application("web-app", shouted, "apps", revision="main", destination="ns"))
+    create(api_client, configmap("app-config", {"url": "a"}))
+    create(api_client, git_workload("web", annotations={
+        ARGOCD_TRACKING_ANNOTATION: "web-app:apps/Deployment:ns/web"}))
+    with git_controller(api_client, git):
+        put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
+        wait_for(lambda: len(host.log(REPO)) >= 2, timeout=30, message="a commit")
+        data = host.read_file(REPO, "apps/web.yaml")
+        assert data is not None and b"gitops-reloader.io/config-hash" in data
+
+
 def test_an_application_deploying_elsewhere_is_refused_without_revealing_its_source(
         api_client: ApiClient, git: GitSetup, host: GitHostServer) -> None:  # noqa: F811
     other_team = manifest("web", namespace=None)

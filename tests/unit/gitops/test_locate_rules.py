@@ -35,7 +35,7 @@ from gitops_reloader.gitops.flux import (
     helm_deploy_namespace,
     secure_join,
 )
-from gitops_reloader.gitops.gitconfig import normalize_repo_url, parse_git_config
+from gitops_reloader.gitops.gitconfig import parse_git_config
 from gitops_reloader.gitops.locate import (
     ARGOCD_TRACKING_ANNOTATION,
     FLUX_HELM_NAME_LABEL,
@@ -48,6 +48,7 @@ from gitops_reloader.gitops.locate import (
 )
 from gitops_reloader.gitops.refresh import RefreshKind, RefreshTarget, rfc3339nano
 from gitops_reloader.gitops.remotehead import DefaultBranches
+from gitops_reloader.gitops.repourl import normalize_git_url
 
 FLEET = "https://git.example.com/platform/fleet.git"
 VALUES = "https://git.example.com/platform/values.git"
@@ -72,7 +73,7 @@ class Remote:
 
     def __call__(self, repo: Any) -> str | None:
         self.asked.append(repo.name)
-        return self.heads.get(normalize_repo_url(repo.url))
+        return self.heads.get(normalize_git_url(repo.url))
 
 
 def app(*, source: Mapping[str, Any] | None = None, sources: list[Mapping[str, Any]] | None = None,
@@ -95,8 +96,8 @@ def app(*, source: Mapping[str, Any] | None = None, sources: list[Mapping[str, A
 
 def locator(objects: Mapping[tuple[str, str, str], dict[str, Any] | KubeError], *,
             remote: Remote | None = None) -> Locator:
-    heads = remote or Remote({normalize_repo_url(FLEET): "main", normalize_repo_url(VALUES): "main",
-                              normalize_repo_url(OTHER): "main"})
+    heads = remote or Remote({normalize_git_url(FLEET): "main", normalize_git_url(VALUES): "main",
+                              normalize_git_url(OTHER): "main"})
     return Locator(CONFIG, FakeApi(objects), default_branches=DefaultBranches(lookup=heads))
 
 
@@ -220,6 +221,22 @@ def test_destination_namespace_rule(destination: str, app_ns: str, workload_ns: 
 # --------------------------------------------------------------------------- Argo CD: through the Locator
 
 
+@pytest.mark.parametrize(("repo_url", "found"), [
+    ("HTTPS://GIT.Example.com/Platform/Fleet", "fleet"),      # git.SameURL: the whole URL is case-blind
+    (" https://git.example.com/platform/fleet.git\n", "fleet"),
+    ("https://git.example.com/platform/fleet/", None),        # ... but a trailing slash is another URL
+    ("git@git.example.com:platform/fleet.git", None),         # ... and so is another transport
+])
+def test_application_repo_urls_match_as_argocd_matches_them(repo_url: str, found: str | None) -> None:
+    application = app(source={"repoURL": repo_url, "path": "apps/web", "targetRevision": "main"})
+    if found is not None:
+        assert resolve_app(application).repo_name == found
+        return
+    with pytest.raises(ManifestNotFound, match=r"not in --git-config.*repository fleet names the same host "
+                                               r"and path another way"):
+        resolve_app(application)
+
+
 def test_multi_source_directory_and_ref_searches_the_directory() -> None:
     res = resolve_app(app(sources=[{"repoURL": FLEET, "path": "apps/web", "targetRevision": "main"},
                                    {"repoURL": VALUES, "targetRevision": "main", "ref": "values"}]))
@@ -265,20 +282,20 @@ def test_hydrator_application_searches_the_dry_source_and_asks_for_hydration() -
     ("refs/heads/trunk", "main", "fleet-trunk"),
 ])
 def test_head_is_the_remotes_default_branch(revision: str, head: str, expected: str) -> None:
-    remote = Remote({normalize_repo_url(FLEET): head})
+    remote = Remote({normalize_git_url(FLEET): head})
     res = resolve_app(app(source={"repoURL": FLEET, "path": "a", "targetRevision": revision}), remote=remote)
     assert res.repo_name == expected
     assert remote.asked == ([] if revision.startswith("refs/") else ["fleet"])
 
 
 def test_head_of_a_branch_we_do_not_write_is_refused() -> None:
-    remote = Remote({normalize_repo_url(FLEET): "develop"})
+    remote = Remote({normalize_git_url(FLEET): "develop"})
     with pytest.raises(ManifestNotFound, match="deploys the default branch 'develop'"):
         resolve_app(app(source={"repoURL": FLEET, "path": "a", "targetRevision": "HEAD"}), remote=remote)
 
 
 def test_the_default_branch_is_cached_and_failures_are_retryable() -> None:
-    remote = Remote({normalize_repo_url(FLEET): "main"})
+    remote = Remote({normalize_git_url(FLEET): "main"})
     branches = DefaultBranches(lookup=remote)
     repo = CONFIG.get("fleet")
     assert repo is not None
