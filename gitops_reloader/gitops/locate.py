@@ -22,7 +22,10 @@ Sources, in order (the first that applies wins):
   ``gitops-reloader.io/git-target: <file>#<yaml.path>`` (a Helm values file or
   kustomize patch: the hash goes into the map at that path),
   ``gitops-reloader.io/git-path: <file>``, ``gitops-reloader.io/git-repo: <name or URL>``
-  (default: the default repository; alone, it scans that repository).
+  (default: the default repository; alone, it scans that repository). The sources below
+  are still looked up, only for what to refresh after the push (:meth:`Locator._deployer`:
+  the Application, Kustomization or HelmRelease deploying the workload from that
+  repository and branch).
 - **Argo CD tracking id** (unless ``argocd-cm`` says ``label`` tracking): the
   ``argocd.argoproj.io/tracking-id`` annotation ``<app>:<group>/<kind>:<namespace>/<name>``
   (``<app>`` may be ``<appNamespace>_<appName>``; an id that describes another object
@@ -39,7 +42,8 @@ Sources, in order (the first that applies wins):
   ``config.kubernetes.io/origin`` annotation's ``path:`` names the exact file when present.
 - **Flux HelmRelease**: labels ``helm.toolkit.fluxcd.io/name|namespace`` → a refusal
   naming the chart's values file in git to use as ``git-target`` (Helm renders the
-  workload: no document declares it).
+  workload: no document declares it); with a ``git-target``, its chart directory and
+  ``valuesFiles`` are the deploying path and it is refreshed.
 - **Argo CD instance label** (``application.instanceLabelKey``), only with ``label`` tracking.
 - **Scan** of the default repository for the document with the same API group, kind,
   name and namespace (a document without a namespace matches too, as a second choice,
@@ -52,7 +56,9 @@ the workload's own (kind, name and namespace; a namespace-less document only whe
 policy's ``documentNamespace`` or the Argo CD / Flux destination, ``deploy_namespace``,
 is the workload's namespace), and a ``git-target`` file must be allowed for the
 namespace: by a ``tenants`` entry, or without ``tenants`` by lying inside the path of
-the Argo CD Application / Flux Kustomization that deploys the workload. A refusal is a
+the Argo CD Application / Flux Kustomization / HelmRelease that deploys the workload.
+Repository URLs match as Argo CD's ``git.SameURL`` decides
+(:func:`~gitops_reloader.gitops.repourl.same_url`). A refusal is a
 :class:`~gitops_reloader.errors.PolicyDenied` whose message names only the workload's
 own request (never another team's file contents).
 
