@@ -33,6 +33,7 @@ from test_git_sink import (  # noqa: F401 - fixtures are used by name
     host,
     isolated_git,
     line_diff,
+    manifest,
     put_data,
     wait_commits,
 )
@@ -57,25 +58,7 @@ KUSTOMIZATIONS = "/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/flux-system/ku
 HELM_RELEASES = "/apis/helm.toolkit.fluxcd.io/v2/namespaces/ns/helmreleases"
 APPLICATIONS = "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications"
 
-BASE = textwrap.dedent("""\
-    apiVersion: apps/v1
-    kind: Deployment
-    metadata:
-      name: web
-      namespace: ns
-    spec:
-      selector:
-        matchLabels:
-          app: web
-      template:
-        metadata:
-          labels:
-            app: web
-        spec:
-          containers:
-            - name: app
-              image: nginx
-    """)
+BASE = manifest("web", annotations=False)
 PATCH = textwrap.dedent("""\
     # prod: more replicas, and the owner on every pod
     apiVersion: apps/v1

@@ -188,27 +188,6 @@ def argo_app(path: str, url: str = "https://git.example.com/platform/open.git") 
                  "destination": {"namespace": "team-a"}}})})
 
 
-@pytest.mark.parametrize(("target", "api", "allowed"), [
-    # without tenants, a git-target must lie inside the Argo CD Application's path
-    ("charts/web/values.yaml", argo_app("charts/web"), True),
-    ("charts/other/values.yaml", argo_app("charts/web"), False),
-    ("charts/web/values.yaml", None, False),
-    ("charts/web/values.yaml", FakeApi(), False),
-    # ... of this repository
-    ("charts/web/values.yaml", argo_app("charts/web", SHARED_URL), False),
-])
-def test_git_target_without_tenants_stays_in_the_deploying_path(target: str, api: FakeApi | None,
-                                                               allowed: bool) -> None:
-    rec = record(annotations={GIT_REPO_ANNOTATION: "open", GIT_TARGET_ANNOTATION: f"{target}#podAnnotations",
-                              ARGOCD_TRACKING_ANNOTATION: "web:apps/Deployment:team-a/web"})
-    files = Files({target: "podAnnotations: {}\n"})
-    if allowed:
-        assert locate(rec, api, files).path == target
-    else:
-        with pytest.raises(PolicyDenied, match="no tenants policy"):
-            locate(rec, api, files)
-
-
 OPEN_URL = "https://git.example.com/platform/open.git"
 
 
@@ -248,6 +227,34 @@ HELM_LABELS = {"helm.toolkit.fluxcd.io/name": "web", "helm.toolkit.fluxcd.io/nam
 TRACKED = {ARGOCD_TRACKING_ANNOTATION: "web:apps/Deployment:team-a/web"}
 COPIED = {ARGOCD_TRACKING_ANNOTATION: "web:apps/Deployment:team-b/web"}  # describes another object
 GIT_REPO = "flux-system/GitRepository/fleet"
+HELM_RELEASE = FakeApi(helm_objects(values_files=["envs/prod/web.yaml"]))
+
+
+@pytest.mark.parametrize(("target", "api", "allowed"), [
+    # without tenants, a git-target must lie inside the Argo CD Application's path
+    ("charts/web/values.yaml", argo_app("charts/web"), True),
+    ("charts/other/values.yaml", argo_app("charts/web"), False),
+    ("charts/web/values.yaml", None, False),
+    ("charts/web/values.yaml", FakeApi(), False),
+    # ... of this repository
+    ("charts/web/values.yaml", argo_app("charts/web", SHARED_URL), False),
+    # ... or a HelmRelease's chart directory and valuesFiles
+    ("charts/web/values.yaml", HELM_RELEASE, True),
+    ("charts/web/templates/deploy.yaml", HELM_RELEASE, True),
+    ("envs/prod/web.yaml", HELM_RELEASE, True),
+    ("envs/prod/api.yaml", HELM_RELEASE, False),
+    ("charts/webx/values.yaml", HELM_RELEASE, False),
+])
+def test_git_target_without_tenants_stays_in_the_deploying_path(target: str, api: FakeApi | None,
+                                                               allowed: bool) -> None:
+    rec = record(labels=HELM_LABELS, annotations={
+        GIT_REPO_ANNOTATION: "open", GIT_TARGET_ANNOTATION: f"{target}#podAnnotations", **TRACKED})
+    files = Files({target: "podAnnotations: {}\n"})
+    if allowed:
+        assert locate(rec, api, files).path == target
+    else:
+        with pytest.raises(PolicyDenied, match="no tenants policy"):
+            locate(rec, api, files)
 
 
 @pytest.mark.parametrize(("repo", "target", "labels", "annotations", "objects", "refresh"), [
@@ -288,23 +295,6 @@ def test_a_destination_elsewhere_gives_an_application_no_refresh_even_when_its_n
     rec = record(annotations={GIT_TARGET_ANNOTATION: "charts/team-a/values.yaml#podAnnotations", **TRACKED})
     found = locate(rec, api)
     assert found.path == "charts/team-a/values.yaml" and found.refresh == ()
-
-
-@pytest.mark.parametrize(("target", "allowed"), [
-    ("charts/web/values.yaml", True), ("charts/web/templates/deploy.yaml", True),
-    ("envs/prod/web.yaml", True), ("envs/prod/api.yaml", False), ("charts/webx/values.yaml", False),
-])
-def test_git_target_without_tenants_stays_in_the_helm_releases_chart_and_values_files(target: str,
-                                                                                      allowed: bool) -> None:
-    rec = record(labels=HELM_LABELS, annotations={GIT_REPO_ANNOTATION: "open",
-                                                  GIT_TARGET_ANNOTATION: f"{target}#podAnnotations"})
-    api = FakeApi(helm_objects(values_files=["envs/prod/web.yaml"]))
-    files = Files({target: "podAnnotations: {}\n"})
-    if allowed:
-        assert locate(rec, api, files).path == target
-    else:
-        with pytest.raises(PolicyDenied, match="no tenants policy"):
-            locate(rec, api, files)
 
 
 def test_an_unknown_git_repo_lists_only_the_repositories_the_namespace_may_use() -> None:
