@@ -56,7 +56,8 @@ the workload's own (kind, name and namespace; a namespace-less document only whe
 policy's ``documentNamespace`` or the Argo CD / Flux destination, ``deploy_namespace``,
 is the workload's namespace), and a ``git-target`` file must be allowed for the
 namespace: by a ``tenants`` entry, or without ``tenants`` by lying inside the path of
-the Argo CD Application / Flux Kustomization / HelmRelease that deploys the workload.
+the Argo CD Application (or one of its ``$<ref>`` Helm value files) / Flux
+Kustomization / HelmRelease (its chart or ``valuesFiles``) that deploys the workload.
 Repository URLs match as Argo CD's ``git.SameURL`` decides
 (:func:`~gitops_reloader.gitops.repourl.same_url`). A refusal is a
 :class:`~gitops_reloader.errors.PolicyDenied` whose message names only the workload's
@@ -432,6 +433,16 @@ def _listed(paths: Sequence[str]) -> str:
 # --------------------------------------------------------------------------- locator
 
 
+@dataclass(frozen=True, slots=True)
+class _Application:
+    """An Argo CD Application followed for a workload (its destination checked)."""
+
+    what: str
+    sources: AppSources
+    refresh: RefreshTarget
+    deploy_namespace: str | None
+
+
 class Locator:
     """Resolves and locates manifests for the configured repositories. Thread-safe.
 
@@ -554,13 +565,15 @@ class Locator:
 
         Found the way :meth:`resolve` finds them, from the workload's own tracking metadata
         and Flux labels, with the same namespace checks — never from a name an annotation
-        gives. ``None`` when none does, when the first that applies is refused, or when it
-        deploys from another repository or branch: its refresh would not see the commit.
+        gives; ``search_dirs`` is what it renders from ``repo`` (an Application's source
+        directories and ``$<ref>`` value files, a HelmRelease's chart and ``valuesFiles``).
+        ``None`` when none does, when the first that applies is refused, or when it deploys
+        nothing from that repository and branch: its refresh would not see the commit.
         """
-        lookups = (lambda: self._from_argocd(record, identity, [], by_label=False),
+        lookups = (lambda: self._argocd_deployer(record, identity, repo, by_label=False),
                    lambda: self._from_flux(record, identity, []),
                    lambda: self._helm_release(record, identity, []),
-                   lambda: self._from_argocd(record, identity, [], by_label=True))
+                   lambda: self._argocd_deployer(record, identity, repo, by_label=True))
         for lookup in lookups:
             try:
                 found = lookup()
@@ -665,6 +678,12 @@ class Locator:
 
     def _from_argocd(self, record: Any, identity: ObjectIdentity, notes: list[str], *,
                      by_label: bool) -> Resolution | None:
+        app = self._argocd_application(record, identity, notes, by_label=by_label)
+        return None if app is None else self._argocd_directories(app, identity, notes)
+
+    def _argocd_application(self, record: Any, identity: ObjectIdentity, notes: list[str], *,
+                            by_label: bool) -> _Application | None:
+        """The Application tracking the workload, once its destination is the workload's namespace."""
         app = self._argocd_app(record, identity, notes, by_label=by_label)
         if app is None:
             return None
@@ -691,6 +710,13 @@ class Locator:
                 "(spec.destination.namespace differs, or is empty without a tracking id naming this "
                 "object in Argo CD's namespace): its files are not this workload's to edit")
         sources = application_sources(application)
+        refresh = RefreshTarget(RefreshKind.ARGOCD_APPLICATION, namespace, name, hydrate=sources.hydrator)
+        return _Application(what, sources, refresh, deploy_namespace)
+
+    def _argocd_directories(self, app: _Application, identity: ObjectIdentity,
+                            notes: list[str]) -> Resolution:
+        """Where the Application's manifests are: the directories of its sources in one repository."""
+        sources, what, deploy_namespace = app.sources, app.what, app.deploy_namespace
         where = f"{identity}: {what}"
         hint = self._argocd_hint(sources, what)
         directories = [s for s in sources.directories if s.repo_url]
@@ -715,14 +741,43 @@ class Locator:
                 f"({', '.join(sorted({repo.name for repo, _ in matched}))}); set {GIT_REPO_ANNOTATION} "
                 f"and {GIT_PATH_ANNOTATION} to name the file")
         dirs = tuple(dict.fromkeys(_argocd_path(source, what) for _, source in matched))
-        refresh = RefreshTarget(RefreshKind.ARGOCD_APPLICATION, namespace, name, hydrate=sources.hydrator)
         recurse = combined_recurse([source for _, source in matched])
         notes.extend(f"{source.field} skipped" for source in directories
                      if all(source is not s for _, s in matched))
         if recurse is False:
             notes.append(_FLAT)
-        return Resolution(matched[0][0].name, Method.ARGOCD, search_dirs=dirs, refresh=(refresh,),
+        return Resolution(matched[0][0].name, Method.ARGOCD, search_dirs=dirs, refresh=(app.refresh,),
                           notes=tuple(notes), hint=hint, recurse=recurse, deploy_namespace=deploy_namespace)
+
+    def _argocd_deployer(self, record: Any, identity: ObjectIdentity, repo: RepositoryConfig, *,
+                         by_label: bool) -> Resolution | None:
+        """The Application deploying the workload, with what it renders from ``repo``.
+
+        Its source directories there and its ``$<ref>/…`` Helm value files there (a chart
+        from a chart repository with values in git has no directory, only those files).
+        :class:`~gitops_reloader.errors.ManifestNotFound` when it renders nothing from ``repo``.
+        """
+        app = self._argocd_application(record, identity, [], by_label=by_label)
+        if app is None:
+            return None
+        try:
+            found: Resolution | None = self._argocd_directories(app, identity, [])
+        except ManifestNotFound:
+            found = None
+        dirs = found.search_dirs if found is not None and found.repo_name == repo.name else ()
+        values = tuple(secure_join(v.path) for v in app.sources.values
+                       if self._writes(repo, v.repo_url, v.revision))
+        if not dirs and not values:
+            raise ManifestNotFound(f"{identity}: {app.what} renders nothing from repository {repo.name}")
+        return Resolution(repo.name, Method.ARGOCD, search_dirs=tuple(dict.fromkeys(dirs + values)),
+                          refresh=(app.refresh,), deploy_namespace=app.deploy_namespace)
+
+    def _writes(self, repo: RepositoryConfig, url: str, revision: str) -> bool:
+        """Whether a commit to ``repo`` is what ``url`` at ``revision`` deploys."""
+        try:
+            return self._repo_for(url, revision, "").name == repo.name
+        except ReloaderError:
+            return False
 
     def _argocd_hint(self, sources: AppSources, what: str) -> str:
         """Which values file to name in ``git-target`` for a Helm-rendered workload."""

@@ -227,6 +227,19 @@ HELM_LABELS = {"helm.toolkit.fluxcd.io/name": "web", "helm.toolkit.fluxcd.io/nam
 TRACKED = {ARGOCD_TRACKING_ANNOTATION: "web:apps/Deployment:team-a/web"}
 COPIED = {ARGOCD_TRACKING_ANNOTATION: "web:apps/Deployment:team-b/web"}  # describes another object
 GIT_REPO = "flux-system/GitRepository/fleet"
+
+
+def argo_chart_with_git_values() -> FakeApi:
+    """Application ``web``: a chart from a chart repository, its values in the open repository."""
+    return FakeApi({("applications", "argocd", "web"): as_stored({
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+        "metadata": {"name": "web", "namespace": "argocd"},
+        "spec": {"project": "default", "destination": {"namespace": "team-a"}, "sources": [
+            {"repoURL": "https://charts.example.com", "chart": "web", "targetRevision": "1.2.0",
+             "helm": {"valueFiles": ["$values/envs/prod/web.yaml"]}},
+            {"repoURL": OPEN_URL, "targetRevision": "main", "ref": "values"}]}})})
+
+
 HELM_RELEASE = FakeApi(helm_objects(values_files=["envs/prod/web.yaml"]))
 
 
@@ -244,6 +257,9 @@ HELM_RELEASE = FakeApi(helm_objects(values_files=["envs/prod/web.yaml"]))
     ("envs/prod/web.yaml", HELM_RELEASE, True),
     ("envs/prod/api.yaml", HELM_RELEASE, False),
     ("charts/webx/values.yaml", HELM_RELEASE, False),
+    # ... or an Application's $ref value files
+    ("envs/prod/web.yaml", argo_chart_with_git_values(), True),
+    ("envs/prod/api.yaml", argo_chart_with_git_values(), False),
 ])
 def test_git_target_without_tenants_stays_in_the_deploying_path(target: str, api: FakeApi | None,
                                                                allowed: bool) -> None:
@@ -270,6 +286,9 @@ def test_git_target_without_tenants_stays_in_the_deploying_path(target: str, api
      [GIT_REPO, "team-a/HelmRelease/web"]),
     ("open", "envs/prod/web.yaml", HELM_LABELS, {}, helm_objects(values_files=["envs/prod/web.yaml"]),
      [GIT_REPO, "team-a/HelmRelease/web"]),
+    # an Application installing a chart from a chart repository with its values in git
+    ("open", "envs/prod/web.yaml", {}, TRACKED, argo_chart_with_git_values().objects,
+     ["argocd/Application/web"]),
     # not this repository's deployer, not this workload's, or none: nothing to refresh
     ("shared", "charts/team-a/values.yaml", FLUX_LABELS, {}, flux_objects(OPEN_URL), []),
     ("shared", "charts/team-a/values.yaml", FLUX_LABELS, {}, flux_objects(target_namespace="team-b"), []),
