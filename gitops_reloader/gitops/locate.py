@@ -113,10 +113,17 @@ from gitops_reloader.gitops.argocd import (
     combined_recurse,
     destination_namespace,
     detect_source_type,
+    status_lists,
     tracking_from_configmap,
 )
 from gitops_reloader.gitops.auth import display_url
-from gitops_reloader.gitops.flux import checkout, helm_chart_source, helm_deploy_namespace, secure_join
+from gitops_reloader.gitops.flux import (
+    checkout,
+    helm_chart_source,
+    helm_deploy_namespace,
+    inventory_lists,
+    secure_join,
+)
 from gitops_reloader.gitops.gitconfig import GitConfig, RepositoryConfig
 from gitops_reloader.gitops.refresh import RefreshKind, RefreshTarget
 from gitops_reloader.gitops.remotehead import DefaultBranches
@@ -571,7 +578,7 @@ class Locator:
         nothing from that repository and branch: its refresh would not see the commit.
         """
         lookups = (lambda: self._argocd_deployer(record, identity, repo, by_label=False),
-                   lambda: self._from_flux(record, identity, []),
+                   lambda: self._from_flux(record, identity, [], proven=True),
                    lambda: self._helm_release(record, identity, []),
                    lambda: self._argocd_deployer(record, identity, repo, by_label=True))
         for lookup in lookups:
@@ -682,8 +689,11 @@ class Locator:
         return None if app is None else self._argocd_directories(app, identity, notes)
 
     def _argocd_application(self, record: Any, identity: ObjectIdentity, notes: list[str], *,
-                            by_label: bool) -> _Application | None:
-        """The Application tracking the workload, once its destination is the workload's namespace."""
+                            by_label: bool, proven: bool = False) -> _Application | None:
+        """The Application tracking the workload, once its destination is the workload's namespace.
+
+        ``proven``: also refused when its ``status.resources`` lists objects but not this one.
+        """
         app = self._argocd_app(record, identity, notes, by_label=by_label)
         if app is None:
             return None
@@ -709,6 +719,10 @@ class Locator:
                 f"{identity}: {what} does not deploy into namespace {identity.namespace} "
                 "(spec.destination.namespace differs, or is empty without a tracking id naming this "
                 "object in Argo CD's namespace): its files are not this workload's to edit")
+        if proven:
+            _check_listed(status_lists(application, group=identity.group, kind=identity.kind,
+                                       namespace=identity.namespace, name=identity.name), identity, what,
+                          "status.resources")
         sources = application_sources(application)
         refresh = RefreshTarget(RefreshKind.ARGOCD_APPLICATION, namespace, name, hydrate=sources.hydrator)
         return _Application(what, sources, refresh, deploy_namespace)
@@ -757,7 +771,7 @@ class Locator:
         from a chart repository with values in git has no directory, only those files).
         :class:`~gitops_reloader.errors.ManifestNotFound` when it renders nothing from ``repo``.
         """
-        app = self._argocd_application(record, identity, [], by_label=by_label)
+        app = self._argocd_application(record, identity, [], by_label=by_label, proven=True)
         if app is None:
             return None
         try:
@@ -809,7 +823,9 @@ class Locator:
             offer += f" with {GIT_REPO_ANNOTATION}: '{repo.name}'"
         return offer
 
-    def _from_flux(self, record: Any, identity: ObjectIdentity, notes: list[str]) -> Resolution | None:
+    def _from_flux(self, record: Any, identity: ObjectIdentity, notes: list[str], *,
+                   proven: bool = False) -> Resolution | None:
+        """The Kustomization named by the Flux labels (``proven``: and listing the workload, if it lists)."""
         meta = _metadata(record)
         labels = _strings(meta.get("labels"))
         ks_name = labels.get(FLUX_NAME_LABEL, "").strip()
@@ -834,6 +850,10 @@ class Locator:
             raise ManifestNotFound(
                 f"{identity}: {what} applies into another namespace (spec.targetNamespace): "
                 "its files are not this workload's to edit")
+        if proven:
+            _check_listed(inventory_lists(kustomization, group=identity.group, kind=identity.kind,
+                                          namespace=identity.namespace, name=identity.name), identity, what,
+                          "status.inventory")
         source_ref = _map(spec.get("sourceRef"))
         source_kind = str(source_ref.get("kind") or "GitRepository")
         if source_kind != "GitRepository":
@@ -1160,6 +1180,16 @@ def _directly_in(candidates: Candidates, dirs: Sequence[str]) -> Candidates:
         return tuple(r for r in refs if posixpath.dirname(r.path) in wanted)
 
     return Candidates(keep(candidates.exact), keep(candidates.loose))
+
+
+def _check_listed(listed: bool | None, identity: ObjectIdentity, what: str, field: str) -> None:
+    """Refuse an Argo CD / Flux object whose status lists what it applied, but not the workload.
+
+    Labels and tracking ids sit on the workload, where whoever applies it can write them;
+    the engine's own list is the proof that it deploys this workload (``None``: no list yet).
+    """
+    if listed is False:
+        raise ManifestNotFound(f"{identity}: {what} does not list it in {field}: it does not deploy it")
 
 
 def _refresh_of(deployer: Resolution | None) -> tuple[RefreshTarget, ...]:

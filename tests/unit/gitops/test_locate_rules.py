@@ -26,6 +26,7 @@ from gitops_reloader.gitops.argocd import (
     combined_recurse,
     destination_namespace,
     detect_source_type,
+    status_lists,
     tracking_from_configmap,
 )
 from gitops_reloader.gitops.flux import (
@@ -33,6 +34,7 @@ from gitops_reloader.gitops.flux import (
     checkout,
     helm_chart_source,
     helm_deploy_namespace,
+    inventory_lists,
     secure_join,
 )
 from gitops_reloader.gitops.gitconfig import parse_git_config
@@ -432,6 +434,38 @@ def test_flux_checkout_precedence(ref: Any, expected: Checkout, branch: str | No
 ])
 def test_kustomization_path_is_joined_securely(path: str, expected: str) -> None:
     assert secure_join(path) == expected
+
+
+WEB = {"group": "apps", "kind": "Deployment", "namespace": "ns", "name": "web"}
+
+
+@pytest.mark.parametrize(("status", "listed"), [
+    (None, None), ({}, None), ({"inventory": {"entries": []}}, False),
+    ({"inventory": {"entries": [{"id": "ns_web_apps_Deployment", "v": "v1"}]}}, True),
+    ({"inventory": {"entries": [{"id": "ns_web_apps_StatefulSet", "v": "v1"},
+                                {"id": "other_web_apps_Deployment", "v": "v1"}]}}, False),
+    ({"inventory": {"entries": ["ns_web_apps_Deployment"]}}, False),
+])
+def test_kustomization_inventory_lists_objects_by_cli_utils_id(status: Any, listed: bool | None) -> None:
+    kustomization: dict[str, Any] = {"spec": {}} if status is None else {"status": status}
+    assert inventory_lists(kustomization, **WEB) is listed
+
+
+def test_inventory_ids_write_a_colon_in_the_name_as_two_underscores() -> None:
+    status = {"inventory": {"entries": [{"id": "_system__admin_rbac.authorization.k8s.io_ClusterRole"}]}}
+    assert inventory_lists({"status": status}, group="rbac.authorization.k8s.io", kind="ClusterRole",
+                           namespace="", name="system:admin")
+
+
+@pytest.mark.parametrize(("resources", "listed"), [
+    (None, None), ([], None),
+    ([{"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "ns", "name": "web"}], True),
+    ([{"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "ns", "name": "api"},
+      {"version": "v1", "kind": "Service", "namespace": "ns", "name": "web"}], False),
+])
+def test_application_status_resources_list_managed_objects(resources: Any, listed: bool | None) -> None:
+    application: dict[str, Any] = {"status": {"resources": resources}} if resources is not None else {}
+    assert status_lists(application, **WEB) is listed
 
 
 FLEET_REF = {"kind": "GitRepository", "name": "fleet", "namespace": "flux-system"}

@@ -180,26 +180,40 @@ def test_own_git_target_is_allowed() -> None:
                                                             Method.TARGET)
 
 
-def argo_app(path: str, url: str = "https://git.example.com/platform/open.git") -> FakeApi:
-    return FakeApi({("applications", "argocd", "web"): as_stored({
+def argo_app(path: str, url: str = "https://git.example.com/platform/open.git", *,
+             listed: str = "") -> FakeApi:
+    """Application ``web`` deploying ``path`` of ``url`` into team-a (``listed``: the namespace of
+    the Deployment ``web`` its ``status.resources`` lists, none when empty)."""
+    application: dict[str, Any] = {
         "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
         "metadata": {"name": "web", "namespace": "argocd"},
         "spec": {"project": "default", "source": {"repoURL": url, "path": path, "targetRevision": "main"},
-                 "destination": {"namespace": "team-a"}}})})
+                 "destination": {"namespace": "team-a"}}}
+    if listed:
+        application["status"] = {"resources": [{"group": "apps", "version": "v1", "kind": "Deployment",
+                                                "namespace": listed, "name": "web"}]}
+    return FakeApi({("applications", "argocd", "web"): as_stored(application)})
 
 
 OPEN_URL = "https://git.example.com/platform/open.git"
 
 
-def flux_objects(url: str = SHARED_URL, *, target_namespace: str = "") -> dict[tuple[str, str, str], Any]:
-    """A Kustomization ``apps`` (path ``charts``) from GitRepository ``fleet`` at ``url``, branch main."""
+def flux_objects(url: str = SHARED_URL, *, target_namespace: str = "",
+                 inventory: Sequence[str] | None = None) -> dict[tuple[str, str, str], Any]:
+    """A Kustomization ``apps`` (path ``charts``) from GitRepository ``fleet`` at ``url``, branch main.
+
+    ``inventory``: the ids kustomize-controller lists in ``status.inventory`` (``None``: no status).
+    """
     spec: dict[str, Any] = {"interval": "10m", "prune": True, "force": False, "path": "./charts",
                             "sourceRef": {"kind": "GitRepository", "name": "fleet"}}
     if target_namespace:
         spec["targetNamespace"] = target_namespace
-    return {("kustomizations", "flux-system", "apps"): as_stored({
-                "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
-                "metadata": {"name": "apps", "namespace": "flux-system"}, "spec": spec}),
+    kustomization: dict[str, Any] = {
+        "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+        "metadata": {"name": "apps", "namespace": "flux-system"}, "spec": spec}
+    if inventory is not None:
+        kustomization["status"] = {"inventory": {"entries": [{"id": i, "v": "v1"} for i in inventory]}}
+    return {("kustomizations", "flux-system", "apps"): as_stored(kustomization),
             ("gitrepositories", "flux-system", "fleet"): as_stored({
                 "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
                 "metadata": {"name": "fleet", "namespace": "flux-system"},
@@ -227,6 +241,7 @@ HELM_LABELS = {"helm.toolkit.fluxcd.io/name": "web", "helm.toolkit.fluxcd.io/nam
 TRACKED = {ARGOCD_TRACKING_ANNOTATION: "web:apps/Deployment:team-a/web"}
 COPIED = {ARGOCD_TRACKING_ANNOTATION: "web:apps/Deployment:team-b/web"}  # describes another object
 GIT_REPO = "flux-system/GitRepository/fleet"
+LISTED, ELSEWHERE = "team-a_web_apps_Deployment", "team-b_web_apps_Deployment"  # Flux inventory ids
 
 
 def argo_chart_with_git_values() -> FakeApi:
@@ -251,6 +266,8 @@ HELM_RELEASE = FakeApi(helm_objects(values_files=["envs/prod/web.yaml"]))
     ("charts/web/values.yaml", FakeApi(), False),
     # ... of this repository
     ("charts/web/values.yaml", argo_app("charts/web", SHARED_URL), False),
+    ("charts/web/values.yaml", argo_app("charts/web", listed="team-a"), True),
+    ("charts/web/values.yaml", argo_app("charts/web", listed="team-b"), False),  # not its deployer
     # ... or a HelmRelease's chart directory and valuesFiles
     ("charts/web/values.yaml", HELM_RELEASE, True),
     ("charts/web/templates/deploy.yaml", HELM_RELEASE, True),
@@ -290,6 +307,12 @@ def test_git_target_without_tenants_stays_in_the_deploying_path(target: str, api
     ("open", "envs/prod/web.yaml", {}, TRACKED, argo_chart_with_git_values().objects,
      ["argocd/Application/web"]),
     # not this repository's deployer, not this workload's, or none: nothing to refresh
+    ("shared", "charts/team-a/values.yaml", FLUX_LABELS, {}, flux_objects(inventory=[LISTED]),
+     [GIT_REPO, "flux-system/Kustomization/apps"]),
+    # labels on the workload name a Kustomization / Application whose own list does not hold it
+    ("shared", "charts/team-a/values.yaml", FLUX_LABELS, {}, flux_objects(inventory=[ELSEWHERE]), []),
+    ("shared", "charts/team-a/values.yaml", {}, TRACKED,
+     argo_app("charts", SHARED_URL, listed="team-b").objects, []),
     ("shared", "charts/team-a/values.yaml", FLUX_LABELS, {}, flux_objects(OPEN_URL), []),
     ("shared", "charts/team-a/values.yaml", FLUX_LABELS, {}, flux_objects(target_namespace="team-b"), []),
     ("shared", "charts/team-a/values.yaml", {}, COPIED, argo_app("charts", SHARED_URL).objects, []),
