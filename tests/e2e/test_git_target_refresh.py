@@ -36,6 +36,7 @@ from test_git_sink import (  # noqa: F401 - fixtures are used by name
     manifest,
     put_data,
     wait_commits,
+    wait_event,
 )
 
 from gitops_reloader.gitops.locate import (
@@ -166,14 +167,22 @@ def test_flux_kustomization_overlay_target_is_committed_and_the_kustomization_re
         "metadata": {"name": "apps", "namespace": "flux-system"},
         "spec": {"path": "./overlays/prod", "interval": "10m", "prune": True,
                  "sourceRef": {"kind": "GitRepository", "name": "fleet"}}})
+    # kustomize-controller's record of what it applied: web, not api.
+    call(api_client, "PATCH", f"{KUSTOMIZATIONS}/apps/status",
+         {"status": {"inventory": {"entries": [{"id": "ns_web_apps_Deployment", "v": "v1"}]}}},
+         content_type="application/merge-patch+json")
     create(api_client, configmap("app-config", {"url": "a"}))
     labels = {FLUX_NAME_LABEL: "apps", FLUX_NAMESPACE_LABEL: "flux-system"}
     create(api_client, git_workload("web", labels=labels, annotations={GIT_TARGET_ANNOTATION: PATCH_TARGET}))
+    # api carries the same labels (anyone applying it may write them): the inventory disowns it.
+    create(api_client, git_workload("api", labels=labels, annotations={GIT_TARGET_ANNOTATION: PATCH_TARGET}))
     with git_controller(api_client, git):
         put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
         wait_commits(host, 2)
         digest = assert_only_the_hash_line_was_added(PATCH, file_at(host, "overlays/prod/web-patch.yaml"))
         assert file_at(host, "base/deployment.yaml") == BASE
+        assert "no Argo CD Application or Flux Kustomization deploys the workload" in wait_event(
+            api_client, "api", "PolicyDenied")["message"]
         wait_requested(api_client, f"{KUSTOMIZATIONS}/apps")
         wait_requested(api_client, f"{GIT_REPOSITORIES}/fleet")
     tree = checkout(host, tmp_path / "checkout")
