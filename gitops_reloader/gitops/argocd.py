@@ -32,6 +32,9 @@ Each rule follows argo-cd (v3.x) and names the upstream function it mirrors:
   tracking id (which names the workload's own namespace) and the Application lives in
   Argo CD's own namespace.
 
+- **Managed resources** (``ApplicationStatus.Resources``, ``ResourceStatus``): every
+  object the Application manages, by group, kind, namespace and name.
+
 Nothing here does I/O; :mod:`gitops_reloader.gitops.locate` reads the objects.
 """
 
@@ -56,6 +59,7 @@ __all__ = [
     "combined_recurse",
     "destination_namespace",
     "detect_source_type",
+    "status_lists",
     "tracking_from_configmap",
 ]
 
@@ -259,3 +263,15 @@ def destination_namespace(application: Mapping[str, Any], *, app_namespace: str,
     if namespace:
         return namespace == workload_namespace, namespace
     return tracked_by_id and app_namespace == argocd_namespace, None
+
+
+def status_lists(application: Mapping[str, Any], *, group: str, kind: str, namespace: str,
+                 name: str) -> bool | None:
+    """Whether the Application's ``status.resources`` lists the object; ``None`` when it lists none."""
+    resources = _map(application.get("status")).get("resources")
+    if not isinstance(resources, list) or not resources:
+        return None
+    wanted = (group, kind, namespace, name)
+    return any(isinstance(r, Mapping) and (str(r.get("group") or ""), str(r.get("kind") or ""),
+                                           str(r.get("namespace") or ""), str(r.get("name") or "")) == wanted
+               for r in resources)

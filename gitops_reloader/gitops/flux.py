@@ -15,6 +15,9 @@ kustomize-controller, helm-controller ``api/v2``):
 - **Namespaces** (kustomize-controller ``spec.targetNamespace``; helm-controller
   ``spec.targetNamespace`` defaulting to the HelmRelease's namespace): the namespace
   namespace-less documents are applied to.
+- **Inventory** (kustomize-controller ``status.inventory.entries[].id``, written by
+  fluxcd/cli-utils ``ObjMetadata.String``): ``<namespace>_<name>_<group>_<kind>``, a ``:``
+  in the name written ``__``; every object the Kustomization applied.
 - **HelmRelease chart** (helm-controller ``HelmChartTemplateSpec``: ``chart`` is the
   chart's path in a GitRepository, ``valuesFiles`` relative to the source root, later
   files override earlier ones; or ``spec.chartRef`` to a HelmChart / OCIRepository).
@@ -35,6 +38,7 @@ __all__ = [
     "checkout",
     "helm_chart_source",
     "helm_deploy_namespace",
+    "inventory_lists",
     "secure_join",
 ]
 
@@ -73,6 +77,17 @@ class ChartSource:
     values_files: tuple[str, ...] = ()
     via_helm_chart: bool = False
     """The HelmRelease's ``spec.chartRef`` names a HelmChart (read it for the rest)."""
+    reconcile_strategy: str = "ChartVersion"
+    """``ChartVersion`` (the default) or ``Revision``: when source-controller packages the chart again."""
+
+    @property
+    def rebuilds_on_commit(self) -> bool:
+        """Whether a commit to the chart's files (values included) gives a new chart artifact.
+
+        source-controller ``HelmChartSpec.ReconcileStrategy``: with ``ChartVersion`` a chart
+        from a GitRepository is packaged again only when ``Chart.yaml``'s version changes.
+        """
+        return self.reconcile_strategy == "Revision"
 
 
 def checkout(ref: Any) -> Checkout:
@@ -127,5 +142,19 @@ def helm_chart_source(release: Mapping[str, Any], release_namespace: str) -> Cha
         return None
     files = tuple(str(f) for f in chart_spec.get("valuesFiles") or () if isinstance(f, str) and f)
     namespace = str(source_ref.get("namespace") or release_namespace)
+    strategy = str(chart_spec.get("reconcileStrategy") or "ChartVersion")
     return ChartSource(str(source_ref.get("kind") or ""), namespace, str(source_ref["name"]),
-                       chart=str(chart_spec.get("chart") or ""), values_files=files)
+                       chart=str(chart_spec.get("chart") or ""), values_files=files,
+                       reconcile_strategy=strategy)
+
+
+def inventory_lists(kustomization: Mapping[str, Any], *, group: str, kind: str, namespace: str,
+                    name: str) -> bool | None:
+    """Whether the Kustomization's ``status.inventory`` lists the object; ``None`` without one."""
+    status = kustomization.get("status")
+    inventory = status.get("inventory") if isinstance(status, Mapping) else None
+    entries = inventory.get("entries") if isinstance(inventory, Mapping) else None
+    if not isinstance(entries, list):
+        return None
+    wanted = f"{namespace}_{name.replace(':', '__')}_{group}_{kind}"
+    return any(isinstance(entry, Mapping) and entry.get("id") == wanted for entry in entries)

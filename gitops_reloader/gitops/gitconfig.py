@@ -95,6 +95,7 @@ import yaml
 
 from gitops_reloader.errors import ConfigError
 from gitops_reloader.gitops.pathglob import Glob, GlobError, compile_glob
+from gitops_reloader.gitops.repourl import normalize_git_url_allow_invalid, same_url
 
 __all__ = [
     "DEFAULT_ANNOTATION_KEYS",
@@ -106,8 +107,8 @@ __all__ = [
     "PullRequestConfig",
     "RepositoryConfig",
     "TenantRule",
+    "host_and_path",
     "load_git_config",
-    "normalize_repo_url",
     "parse_git_config",
     "repository_from_url",
 ]
@@ -266,20 +267,24 @@ class GitConfig:
         return self.get(self.default_repository) if self.default_repository else None
 
     def by_url(self, url: str, *, branch: str | None = None) -> list[RepositoryConfig]:
-        """Repositories whose URL names the same remote as ``url``.
+        """Repositories whose URL names the same repository as ``url``, as Argo CD decides it.
 
-        URLs compare by host and path (:func:`normalize_repo_url`), so
-        ``https://host/org/app``, ``https://host/org/app.git`` and
-        ``git@host:org/app.git`` are the same repository. With ``branch``, only
-        entries for that branch are returned.
+        :func:`~gitops_reloader.gitops.repourl.same_url` (argo-cd ``git.SameURL``): case,
+        a trailing ``.git``, surrounding space and the scp-like SSH form do not matter;
+        scheme, user, port and a trailing ``/`` do (``https://host/org/app`` and
+        ``git@host:org/app`` are two repositories). With ``branch``, only entries for that
+        branch are returned.
         """
-        wanted = normalize_repo_url(url)
-        if not wanted:
-            return []
-        found = [r for r in self.repositories if normalize_repo_url(r.url) == wanted]
+        found = [r for r in self.repositories if same_url(r.url, url)]
         if branch is not None:
             found = [r for r in found if r.branch == branch]
         return found
+
+    def same_place(self, url: str) -> list[RepositoryConfig]:
+        """Repositories on the same host and path as ``url`` but not :meth:`by_url`'s (for hints)."""
+        wanted = host_and_path(url).lower()
+        return [r for r in self.repositories
+                if wanted and host_and_path(r.url).lower() == wanted and not same_url(r.url, url)]
 
     def resolve(self, reference: str) -> RepositoryConfig | None:
         """A repository by name, else by URL (the first entry for that remote)."""
@@ -290,14 +295,16 @@ class GitConfig:
         return matches[0] if matches else None
 
 
-def normalize_repo_url(url: str) -> str:
+def host_and_path(url: str) -> str:
     """``host[:port]/path`` of a git remote: no scheme, user, ``.git`` or trailing slash.
 
-    The host is lower-cased; the path keeps its case (many hosts are case-sensitive).
+    For deriving a host's API URL and repository name (and hints), never to decide
+    whether two URLs are one repository: that is :func:`~gitops_reloader.gitops.repourl.same_url`.
+    The host is lower-cased; the path keeps its case.
 
-    >>> normalize_repo_url("git@github.com:Org/App.git")
+    >>> host_and_path("git@github.com:Org/App.git")
     'github.com/Org/App'
-    >>> normalize_repo_url("https://user@GitHub.com/Org/App/")
+    >>> host_and_path("https://user@GitHub.com/Org/App/")
     'github.com/Org/App'
     """
     text = url.strip()
@@ -363,7 +370,7 @@ def parse_git_config(text: str, *, source: str = "<git-config>") -> GitConfig:
         repo = _repository(raw, where, f"repositories[{i}]", default_message)
         if repo.name in names:
             raise ConfigError(f"{where}: repositories[{i}].name: {repo.name!r} is used twice")
-        remote = (normalize_repo_url(repo.url), repo.branch)
+        remote = (normalize_git_url_allow_invalid(repo.url), repo.branch)
         if remote in remotes:
             raise ConfigError(
                 f"{where}: repositories[{i}]: the same url and branch are configured twice"
@@ -513,7 +520,7 @@ def repository_from_url(url: str, host: str) -> str:
     >>> repository_from_url("https://git.example.com/gitea/org/app.git", "gitea")
     'org/app'
     """
-    normalized = normalize_repo_url(url)
+    normalized = host_and_path(url)
     _, _, path = normalized.partition("/")
     segments = [s for s in path.split("/") if s]
     if host == "gitlab":
@@ -578,7 +585,7 @@ def _api_url(given: str, where: str, at: str, *, host: str, url: str) -> str:
         if parts.query or parts.fragment or any(ch.isspace() for ch in given):
             raise ConfigError(f"{where}: {at}: must not have a query, fragment or whitespace")
         return given.rstrip("/")
-    normalized = normalize_repo_url(url)
+    normalized = host_and_path(url)
     origin_host = normalized.partition("/")[0]
     public = _PUBLIC_API.get((host, origin_host.lower()))
     if public:

@@ -22,7 +22,10 @@ Sources, in order (the first that applies wins):
   ``gitops-reloader.io/git-target: <file>#<yaml.path>`` (a Helm values file or
   kustomize patch: the hash goes into the map at that path),
   ``gitops-reloader.io/git-path: <file>``, ``gitops-reloader.io/git-repo: <name or URL>``
-  (default: the default repository; alone, it scans that repository).
+  (default: the default repository; alone, it scans that repository). The sources below
+  are still looked up, only for what to refresh after the push (:meth:`Locator._deployer`:
+  the Application, Kustomization or HelmRelease deploying the workload from that
+  repository and branch).
 - **Argo CD tracking id** (unless ``argocd-cm`` says ``label`` tracking): the
   ``argocd.argoproj.io/tracking-id`` annotation ``<app>:<group>/<kind>:<namespace>/<name>``
   (``<app>`` may be ``<appNamespace>_<appName>``; an id that describes another object
@@ -39,7 +42,8 @@ Sources, in order (the first that applies wins):
   ``config.kubernetes.io/origin`` annotation's ``path:`` names the exact file when present.
 - **Flux HelmRelease**: labels ``helm.toolkit.fluxcd.io/name|namespace`` → a refusal
   naming the chart's values file in git to use as ``git-target`` (Helm renders the
-  workload: no document declares it).
+  workload: no document declares it); with a ``git-target``, its chart directory and
+  ``valuesFiles`` are the deploying path and it is refreshed.
 - **Argo CD instance label** (``application.instanceLabelKey``), only with ``label`` tracking.
 - **Scan** of the default repository for the document with the same API group, kind,
   name and namespace (a document without a namespace matches too, as a second choice,
@@ -52,7 +56,10 @@ the workload's own (kind, name and namespace; a namespace-less document only whe
 policy's ``documentNamespace`` or the Argo CD / Flux destination, ``deploy_namespace``,
 is the workload's namespace), and a ``git-target`` file must be allowed for the
 namespace: by a ``tenants`` entry, or without ``tenants`` by lying inside the path of
-the Argo CD Application / Flux Kustomization that deploys the workload. A refusal is a
+the Argo CD Application (or one of its ``$<ref>`` Helm value files) / Flux
+Kustomization / HelmRelease (its chart or ``valuesFiles``) that deploys the workload.
+Repository URLs match as Argo CD's ``git.SameURL`` decides
+(:func:`~gitops_reloader.gitops.repourl.same_url`). A refusal is a
 :class:`~gitops_reloader.errors.PolicyDenied` whose message names only the workload's
 own request (never another team's file contents).
 
@@ -106,10 +113,17 @@ from gitops_reloader.gitops.argocd import (
     combined_recurse,
     destination_namespace,
     detect_source_type,
+    status_lists,
     tracking_from_configmap,
 )
 from gitops_reloader.gitops.auth import display_url
-from gitops_reloader.gitops.flux import checkout, helm_chart_source, helm_deploy_namespace, secure_join
+from gitops_reloader.gitops.flux import (
+    checkout,
+    helm_chart_source,
+    helm_deploy_namespace,
+    inventory_lists,
+    secure_join,
+)
 from gitops_reloader.gitops.gitconfig import GitConfig, RepositoryConfig
 from gitops_reloader.gitops.refresh import RefreshKind, RefreshTarget
 from gitops_reloader.gitops.remotehead import DefaultBranches
@@ -179,6 +193,9 @@ _KIND_GROUPS = {
 MAX_ORIGIN_CHARS = 4096
 """A longer ``config.kubernetes.io/origin`` value is read as absent (tenant text, bounded)."""
 _MAX_LISTED = 5
+_CHART_VERSION = ("its chart's reconcileStrategy is ChartVersion: source-controller repackages it only when "
+                  "the chart's version changes, so set spec.chart.spec.reconcileStrategy: Revision for a "
+                  "commit to its values to be deployed")
 _FLAT = "Argo CD deploys only the files directly in a Directory source's path (directory.recurse is false)"
 
 
@@ -424,6 +441,16 @@ def _listed(paths: Sequence[str]) -> str:
 # --------------------------------------------------------------------------- locator
 
 
+@dataclass(frozen=True, slots=True)
+class _Application:
+    """An Argo CD Application followed for a workload (its destination checked)."""
+
+    what: str
+    sources: AppSources
+    refresh: RefreshTarget
+    deploy_namespace: str | None
+
+
 class Locator:
     """Resolves and locates manifests for the configured repositories. Thread-safe.
 
@@ -466,15 +493,19 @@ class Locator:
             if target:
                 file, yaml_path = parse_git_target(target)
                 self._check_allowed(repo, file, identity)
-                self._check_target(record, repo, file, identity)
-                return Resolution(repo.name, Method.TARGET, path=file, yaml_path=yaml_path)
+                deployer = self._deployer(record, identity, repo)
+                self._check_target(repo, file, identity, deployer)
+                return Resolution(repo.name, Method.TARGET, path=file, yaml_path=yaml_path,
+                                  refresh=_refresh_of(deployer))
             if path:
                 file = clean_repo_path(path, what=GIT_PATH_ANNOTATION)
                 if not file:
                     raise AnnotationError(f"{GIT_PATH_ANNOTATION} names no file")
                 self._check_allowed(repo, file, identity)
-                return Resolution(repo.name, Method.ANNOTATION, path=file)
-            return Resolution(repo.name, Method.SCAN, search_dirs=repo.paths or ("",))
+                return Resolution(repo.name, Method.ANNOTATION, path=file,
+                                  refresh=_refresh_of(self._deployer(record, identity, repo)))
+            return Resolution(repo.name, Method.SCAN, search_dirs=repo.paths or ("",),
+                              refresh=_refresh_of(self._deployer(record, identity, repo)))
         notes: list[str] = []
         # Argo CD's tracking id > Flux's own labels > a HelmRelease > Argo CD's instance label
         # (only with the label tracking method: Helm sets app.kubernetes.io/instance too).
@@ -537,18 +568,34 @@ class Locator:
         if not decision:
             raise PolicyDenied(f"{identity}: {decision.reason}")
 
-    def _check_target(self, record: Any, repo: RepositoryConfig, path: str, identity: ObjectIdentity) -> None:
-        """A ``git-target`` file must be allowed for the namespace (see the module docstring)."""
-        scope: tuple[str, ...] | None = None
-        if not repo.tenants:
+    def _deployer(self, record: Any, identity: ObjectIdentity, repo: RepositoryConfig) -> Resolution | None:
+        """The Argo CD Application, Flux Kustomization or HelmRelease deploying the workload from ``repo``.
+
+        Found the way :meth:`resolve` finds them, from the workload's own tracking metadata
+        and Flux labels, with the same namespace checks — never from a name an annotation
+        gives; ``search_dirs`` is what it renders from ``repo`` (an Application's source
+        directories and ``$<ref>`` value files, a HelmRelease's chart and ``valuesFiles``).
+        ``None`` when none does, when the first that applies is refused, or when it deploys
+        nothing from that repository and branch: its refresh would not see the commit.
+        """
+        lookups = (lambda: self._argocd_deployer(record, identity, repo, by_label=False),
+                   lambda: self._from_flux(record, identity, [], proven=True),
+                   lambda: self._helm_release(record, identity, []),
+                   lambda: self._argocd_deployer(record, identity, repo, by_label=True))
+        for lookup in lookups:
             try:
-                deployed = (self._from_argocd(record, identity, [], by_label=False)
-                            or self._from_flux(record, identity, [])
-                            or self._from_argocd(record, identity, [], by_label=True))
+                found = lookup()
             except ManifestNotFound:
-                deployed = None  # e.g. a Helm chart from a chart repository: no path in git
-            if deployed is not None and deployed.repo_name == repo.name:
-                scope = deployed.search_dirs
+                return None  # e.g. a Helm chart from a chart repository: no path in git
+            if found is not None:
+                return found if found.repo_name == repo.name else None
+        return None
+
+    @staticmethod
+    def _check_target(repo: RepositoryConfig, path: str, identity: ObjectIdentity,
+                      deployer: Resolution | None) -> None:
+        """A ``git-target`` file must be allowed for the namespace (see the module docstring)."""
+        scope = deployer.search_dirs if deployer is not None and not repo.tenants else None
         decision = may_target(repo, identity.namespace, path, scope)
         if not decision:
             raise PolicyDenied(f"{identity}: {decision.reason}")
@@ -582,12 +629,20 @@ class Locator:
     def _repo_for(self, url: str, revision: str, what: str) -> RepositoryConfig:
         """The configured repository whose branch is the one deployed from ``url``.
 
+        ``url`` matches as Argo CD's ``git.SameURL`` decides (:meth:`GitConfig.by_url`),
+        for Argo CD and Flux sources alike.
+
         ``HEAD`` or empty means the remote's default branch (asked of the remote).
         """
         rev = revision.strip().removeprefix("refs/heads/")
         candidates = self.git_config.by_url(url)
         if not candidates:
-            raise ManifestNotFound(f"{what} deploys from {display_url(url)}, which is not in --git-config")
+            near = [r.name for r in self.git_config.same_place(url)]
+            hint = (f" (repository {near[0]} names the same host and path another way; repository URLs "
+                    "compare as Argo CD compares them: only case, a trailing .git and the scp-like SSH form "
+                    "may differ)") if near else ""
+            raise ManifestNotFound(
+                f"{what} deploys from {display_url(url)}, which is not in --git-config{hint}")
         described = f"revision {rev!r}"
         if rev in ("", "HEAD"):
             rev = self.default_branches.branch(candidates[0])
@@ -631,6 +686,15 @@ class Locator:
 
     def _from_argocd(self, record: Any, identity: ObjectIdentity, notes: list[str], *,
                      by_label: bool) -> Resolution | None:
+        app = self._argocd_application(record, identity, notes, by_label=by_label)
+        return None if app is None else self._argocd_directories(app, identity, notes)
+
+    def _argocd_application(self, record: Any, identity: ObjectIdentity, notes: list[str], *,
+                            by_label: bool, proven: bool = False) -> _Application | None:
+        """The Application tracking the workload, once its destination is the workload's namespace.
+
+        ``proven``: also refused when its ``status.resources`` lists objects but not this one.
+        """
         app = self._argocd_app(record, identity, notes, by_label=by_label)
         if app is None:
             return None
@@ -656,7 +720,18 @@ class Locator:
                 f"{identity}: {what} does not deploy into namespace {identity.namespace} "
                 "(spec.destination.namespace differs, or is empty without a tracking id naming this "
                 "object in Argo CD's namespace): its files are not this workload's to edit")
+        if proven:
+            _check_listed(status_lists(application, group=identity.group, kind=identity.kind,
+                                       namespace=identity.namespace, name=identity.name), identity, what,
+                          "status.resources")
         sources = application_sources(application)
+        refresh = RefreshTarget(RefreshKind.ARGOCD_APPLICATION, namespace, name, hydrate=sources.hydrator)
+        return _Application(what, sources, refresh, deploy_namespace)
+
+    def _argocd_directories(self, app: _Application, identity: ObjectIdentity,
+                            notes: list[str]) -> Resolution:
+        """Where the Application's manifests are: the directories of its sources in one repository."""
+        sources, what, deploy_namespace = app.sources, app.what, app.deploy_namespace
         where = f"{identity}: {what}"
         hint = self._argocd_hint(sources, what)
         directories = [s for s in sources.directories if s.repo_url]
@@ -681,14 +756,43 @@ class Locator:
                 f"({', '.join(sorted({repo.name for repo, _ in matched}))}); set {GIT_REPO_ANNOTATION} "
                 f"and {GIT_PATH_ANNOTATION} to name the file")
         dirs = tuple(dict.fromkeys(_argocd_path(source, what) for _, source in matched))
-        refresh = RefreshTarget(RefreshKind.ARGOCD_APPLICATION, namespace, name, hydrate=sources.hydrator)
         recurse = combined_recurse([source for _, source in matched])
         notes.extend(f"{source.field} skipped" for source in directories
                      if all(source is not s for _, s in matched))
         if recurse is False:
             notes.append(_FLAT)
-        return Resolution(matched[0][0].name, Method.ARGOCD, search_dirs=dirs, refresh=(refresh,),
+        return Resolution(matched[0][0].name, Method.ARGOCD, search_dirs=dirs, refresh=(app.refresh,),
                           notes=tuple(notes), hint=hint, recurse=recurse, deploy_namespace=deploy_namespace)
+
+    def _argocd_deployer(self, record: Any, identity: ObjectIdentity, repo: RepositoryConfig, *,
+                         by_label: bool) -> Resolution | None:
+        """The Application deploying the workload, with what it renders from ``repo``.
+
+        Its source directories there and its ``$<ref>/…`` Helm value files there (a chart
+        from a chart repository with values in git has no directory, only those files).
+        :class:`~gitops_reloader.errors.ManifestNotFound` when it renders nothing from ``repo``.
+        """
+        app = self._argocd_application(record, identity, [], by_label=by_label, proven=True)
+        if app is None:
+            return None
+        try:
+            found: Resolution | None = self._argocd_directories(app, identity, [])
+        except ManifestNotFound:
+            found = None
+        dirs = found.search_dirs if found is not None and found.repo_name == repo.name else ()
+        values = tuple(secure_join(v.path) for v in app.sources.values
+                       if self._writes(repo, v.repo_url, v.revision))
+        if not dirs and not values:
+            raise ManifestNotFound(f"{identity}: {app.what} renders nothing from repository {repo.name}")
+        return Resolution(repo.name, Method.ARGOCD, search_dirs=tuple(dict.fromkeys(dirs + values)),
+                          refresh=(app.refresh,), deploy_namespace=app.deploy_namespace)
+
+    def _writes(self, repo: RepositoryConfig, url: str, revision: str) -> bool:
+        """Whether a commit to ``repo`` is what ``url`` at ``revision`` deploys."""
+        try:
+            return self._repo_for(url, revision, "").name == repo.name
+        except ReloaderError:
+            return False
 
     def _argocd_hint(self, sources: AppSources, what: str) -> str:
         """Which values file to name in ``git-target`` for a Helm-rendered workload."""
@@ -720,7 +824,9 @@ class Locator:
             offer += f" with {GIT_REPO_ANNOTATION}: '{repo.name}'"
         return offer
 
-    def _from_flux(self, record: Any, identity: ObjectIdentity, notes: list[str]) -> Resolution | None:
+    def _from_flux(self, record: Any, identity: ObjectIdentity, notes: list[str], *,
+                   proven: bool = False) -> Resolution | None:
+        """The Kustomization named by the Flux labels (``proven``: and listing the workload, if it lists)."""
         meta = _metadata(record)
         labels = _strings(meta.get("labels"))
         ks_name = labels.get(FLUX_NAME_LABEL, "").strip()
@@ -745,6 +851,10 @@ class Locator:
             raise ManifestNotFound(
                 f"{identity}: {what} applies into another namespace (spec.targetNamespace): "
                 "its files are not this workload's to edit")
+        if proven:
+            _check_listed(inventory_lists(kustomization, group=identity.group, kind=identity.kind,
+                                          namespace=identity.namespace, name=identity.name), identity, what,
+                          "status.inventory")
         source_ref = _map(spec.get("sourceRef"))
         source_kind = str(source_ref.get("kind") or "GitRepository")
         if source_kind != "GitRepository":
@@ -793,22 +903,36 @@ class Locator:
 
     def _from_helm_release(self, record: Any, identity: ObjectIdentity, notes: list[str]) -> None:
         """Refuse a workload rendered by a Flux HelmRelease, naming the values file to target."""
+        found = self._helm_release(record, identity, notes)
+        if found is not None:
+            raise ManifestNotFound(found.hint)
+
+    def _helm_release(self, record: Any, identity: ObjectIdentity, notes: list[str]) -> Resolution | None:
+        """The chart in git of the Flux HelmRelease that renders the workload.
+
+        ``search_dirs`` are the chart's directory and its ``valuesFiles`` (what a
+        ``git-target`` may write without ``tenants``), ``refresh`` the GitRepository and
+        the HelmRelease, ``hint`` the refusal for a workload without ``git-target`` (Helm
+        renders it: no document in git declares it). ``None`` without a HelmRelease here;
+        :class:`~gitops_reloader.errors.ManifestNotFound` when the chart is not in a git
+        repository we can write, or the release installs into another namespace.
+        """
         labels = _strings(_metadata(record).get("labels"))
         name = labels.get(FLUX_HELM_NAME_LABEL, "").strip()
         if not name:
-            return
+            return None
         namespace = labels.get(FLUX_HELM_NAMESPACE_LABEL, "").strip() or identity.namespace
         what = f"Flux HelmRelease {namespace}/{name}"
         generic = (f"deployed by {what}: point {GIT_TARGET_ANNOTATION} at its values "
                    "(e.g. 'release.yaml#spec.values.podAnnotations')")
         if self.api is None:
             notes.append(generic)
-            return
+            return None
         try:
             release = self.api.get(HELMRELEASES, namespace, name)
         except KubeNotFound:
             notes.append(f"{what} not found; {generic}")
-            return
+            return None
         except KubeError as exc:
             if exc.status != 403:
                 raise
@@ -851,9 +975,14 @@ class Locator:
         default = self.git_config.default
         if default is None or default.name != repo.name:
             offer += f" with {GIT_REPO_ANNOTATION}: '{repo.name}'"
-        raise ManifestNotFound(
-            f"{where}: Helm renders this workload, so no manifest in git declares it; set "
-            f"{GIT_TARGET_ANNOTATION} to the chart's values file, e.g. {offer}{inline}")
+        stale = "" if chart.rebuilds_on_commit else f"; {_CHART_VERSION}"
+        hint = (f"{where}: Helm renders this workload, so no manifest in git declares it; set "
+                f"{GIT_TARGET_ANNOTATION} to the chart's values file, e.g. {offer}{inline}{stale}")
+        files = tuple(dict.fromkeys((secure_join(chart.chart), *map(secure_join, chart.values_files))))
+        refresh = (RefreshTarget(RefreshKind.FLUX_GITREPOSITORY, chart.namespace, chart.name),
+                   RefreshTarget(RefreshKind.FLUX_HELMRELEASE, namespace, name))
+        return Resolution(repo.name, Method.FLUX, search_dirs=files, refresh=refresh, hint=hint,
+                          deploy_namespace=identity.namespace)
 
     # -- step 2: the document in the synced clone ------------------------------------
 
@@ -1052,6 +1181,20 @@ def _directly_in(candidates: Candidates, dirs: Sequence[str]) -> Candidates:
         return tuple(r for r in refs if posixpath.dirname(r.path) in wanted)
 
     return Candidates(keep(candidates.exact), keep(candidates.loose))
+
+
+def _check_listed(listed: bool | None, identity: ObjectIdentity, what: str, field: str) -> None:
+    """Refuse an Argo CD / Flux object whose status lists what it applied, but not the workload.
+
+    Labels and tracking ids sit on the workload, where whoever applies it can write them;
+    the engine's own list is the proof that it deploys this workload (``None``: no list yet).
+    """
+    if listed is False:
+        raise ManifestNotFound(f"{identity}: {what} does not list it in {field}: it does not deploy it")
+
+
+def _refresh_of(deployer: Resolution | None) -> tuple[RefreshTarget, ...]:
+    return deployer.refresh if deployer is not None else ()
 
 
 def _notes(notes: Sequence[str]) -> str:

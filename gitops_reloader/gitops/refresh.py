@@ -12,8 +12,8 @@ Flux at the GitRepository's ``spec.interval``. With it:
   timestamp (an annotation needs no CRD support; it is overwritten on the next request).
   An Application with a source hydrator also gets ``argocd.argoproj.io/hydrate: normal``
   and ``argocd.argoproj.io/hydrate-timestamp``: the commit went to its dry source.
-- Flux: the GitRepository (and the Kustomization, so it applies the new revision at
-  once) gets ``reconcile.fluxcd.io/requestedAt: <RFC3339Nano now>``; any new value asks
+- Flux: the GitRepository (and the Kustomization or HelmRelease, so it applies the new
+  revision at once) gets ``reconcile.fluxcd.io/requestedAt: <RFC3339Nano now>``; any new value asks
   the controller to reconcile (fluxcd/pkg ``runtime/predicates`` ``ReconcileRequestedPredicate``
   compares the values).
 
@@ -39,7 +39,13 @@ from datetime import UTC, datetime
 from gitops_reloader.clock import Clock, SystemClock
 from gitops_reloader.errors import KubeError
 from gitops_reloader.kube.api import MERGE, KubeApi
-from gitops_reloader.kube.resources import APPLICATIONS, GITREPOSITORIES, KUSTOMIZATIONS, ResourceKind
+from gitops_reloader.kube.resources import (
+    APPLICATIONS,
+    GITREPOSITORIES,
+    HELMRELEASES,
+    KUSTOMIZATIONS,
+    ResourceKind,
+)
 
 __all__ = [
     "ARGOCD_HYDRATE_ANNOTATION",
@@ -68,6 +74,7 @@ class RefreshKind(enum.StrEnum):
     ARGOCD_APPLICATION = "Application"
     FLUX_GITREPOSITORY = "GitRepository"
     FLUX_KUSTOMIZATION = "Kustomization"
+    FLUX_HELMRELEASE = "HelmRelease"
 
     @property
     def resource(self) -> ResourceKind:
@@ -76,6 +83,7 @@ class RefreshKind(enum.StrEnum):
             RefreshKind.ARGOCD_APPLICATION: APPLICATIONS,
             RefreshKind.FLUX_GITREPOSITORY: GITREPOSITORIES,
             RefreshKind.FLUX_KUSTOMIZATION: KUSTOMIZATIONS,
+            RefreshKind.FLUX_HELMRELEASE: HELMRELEASES,
         }[self]
 
 
@@ -106,7 +114,7 @@ def rfc3339nano(unix_nanos: int) -> str:
 
 
 class RefreshRequester:
-    """Annotates Applications / GitRepositories / Kustomizations. Thread-safe.
+    """Annotates Applications / GitRepositories / Kustomizations / HelmReleases. Thread-safe.
 
     The only state is the last timestamp written, kept so that each is unique.
     """

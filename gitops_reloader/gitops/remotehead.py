@@ -22,8 +22,9 @@ from collections.abc import Callable
 from gitops_reloader.clock import Clock, SystemClock
 from gitops_reloader.errors import ConfigError, GitError
 from gitops_reloader.gitops.auth import display_url, git_auth_from_files
-from gitops_reloader.gitops.gitconfig import RepositoryConfig, normalize_repo_url
+from gitops_reloader.gitops.gitconfig import RepositoryConfig
 from gitops_reloader.gitops.repo import remote_default_branch
+from gitops_reloader.gitops.repourl import normalize_git_url_allow_invalid
 
 __all__ = ["DefaultBranches", "ask_remote"]
 
@@ -56,7 +57,7 @@ class DefaultBranches:
 
     def branch(self, repo: RepositoryConfig) -> str:
         """The remote's default branch; :class:`GitError` when it can't be told."""
-        key = normalize_repo_url(repo.url) or repo.url
+        key = normalize_git_url_allow_invalid(repo.url)
         with self._lock:
             flight = self._flights.setdefault(key, threading.Lock())
         with flight:

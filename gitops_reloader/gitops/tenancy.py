@@ -17,9 +17,10 @@ allow its namespace. The decisions, each a :class:`Decision`:
   deploys it (``deploy_namespace``) is the workload's namespace.
 - :func:`may_target` — a ``git-target`` file (a Helm values file or patch has no
   identity to check): with ``tenants``, :func:`may_write`; without, only files inside
-  the directories of the Argo CD Application or Flux Kustomization that deploys the
-  workload (``scope``; ``None`` when none does: refused). A repository that trusts every
-  namespace says so explicitly: ``tenants: [{namespaces: ["*"], paths: ["**"]}]``.
+  the directories of the Argo CD Application, Flux Kustomization or HelmRelease (its
+  chart and ``valuesFiles``) that deploys the workload (``scope``; ``None`` when none
+  does: refused). A repository that trusts every namespace says so explicitly:
+  ``tenants: [{namespaces: ["*"], paths: ["**"]}]``.
 
 Reasons name the workload's namespace, the repository and the path the workload asked
 for, never the content of a file (another team's document) nor another tenant's rules.
@@ -111,14 +112,15 @@ def may_target(repo: RepositoryConfig, namespace: str, path: str,
                scope: Sequence[str] | None) -> Decision:
     """Whether a ``git-target`` of a workload in ``namespace`` may write ``path``.
 
-    ``scope`` lists the directories of the Argo CD Application / Flux Kustomization
-    that deploys the workload (``""``: the whole repository), ``None`` when none does;
+    ``scope`` lists the directories (and files) of the Argo CD Application / Flux
+    Kustomization / HelmRelease that deploys the workload (``""``: the whole
+    repository; a HelmRelease's chart directory and ``valuesFiles``), ``None`` when none does;
     it matters only for a repository without ``tenants``.
     """
     writable = may_write(repo, namespace, path)
     if not writable or repo.tenants:
         return writable
-    if scope is not None and any(not d or path.startswith(d.rstrip("/") + "/") for d in scope):
+    if scope is not None and any(not d or path == d or path.startswith(d.rstrip("/") + "/") for d in scope):
         return ALLOWED
     found = ("it is outside the path of the Argo CD Application or Flux Kustomization that deploys "
              "the workload") if scope is not None else \

@@ -51,7 +51,8 @@ of the batch is still committed in the same window and nothing is retried for it
 larger than the scan index's ``max_file_bytes`` are not edited.
 
 After a successful push, with ``--request-refresh``, the Argo CD Application or Flux
-GitRepository/Kustomization that deploys the changed files is asked to reconcile now.
+GitRepository + Kustomization / HelmRelease that deploys each changed workload (for a
+``git-target`` or ``git-path`` too: ``Location.refresh``) is asked to reconcile now.
 
 Nothing secret leaves the cluster: only the keyed digest is written; logs, events and
 commit messages carry workload and source kind/namespace/name only.

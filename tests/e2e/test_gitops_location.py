@@ -57,6 +57,14 @@ def application(name: str, url: str, path: str, *, revision: str, destination: s
                      "destination": {"server": "https://kubernetes.default.svc", "namespace": destination}}}
 
 
+def deploy_tracked_web(api_client: ApiClient, url: str, *, revision: str) -> None:
+    """Application ``web-app`` deploying ``apps`` of ``url`` into ns, and its tracked workload ``web``."""
+    call(api_client, "POST", APPS, application("web-app", url, "apps", revision=revision, destination="ns"))
+    create(api_client, configmap("app-config", {"url": "a"}))
+    create(api_client, git_workload("web", annotations={
+        ARGOCD_TRACKING_ANNOTATION: "web-app:apps/Deployment:ns/web"}))
+
+
 def test_head_is_the_remotes_default_branch_not_the_first_config_entry(
         api_client: ApiClient, git: GitSetup, host: GitHostServer) -> None:
     # The remote's HEAD is "trunk"; "main" exists too and is listed first in --git-config.
@@ -70,16 +78,28 @@ def test_head_is_the_remotes_default_branch_not_the_first_config_entry(
           - {{name: on-trunk, url: '{url}', branch: trunk, tokenFile: '{git.token_file}', username: bot}}
         """))
     main_before = host.branches(REPO)["main"]
-    call(api_client, "POST", APPS, application("web-app", url, "apps", revision="HEAD", destination="ns"))
-    create(api_client, configmap("app-config", {"url": "a"}))
-    create(api_client, git_workload("web", annotations={
-        ARGOCD_TRACKING_ANNOTATION: "web-app:apps/Deployment:ns/web"}))
+    deploy_tracked_web(api_client, url, revision="HEAD")
     with git_controller(api_client, git):
         put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
         wait_for(lambda: len(host.log(REPO, "trunk")) >= 2, timeout=30, message="a commit on trunk")
         data = host.read_file(REPO, "apps/web.yaml", "trunk")
         assert data is not None and b"gitops-reloader.io/config-hash" in data
         assert host.branches(REPO)["main"] == main_before
+
+
+def test_an_application_naming_the_repository_in_other_case_is_the_same_repository(
+        api_client: ApiClient, git: GitSetup, host: GitHostServer) -> None:  # noqa: F811
+    # Argo CD's git.SameURL lower-cases the whole URL and drops ".git": the Application
+    # deploys what --git-config writes, so the commit goes there (through the configured URL).
+    git.create({"apps/web.yaml": manifest("web")})
+    git.configure()
+    shouted = host.repo_url(REPO).upper().replace("HTTP://", "http://").removesuffix(".GIT")
+    deploy_tracked_web(api_client, shouted, revision="main")
+    with git_controller(api_client, git):
+        put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
+        wait_for(lambda: len(host.log(REPO)) >= 2, timeout=30, message="a commit")
+        data = host.read_file(REPO, "apps/web.yaml")
+        assert data is not None and b"gitops-reloader.io/config-hash" in data
 
 
 def test_an_application_deploying_elsewhere_is_refused_without_revealing_its_source(

@@ -643,7 +643,7 @@ GITOPS = (("argoproj.io", "applications"), ("kustomize.toolkit.fluxcd.io", "kust
           ("source.toolkit.fluxcd.io", "helmcharts"))
 FLUX_GRANTS = {("kustomize.toolkit.fluxcd.io", "kustomizations"): {"get", "patch"},
                ("source.toolkit.fluxcd.io", "gitrepositories"): {"get", "patch"},
-               ("helm.toolkit.fluxcd.io", "helmreleases"): {"get"},
+               ("helm.toolkit.fluxcd.io", "helmreleases"): {"get", "patch"},
                ("source.toolkit.fluxcd.io", "helmcharts"): {"get"}}
 
 

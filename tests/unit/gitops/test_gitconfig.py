@@ -11,8 +11,8 @@ from gitops_reloader.errors import ConfigError
 from gitops_reloader.gitops.gitconfig import (
     DEFAULT_COMMIT_MESSAGE,
     CommitAuthor,
+    host_and_path,
     load_git_config,
-    normalize_repo_url,
     parse_git_config,
 )
 
@@ -82,19 +82,28 @@ def test_several_repositories_without_default_have_none() -> None:
     ("http://127.0.0.1:8080/manifests.git", "127.0.0.1:8080/manifests"),
     ("/srv/git/app.git", "/srv/git/app"),
 ])
-def test_urls_compare_by_host_and_path(url: str, expected: str) -> None:
-    assert normalize_repo_url(url) == expected
+def test_host_and_path_of_a_remote(url: str, expected: str) -> None:
+    assert host_and_path(url) == expected
 
 
 def test_lookup_by_url_and_branch_and_by_name() -> None:
     config = parse_git_config(FULL)
     assert [r.name for r in config.by_url("https://git.example.com/platform/fleet")] == ["fleet"]
+    assert [r.name for r in config.by_url("HTTPS://Git.Example.com/Platform/Fleet.git")] == ["fleet"]
     assert [r.name for r in config.by_url("ssh://git@git.example.com/platform/charts")] == ["charts"]
     assert config.by_url("https://git.example.com/platform/fleet", branch="main") == []
     assert config.by_url("https://git.example.com:8443/platform/fleet") == []
     assert config.resolve("charts") is config.repositories[1]
-    assert config.resolve("git@git.example.com:platform/fleet.git") is config.repositories[0]
+    assert config.resolve("https://git.example.com/platform/fleet.git") is config.repositories[0]
     assert config.resolve("nope") is None
+
+
+def test_another_transport_is_another_repository_as_for_argocd() -> None:
+    config = parse_git_config(FULL)
+    assert config.resolve("git@git.example.com:platform/fleet.git") is None
+    assert config.by_url("https://git.example.com/platform/charts") == []
+    assert [r.name for r in config.same_place("git@git.example.com:platform/fleet.git")] == ["fleet"]
+    assert config.same_place("https://git.example.com/platform/fleet") == []
 
 
 def test_paths_limit_what_may_be_edited() -> None:

@@ -10,7 +10,7 @@ import pytest
 from crd_objects import as_stored
 
 from gitops_reloader.errors import AnnotationError, KubeError, KubeNotFound, ManifestNotFound, YamlEditError
-from gitops_reloader.gitops.gitconfig import GitConfig, normalize_repo_url, parse_git_config
+from gitops_reloader.gitops.gitconfig import GitConfig, parse_git_config
 from gitops_reloader.gitops.locate import (
     ARGOCD_INSTANCE_LABEL,
     ARGOCD_TRACKING_ANNOTATION,
@@ -37,6 +37,7 @@ from gitops_reloader.gitops.locate import (
 )
 from gitops_reloader.gitops.refresh import RefreshKind, RefreshTarget
 from gitops_reloader.gitops.remotehead import DefaultBranches
+from gitops_reloader.gitops.repourl import normalize_git_url
 from gitops_reloader.gitops.scanindex import ScanIndex
 from gitops_reloader.kube.resources import ResourceKind
 from gitops_reloader.kube.workloads import CronJobAdapter, RolloutAdapter, WorkloadAdapter
@@ -265,12 +266,12 @@ def argocd_cm(**data: str) -> dict[tuple[str, str, str], dict[str, Any]]:
 
 
 LABEL_TRACKING = argocd_cm(**{"application.resourceTrackingMethod": "label"})
-REMOTE_HEADS = {"git.example.com/platform/fleet": "main", "git.example.com/team/apps": "main"}
+REMOTE_HEADS = {"https://git.example.com/platform/fleet": "main", "git@git.example.com/team/apps": "main"}
 
 
 def remote_heads(repo: Any) -> str | None:
     """The remotes' default branches, as ls-remote --symref would report them."""
-    return REMOTE_HEADS.get(normalize_repo_url(repo.url))
+    return REMOTE_HEADS.get(normalize_git_url(repo.url))
 
 
 def locator(api: FakeApi | None = None, config: GitConfig = CONFIG) -> Locator:
@@ -335,10 +336,10 @@ def test_annotations_are_read_from_the_pod_template_as_a_fallback() -> None:
 
 
 def test_annotations_beat_argocd_metadata() -> None:
-    api = FakeApi()
-    res = locator(api).resolve(record(annotations={GIT_PATH_ANNOTATION: "web.yaml",
-                                                   ARGOCD_TRACKING_ANNOTATION: "a:apps/Deployment:ns/web"}))
-    assert res.method is Method.ANNOTATION and api.reads == []
+    # Argo CD metadata is still read, only to find the Application to refresh (none here).
+    tracked = {GIT_PATH_ANNOTATION: "web.yaml", ARGOCD_TRACKING_ANNOTATION: "a:apps/Deployment:ns/web"}
+    res = locator(FakeApi()).resolve(record(annotations=tracked))
+    assert (res.method, res.path, res.refresh) == (Method.ANNOTATION, "web.yaml", ())
 
 
 def test_paths_outside_the_configured_paths_are_refused() -> None:

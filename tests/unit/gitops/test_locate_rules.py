@@ -26,6 +26,7 @@ from gitops_reloader.gitops.argocd import (
     combined_recurse,
     destination_namespace,
     detect_source_type,
+    status_lists,
     tracking_from_configmap,
 )
 from gitops_reloader.gitops.flux import (
@@ -33,9 +34,10 @@ from gitops_reloader.gitops.flux import (
     checkout,
     helm_chart_source,
     helm_deploy_namespace,
+    inventory_lists,
     secure_join,
 )
-from gitops_reloader.gitops.gitconfig import normalize_repo_url, parse_git_config
+from gitops_reloader.gitops.gitconfig import parse_git_config
 from gitops_reloader.gitops.locate import (
     ARGOCD_TRACKING_ANNOTATION,
     FLUX_HELM_NAME_LABEL,
@@ -48,6 +50,7 @@ from gitops_reloader.gitops.locate import (
 )
 from gitops_reloader.gitops.refresh import RefreshKind, RefreshTarget, rfc3339nano
 from gitops_reloader.gitops.remotehead import DefaultBranches
+from gitops_reloader.gitops.repourl import normalize_git_url
 
 FLEET = "https://git.example.com/platform/fleet.git"
 VALUES = "https://git.example.com/platform/values.git"
@@ -72,7 +75,7 @@ class Remote:
 
     def __call__(self, repo: Any) -> str | None:
         self.asked.append(repo.name)
-        return self.heads.get(normalize_repo_url(repo.url))
+        return self.heads.get(normalize_git_url(repo.url))
 
 
 def app(*, source: Mapping[str, Any] | None = None, sources: list[Mapping[str, Any]] | None = None,
@@ -95,8 +98,8 @@ def app(*, source: Mapping[str, Any] | None = None, sources: list[Mapping[str, A
 
 def locator(objects: Mapping[tuple[str, str, str], dict[str, Any] | KubeError], *,
             remote: Remote | None = None) -> Locator:
-    heads = remote or Remote({normalize_repo_url(FLEET): "main", normalize_repo_url(VALUES): "main",
-                              normalize_repo_url(OTHER): "main"})
+    heads = remote or Remote({normalize_git_url(FLEET): "main", normalize_git_url(VALUES): "main",
+                              normalize_git_url(OTHER): "main"})
     return Locator(CONFIG, FakeApi(objects), default_branches=DefaultBranches(lookup=heads))
 
 
@@ -220,6 +223,22 @@ def test_destination_namespace_rule(destination: str, app_ns: str, workload_ns: 
 # --------------------------------------------------------------------------- Argo CD: through the Locator
 
 
+@pytest.mark.parametrize(("repo_url", "found"), [
+    ("HTTPS://GIT.Example.com/Platform/Fleet", "fleet"),      # git.SameURL: the whole URL is case-blind
+    (" https://git.example.com/platform/fleet.git\n", "fleet"),
+    ("https://git.example.com/platform/fleet/", None),        # ... but a trailing slash is another URL
+    ("git@git.example.com:platform/fleet.git", None),         # ... and so is another transport
+])
+def test_application_repo_urls_match_as_argocd_matches_them(repo_url: str, found: str | None) -> None:
+    application = app(source={"repoURL": repo_url, "path": "apps/web", "targetRevision": "main"})
+    if found is not None:
+        assert resolve_app(application).repo_name == found
+        return
+    with pytest.raises(ManifestNotFound, match=r"not in --git-config.*repository fleet names the same host "
+                                               r"and path another way"):
+        resolve_app(application)
+
+
 def test_multi_source_directory_and_ref_searches_the_directory() -> None:
     res = resolve_app(app(sources=[{"repoURL": FLEET, "path": "apps/web", "targetRevision": "main"},
                                    {"repoURL": VALUES, "targetRevision": "main", "ref": "values"}]))
@@ -265,20 +284,20 @@ def test_hydrator_application_searches_the_dry_source_and_asks_for_hydration() -
     ("refs/heads/trunk", "main", "fleet-trunk"),
 ])
 def test_head_is_the_remotes_default_branch(revision: str, head: str, expected: str) -> None:
-    remote = Remote({normalize_repo_url(FLEET): head})
+    remote = Remote({normalize_git_url(FLEET): head})
     res = resolve_app(app(source={"repoURL": FLEET, "path": "a", "targetRevision": revision}), remote=remote)
     assert res.repo_name == expected
     assert remote.asked == ([] if revision.startswith("refs/") else ["fleet"])
 
 
 def test_head_of_a_branch_we_do_not_write_is_refused() -> None:
-    remote = Remote({normalize_repo_url(FLEET): "develop"})
+    remote = Remote({normalize_git_url(FLEET): "develop"})
     with pytest.raises(ManifestNotFound, match="deploys the default branch 'develop'"):
         resolve_app(app(source={"repoURL": FLEET, "path": "a", "targetRevision": "HEAD"}), remote=remote)
 
 
 def test_the_default_branch_is_cached_and_failures_are_retryable() -> None:
-    remote = Remote({normalize_repo_url(FLEET): "main"})
+    remote = Remote({normalize_git_url(FLEET): "main"})
     branches = DefaultBranches(lookup=remote)
     repo = CONFIG.get("fleet")
     assert repo is not None
@@ -417,6 +436,38 @@ def test_kustomization_path_is_joined_securely(path: str, expected: str) -> None
     assert secure_join(path) == expected
 
 
+WEB = {"group": "apps", "kind": "Deployment", "namespace": "ns", "name": "web"}
+
+
+@pytest.mark.parametrize(("status", "listed"), [
+    (None, None), ({}, None), ({"inventory": {"entries": []}}, False),
+    ({"inventory": {"entries": [{"id": "ns_web_apps_Deployment", "v": "v1"}]}}, True),
+    ({"inventory": {"entries": [{"id": "ns_web_apps_StatefulSet", "v": "v1"},
+                                {"id": "other_web_apps_Deployment", "v": "v1"}]}}, False),
+    ({"inventory": {"entries": ["ns_web_apps_Deployment"]}}, False),
+])
+def test_kustomization_inventory_lists_objects_by_cli_utils_id(status: Any, listed: bool | None) -> None:
+    kustomization: dict[str, Any] = {"spec": {}} if status is None else {"status": status}
+    assert inventory_lists(kustomization, **WEB) is listed
+
+
+def test_inventory_ids_write_a_colon_in_the_name_as_two_underscores() -> None:
+    status = {"inventory": {"entries": [{"id": "_system__admin_rbac.authorization.k8s.io_ClusterRole"}]}}
+    assert inventory_lists({"status": status}, group="rbac.authorization.k8s.io", kind="ClusterRole",
+                           namespace="", name="system:admin")
+
+
+@pytest.mark.parametrize(("resources", "listed"), [
+    (None, None), ([], None),
+    ([{"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "ns", "name": "web"}], True),
+    ([{"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "ns", "name": "api"},
+      {"version": "v1", "kind": "Service", "namespace": "ns", "name": "web"}], False),
+])
+def test_application_status_resources_list_managed_objects(resources: Any, listed: bool | None) -> None:
+    application: dict[str, Any] = {"status": {"resources": resources}} if resources is not None else {}
+    assert status_lists(application, **WEB) is listed
+
+
 FLEET_REF = {"kind": "GitRepository", "name": "fleet", "namespace": "flux-system"}
 
 
@@ -529,6 +580,19 @@ def test_helm_release_from_a_git_chart_offers_the_charts_values_file() -> None:
     objects = {**flux(ref={"branch": "main"}), ("helmreleases", "ns", "web"): release}
     with pytest.raises(ManifestNotFound, match=r"e\.g\. 'charts/web/values\.yaml#podAnnotations'"):
         locator(objects).resolve(record(labels=HELM_LABELS))
+
+
+@pytest.mark.parametrize(("strategy", "warned"), [(None, True), ("ChartVersion", True), ("Revision", False)])
+def test_helm_release_hint_says_when_a_values_commit_would_not_repackage_the_chart(strategy: str | None,
+                                                                                   warned: bool) -> None:
+    chart: dict[str, Any] = {"chart": "./charts/web", "sourceRef": FLEET_REF}
+    if strategy:
+        chart["reconcileStrategy"] = strategy
+    assert helm_chart_source(helm_release(chart=chart), "ns").rebuilds_on_commit is not warned
+    objects = {**flux(ref={"branch": "main"}), ("helmreleases", "ns", "web"): helm_release(chart=chart)}
+    with pytest.raises(ManifestNotFound) as caught:
+        locator(objects).resolve(record(labels=HELM_LABELS))
+    assert ("reconcileStrategy: Revision" in str(caught.value)) is warned
 
 
 def test_helm_release_values_files_name_the_last_one() -> None:

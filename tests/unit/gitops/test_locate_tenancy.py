@@ -180,12 +180,82 @@ def test_own_git_target_is_allowed() -> None:
                                                             Method.TARGET)
 
 
-def argo_app(path: str, url: str = "https://git.example.com/platform/open.git") -> FakeApi:
-    return FakeApi({("applications", "argocd", "web"): as_stored({
+def argo_app(path: str, url: str = "https://git.example.com/platform/open.git", *,
+             listed: str = "") -> FakeApi:
+    """Application ``web`` deploying ``path`` of ``url`` into team-a (``listed``: the namespace of
+    the Deployment ``web`` its ``status.resources`` lists, none when empty)."""
+    application: dict[str, Any] = {
         "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
         "metadata": {"name": "web", "namespace": "argocd"},
         "spec": {"project": "default", "source": {"repoURL": url, "path": path, "targetRevision": "main"},
-                 "destination": {"namespace": "team-a"}}})})
+                 "destination": {"namespace": "team-a"}}}
+    if listed:
+        application["status"] = {"resources": [{"group": "apps", "version": "v1", "kind": "Deployment",
+                                                "namespace": listed, "name": "web"}]}
+    return FakeApi({("applications", "argocd", "web"): as_stored(application)})
+
+
+OPEN_URL = "https://git.example.com/platform/open.git"
+
+
+def flux_objects(url: str = SHARED_URL, *, target_namespace: str = "",
+                 inventory: Sequence[str] | None = None) -> dict[tuple[str, str, str], Any]:
+    """A Kustomization ``apps`` (path ``charts``) from GitRepository ``fleet`` at ``url``, branch main.
+
+    ``inventory``: the ids kustomize-controller lists in ``status.inventory`` (``None``: no status).
+    """
+    spec: dict[str, Any] = {"interval": "10m", "prune": True, "force": False, "path": "./charts",
+                            "sourceRef": {"kind": "GitRepository", "name": "fleet"}}
+    if target_namespace:
+        spec["targetNamespace"] = target_namespace
+    kustomization: dict[str, Any] = {
+        "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+        "metadata": {"name": "apps", "namespace": "flux-system"}, "spec": spec}
+    if inventory is not None:
+        kustomization["status"] = {"inventory": {"entries": [{"id": i, "v": "v1"} for i in inventory]}}
+    return {("kustomizations", "flux-system", "apps"): as_stored(kustomization),
+            ("gitrepositories", "flux-system", "fleet"): as_stored({
+                "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
+                "metadata": {"name": "fleet", "namespace": "flux-system"},
+                "spec": {"interval": "1m", "timeout": "60s", "url": url, "ref": {"branch": "main"}}})}
+
+
+def helm_objects(*, values_files: Sequence[str] = ()) -> dict[tuple[str, str, str], Any]:
+    """HelmRelease ``web`` in team-a: chart ``charts/web`` of GitRepository ``fleet`` (repository open)."""
+    source = {"kind": "GitRepository", "name": "fleet", "namespace": "flux-system"}
+    chart: dict[str, Any] = {"chart": "./charts/web", "reconcileStrategy": "Revision", "version": "*",
+                             "sourceRef": source}
+    if values_files:
+        chart["valuesFiles"] = list(values_files)
+    objects = flux_objects(OPEN_URL)
+    objects[("helmreleases", "team-a", "web")] = as_stored({
+        "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+        "metadata": {"name": "web", "namespace": "team-a"},
+        "spec": {"interval": "10m", "chart": {"spec": chart}}})
+    return objects
+
+
+FLUX_LABELS = {"kustomize.toolkit.fluxcd.io/name": "apps",
+               "kustomize.toolkit.fluxcd.io/namespace": "flux-system"}
+HELM_LABELS = {"helm.toolkit.fluxcd.io/name": "web", "helm.toolkit.fluxcd.io/namespace": "team-a"}
+TRACKED = {ARGOCD_TRACKING_ANNOTATION: "web:apps/Deployment:team-a/web"}
+COPIED = {ARGOCD_TRACKING_ANNOTATION: "web:apps/Deployment:team-b/web"}  # describes another object
+GIT_REPO = "flux-system/GitRepository/fleet"
+LISTED, ELSEWHERE = "team-a_web_apps_Deployment", "team-b_web_apps_Deployment"  # Flux inventory ids
+
+
+def argo_chart_with_git_values() -> FakeApi:
+    """Application ``web``: a chart from a chart repository, its values in the open repository."""
+    return FakeApi({("applications", "argocd", "web"): as_stored({
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+        "metadata": {"name": "web", "namespace": "argocd"},
+        "spec": {"project": "default", "destination": {"namespace": "team-a"}, "sources": [
+            {"repoURL": "https://charts.example.com", "chart": "web", "targetRevision": "1.2.0",
+             "helm": {"valueFiles": ["$values/envs/prod/web.yaml"]}},
+            {"repoURL": OPEN_URL, "targetRevision": "main", "ref": "values"}]}})})
+
+
+HELM_RELEASE = FakeApi(helm_objects(values_files=["envs/prod/web.yaml"]))
 
 
 @pytest.mark.parametrize(("target", "api", "allowed"), [
@@ -196,17 +266,77 @@ def argo_app(path: str, url: str = "https://git.example.com/platform/open.git") 
     ("charts/web/values.yaml", FakeApi(), False),
     # ... of this repository
     ("charts/web/values.yaml", argo_app("charts/web", SHARED_URL), False),
+    ("charts/web/values.yaml", argo_app("charts/web", listed="team-a"), True),
+    ("charts/web/values.yaml", argo_app("charts/web", listed="team-b"), False),  # not its deployer
+    # ... or a HelmRelease's chart directory and valuesFiles
+    ("charts/web/values.yaml", HELM_RELEASE, True),
+    ("charts/web/templates/deploy.yaml", HELM_RELEASE, True),
+    ("envs/prod/web.yaml", HELM_RELEASE, True),
+    ("envs/prod/api.yaml", HELM_RELEASE, False),
+    ("charts/webx/values.yaml", HELM_RELEASE, False),
+    # ... or an Application's $ref value files
+    ("envs/prod/web.yaml", argo_chart_with_git_values(), True),
+    ("envs/prod/api.yaml", argo_chart_with_git_values(), False),
 ])
 def test_git_target_without_tenants_stays_in_the_deploying_path(target: str, api: FakeApi | None,
                                                                allowed: bool) -> None:
-    rec = record(annotations={GIT_REPO_ANNOTATION: "open", GIT_TARGET_ANNOTATION: f"{target}#podAnnotations",
-                              ARGOCD_TRACKING_ANNOTATION: "web:apps/Deployment:team-a/web"})
+    rec = record(labels=HELM_LABELS, annotations={
+        GIT_REPO_ANNOTATION: "open", GIT_TARGET_ANNOTATION: f"{target}#podAnnotations", **TRACKED})
     files = Files({target: "podAnnotations: {}\n"})
     if allowed:
         assert locate(rec, api, files).path == target
     else:
         with pytest.raises(PolicyDenied, match="no tenants policy"):
             locate(rec, api, files)
+
+
+@pytest.mark.parametrize(("repo", "target", "labels", "annotations", "objects", "refresh"), [
+    # the Kustomization / Application deploying the workload from this repository is refreshed
+    ("shared", "charts/team-a/values.yaml", FLUX_LABELS, {}, flux_objects(),
+     [GIT_REPO, "flux-system/Kustomization/apps"]),
+    ("open", "charts/web/values.yaml", {}, TRACKED, argo_app("charts/web").objects,
+     ["argocd/Application/web"]),
+    ("shared", "charts/team-a/values.yaml", {}, TRACKED, argo_app("charts", SHARED_URL).objects,
+     ["argocd/Application/web"]),
+    # a HelmRelease whose chart is in the repository: its GitRepository and the release
+    ("open", "charts/web/values.yaml", HELM_LABELS, {}, helm_objects(),
+     [GIT_REPO, "team-a/HelmRelease/web"]),
+    ("open", "envs/prod/web.yaml", HELM_LABELS, {}, helm_objects(values_files=["envs/prod/web.yaml"]),
+     [GIT_REPO, "team-a/HelmRelease/web"]),
+    # an Application installing a chart from a chart repository with its values in git
+    ("open", "envs/prod/web.yaml", {}, TRACKED, argo_chart_with_git_values().objects,
+     ["argocd/Application/web"]),
+    # not this repository's deployer, not this workload's, or none: nothing to refresh
+    ("shared", "charts/team-a/values.yaml", FLUX_LABELS, {}, flux_objects(inventory=[LISTED]),
+     [GIT_REPO, "flux-system/Kustomization/apps"]),
+    # labels on the workload name a Kustomization / Application whose own list does not hold it
+    ("shared", "charts/team-a/values.yaml", FLUX_LABELS, {}, flux_objects(inventory=[ELSEWHERE]), []),
+    ("shared", "charts/team-a/values.yaml", {}, TRACKED,
+     argo_app("charts", SHARED_URL, listed="team-b").objects, []),
+    ("shared", "charts/team-a/values.yaml", FLUX_LABELS, {}, flux_objects(OPEN_URL), []),
+    ("shared", "charts/team-a/values.yaml", FLUX_LABELS, {}, flux_objects(target_namespace="team-b"), []),
+    ("shared", "charts/team-a/values.yaml", {}, COPIED, argo_app("charts", SHARED_URL).objects, []),
+    ("shared", "charts/team-a/values.yaml", {}, TRACKED, {}, []),
+])
+def test_a_git_target_refreshes_what_deploys_the_workload_from_that_repository(
+        repo: str, target: str, labels: dict[str, str], annotations: dict[str, str],
+        objects: dict[tuple[str, str, str], Any], refresh: list[str]) -> None:
+    files = Files({target: "podAnnotations: {}\n"})
+    own = {GIT_REPO_ANNOTATION: repo, GIT_TARGET_ANNOTATION: f"{target}#podAnnotations"}
+    rec = record(labels=labels, annotations={**own, **annotations})
+    found = locate(rec, FakeApi(objects), files)
+    assert (found.path, found.method) == (target, Method.TARGET)
+    assert [str(t) for t in found.refresh] == refresh
+
+
+def test_a_destination_elsewhere_gives_an_application_no_refresh_even_when_its_name_is_typed() -> None:
+    # team-b's Application deploys from the shared repository into team-b: a team-a workload
+    # naming it in a tracking id (its own object) gets its commit, but never that refresh.
+    api = argo_app("charts", SHARED_URL)
+    api.objects[("applications", "argocd", "web")]["spec"]["destination"]["namespace"] = "team-b"
+    rec = record(annotations={GIT_TARGET_ANNOTATION: "charts/team-a/values.yaml#podAnnotations", **TRACKED})
+    found = locate(rec, api)
+    assert found.path == "charts/team-a/values.yaml" and found.refresh == ()
 
 
 def test_an_unknown_git_repo_lists_only_the_repositories_the_namespace_may_use() -> None:
