@@ -18,20 +18,16 @@ from typing import Any
 
 import pytest
 import yaml
+from git_setup import REPO, GitSetup
 from helm_tools import REPO_ROOT, require_helm, run_helm
 from kubernetes.client import ApiClient
 from reload_helpers import call, configmap, create
-from test_git_sink import (  # noqa: F401 - fixtures are used by name
+from test_git_sink import (
     HASH_LINE,
-    REPO,
-    GitSetup,
     file_at,
-    git,
     git_controller,
     git_workload,
     hash_value,
-    host,
-    isolated_git,
     line_diff,
     manifest,
     put_data,
@@ -51,7 +47,7 @@ from gitops_reloader.gitops.refresh import ARGOCD_REFRESH_ANNOTATION, FLUX_REQUE
 from gitops_reloader.testing.githost import GitHostServer
 from gitops_reloader.testing.harness import wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("isolated_git")]
 
 CONFIG_HASH = "gitops-reloader.io/config-hash"
 GIT_REPOSITORIES = "/apis/source.toolkit.fluxcd.io/v1/namespaces/flux-system/gitrepositories"
@@ -158,7 +154,7 @@ def assert_only_the_hash_line_was_added(before: str, after: str) -> str:
 
 
 def test_flux_kustomization_overlay_target_is_committed_and_the_kustomization_reconciles(
-        api_client: ApiClient, git: GitSetup, host: GitHostServer, tmp_path: Path) -> None:  # noqa: F811
+        api_client: ApiClient, git: GitSetup, host: GitHostServer, tmp_path: Path) -> None:
     git.create(OVERLAY)
     git.configure()  # no tenants: the target is allowed because it lies in the Kustomization's path
     call(api_client, "POST", GIT_REPOSITORIES, flux_git_repository(host.repo_url(REPO)))
@@ -192,7 +188,7 @@ def test_flux_kustomization_overlay_target_is_committed_and_the_kustomization_re
 
 
 def test_argocd_application_overlay_target_is_committed_and_the_application_refreshes(
-        api_client: ApiClient, git: GitSetup, host: GitHostServer) -> None:  # noqa: F811
+        api_client: ApiClient, git: GitSetup, host: GitHostServer) -> None:
     git.create(OVERLAY)
     git.configure(extra="    tenants: [{namespaces: [ns], paths: ['overlays/prod/**']}]\n")
     call(api_client, "POST", APPLICATIONS, {
@@ -215,7 +211,7 @@ def test_argocd_application_overlay_target_is_committed_and_the_application_refr
 
 
 def test_helm_release_chart_in_git_values_target_is_committed_and_the_release_reconciles(
-        api_client: ApiClient, git: GitSetup, host: GitHostServer, tmp_path: Path) -> None:  # noqa: F811
+        api_client: ApiClient, git: GitSetup, host: GitHostServer, tmp_path: Path) -> None:
     git.create(CHART)
     git.configure()  # no tenants: the values file is one of the HelmRelease's valuesFiles
     call(api_client, "POST", GIT_REPOSITORIES, flux_git_repository(host.repo_url(REPO)))

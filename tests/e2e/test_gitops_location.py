@@ -88,7 +88,7 @@ def test_head_is_the_remotes_default_branch_not_the_first_config_entry(
 
 
 def test_an_application_naming_the_repository_in_other_case_is_the_same_repository(
-        api_client: ApiClient, git: GitSetup, host: GitHostServer) -> None:  # noqa: F811
+        api_client: ApiClient, git: GitSetup, host: GitHostServer) -> None:
     # Argo CD's git.SameURL lower-cases the whole URL and drops ".git": the Application
     # deploys what --git-config writes, so the commit goes there (through the configured URL).
     git.create({"apps/web.yaml": manifest("web")})
