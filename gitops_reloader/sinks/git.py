@@ -72,7 +72,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from gitops_reloader.clock import Clock, SystemClock
 from gitops_reloader.errors import (
@@ -109,6 +109,9 @@ from gitops_reloader.hashing import DELETED_HASH
 from gitops_reloader.kube.events import EventRecorder
 from gitops_reloader.model import Outcome, OutcomeStatus, ReloadRequest, SinkName
 from gitops_reloader.observability.metrics import Metrics
+
+if TYPE_CHECKING:
+    from gitops_reloader.sinks.follow import Follower
 
 __all__ = [
     "EditPlan",
@@ -176,6 +179,8 @@ class EditPlan:
     outcomes: dict[int, Outcome] = field(default_factory=dict)
     skipped: list[tuple[int, ReloadRequest, ReloaderError]] = field(default_factory=list)
     values: dict[int, str] = field(default_factory=dict)
+    current: list[tuple[int, ReloadRequest, Location]] = field(default_factory=list)
+    """The workloads whose value the file already holds (``already-current``)."""
 
 
 def source_digest_inputs(request: ReloadRequest) -> list[tuple[str, str]]:
@@ -290,6 +295,7 @@ class ManifestPlanner:
                 plan.applied.append((position, request, location))
             else:
                 plan.outcomes[position] = self.current(location)
+                plan.current.append((position, request, location))
         return plan
 
     def current(self, location: Location) -> Outcome:
@@ -415,12 +421,19 @@ class GitSink:
         self.push_backoff = push_backoff
         self.resolve_ttl = resolve_ttl
         self._sleep = sleep
+        self.follower: Follower | None = None
+        """Follows each pushed commit into the cluster (:mod:`gitops_reloader.sinks.follow`)."""
         default = git_config.default_repository
         self._fallback_group = default or "unresolved"
 
     def repository(self, name: str) -> RepositoryHandle:
         """The handle of a configured repository (KeyError if unknown)."""
         return self.repositories[name]
+
+    def close(self) -> None:
+        """Stop following emissions (the next instance's start-up check finds them again)."""
+        if self.follower is not None:
+            self.follower.stop()
 
     # -- BatchSink protocol ------------------------------------------------------------
 
@@ -515,15 +528,16 @@ class GitSink:
                 self._sync(handle)
                 plan = self.planner.plan(handle, items, key)
                 if not plan.changed:
-                    return self._finish(plan, name)
+                    return self._followed(plan, name)
                 for path in sorted(plan.changed):
                     handle.repo.write(path, plan.texts[path].encode("utf-8"))
                 sha = handle.repo.commit(self.commit_message(handle.config, plan), sorted(plan.changed))
                 if sha is None:  # the work tree already held these bytes
-                    for position, _, location in plan.applied:
+                    for position, request, location in plan.applied:
                         plan.outcomes[position] = self.planner.current(location)
+                        plan.current.append((position, request, location))
                     plan.applied.clear()
-                    return self._finish(plan, name)
+                    return self._followed(plan, name)
                 try:
                     handle.repo.push()
                 except PushRejected:
@@ -546,7 +560,7 @@ class GitSink:
                         OutcomeStatus.APPLIED, self.name,
                         f"commit {sha[:12]} to {location} ({handle.config.branch})")
                 self._request_refresh([loc.refresh for _, _, loc in plan.applied])
-                return self._finish(plan, name)
+                return self._followed(plan, name, sha)
         raise PushRejected(
             f"{name}: push rejected {self.max_push_attempts} times in a row (the branch keeps moving); "
             "will retry with backoff")
@@ -564,6 +578,16 @@ class GitSink:
                     OutcomeStatus.WOULD_APPLY, self.name,
                     f"would commit to {location} ({handle.config.branch})")
             return self._finish(plan, name)
+
+    def _followed(self, plan: EditPlan, repo_name: str, sha: str | None = None) -> dict[int, Outcome]:
+        """:meth:`_finish`, after handing the pushed and the already-committed values to the follower."""
+        if self.follower is not None:
+            for position, request, location in plan.applied:
+                if sha is not None:
+                    self.follower.follow(request, location, plan.values[position], sha, sink=self.name)
+            for position, request, location in plan.current:
+                self.follower.resume(request, location, plan.values[position], sink=self.name)
+        return self._finish(plan, repo_name)
 
     def _finish(self, plan: EditPlan, repo_name: str) -> dict[int, Outcome]:
         for position, request, exc in plan.skipped:
