@@ -249,7 +249,8 @@ class Follower:
         in_template = annotations.get(CONFIG_HASH_KEY) == entry.digest
         rollout = rollout_status(adapter.resource.group, adapter.kind, live) if in_template else None
         return decide(engine=engine, counts=lambda commit: self._counts(entry, commit),
-                      in_template=in_template, rollout=rollout, elapsed=self.clock.monotonic() - entry.started, timeout=self.timeout,
+                      in_template=in_template, rollout=rollout,
+                      elapsed=self.clock.monotonic() - entry.started, timeout=self.timeout,
                       target=entry.target)
 
     def _engine_report(self, ref: EngineRef | None) -> EngineReport | None:
