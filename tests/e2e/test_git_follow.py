@@ -1,0 +1,283 @@
+"""Issue 24: the git sink follows each pushed commit into the cluster and answers per workload.
+
+A real git remote on 127.0.0.1, the API test server, the controller in-process (the
+fixtures of ``test_git_sink.py``), and :class:`engines.EnginePlayer` playing Flux
+(``kubectl kustomize`` / ``helm template``, applied as kustomize-controller /
+helm-controller, their statuses written as they write them) and Argo CD.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from engines import EnginePlayer, complete_rollout, template_hash
+from kubernetes.client import ApiClient
+from reload_helpers import configmap, create
+from test_git_sink import (  # noqa: F401 - fixtures are used by name
+    REPO,
+    GitSetup,
+    commits,
+    events,
+    git,
+    git_controller,
+    host,
+    isolated_git,
+    metric,
+    put_data,
+    wait_commits,
+    wait_event,
+)
+
+from gitops_reloader.app import App
+from gitops_reloader.model import ObjectRef
+from gitops_reloader.sinks.follow import Followed
+from gitops_reloader.testing.githost import GitHostServer
+from gitops_reloader.testing.harness import settle, wait_for
+
+pytestmark = pytest.mark.e2e
+
+FOLLOW = ("--git-follow-interval=200ms", "--git-apply-timeout=5m")
+TENANTS = "    tenants: [{namespaces: [ns], paths: ['apps/**', 'envs/**']}]\n"
+
+KUSTOMIZE_DEPLOYMENT = textwrap.dedent("""\
+    apiVersion: apps/v1
+    kind: Deployment
+    metadata:
+      name: web
+      namespace: ns
+      annotations:
+        gitops-reloader.io/sink: git
+        configmap.reloader.stakater.com/reload: app-config
+    spec:
+      replicas: 2
+      selector:
+        matchLabels: {app: web}
+      template:
+        metadata:
+          labels: {app: web}
+          annotations:
+            owner: team-web
+        spec:
+          containers:
+            - name: app
+              image: nginx
+              envFrom:
+                - configMapRef: {name: app-config}
+    """)
+KUSTOMIZE_FILES = {"apps/web/kustomization.yaml": "resources:\n  - deployment.yaml\n",
+                   "apps/web/deployment.yaml": KUSTOMIZE_DEPLOYMENT}
+
+CHART = {
+    "charts/web/Chart.yaml": "apiVersion: v2\nname: web\nversion: 0.1.0\nappVersion: '1.0'\n",
+    "charts/web/templates/deployment.yaml": textwrap.dedent("""\
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata:
+          name: {{ .Release.Name }}
+          namespace: {{ .Release.Namespace }}
+          annotations:
+            gitops-reloader.io/sink: git
+            configmap.reloader.stakater.com/reload: app-config
+            gitops-reloader.io/git-target: {{ .Values.gitTarget | quote }}
+        spec:
+          replicas: 1
+          selector:
+            matchLabels: {app: web}
+          template:
+            metadata:
+              labels: {app: web}
+              {{- with .Values.podAnnotations }}
+              annotations:
+                {{- toYaml . | nindent 10 }}
+              {{- end }}
+            spec:
+              containers:
+                - name: app
+                  image: nginx
+                  envFrom:
+                    - configMapRef: {name: app-config}
+        """),
+}
+
+
+def values(target: str) -> str:
+    return textwrap.dedent(f"""\
+        # Production values of the web chart.
+        gitTarget: {target}
+        podAnnotations:
+          owner: team-web
+        # Not used by the chart (a common mistake: the chart reads podAnnotations).
+        annotations:
+          team: web
+        """)
+
+
+@pytest.fixture
+def player(api_client: ApiClient, host: GitHostServer, tmp_path: Path) -> EnginePlayer:  # noqa: F811
+    return EnginePlayer(api_client, host, REPO, tmp_path)
+
+
+def change_config(api_client: ApiClient, host: GitHostServer) -> str:  # noqa: F811
+    """Change the ConfigMap and wait for the git sink's commit; its sha."""
+    before = len(commits(host))
+    put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
+    return wait_commits(host, before + 1)[0][0]
+
+
+def followed(app: App) -> Followed | None:
+    """What the app's git sink follows (or last followed) for the Deployment ns/web."""
+    follower = app.controller.sinks["git"].follower  # type: ignore[attr-defined]
+    return follower.state_of(ObjectRef("Deployment", "ns", "web"))
+
+
+def reasons(api_client: ApiClient, name: str = "web") -> list[str]:
+    return [e["reason"] for e in events(api_client, name) if e["reason"] in ("Applied", "NotApplied",
+                                                                              "RolloutFailed")]
+
+
+def test_flux_kustomization_applied_and_rolled_reports_applied_with_the_time(
+        api_client: ApiClient, git: GitSetup, host: GitHostServer,  # noqa: F811
+        player: EnginePlayer) -> None:
+    git.create(KUSTOMIZE_FILES)
+    git.configure(extra=TENANTS)
+    create(api_client, configmap("app-config", {"url": "a"}))
+    player.kustomization("web", "./apps/web")
+    player.reconcile_kustomization("web", "apps/web")
+    with git_controller(api_client, git, *FOLLOW) as (app, _):
+        sha = change_config(api_client, host)
+        player.reconcile_kustomization("web", "apps/web")  # Flux applies the commit
+        assert template_hash(api_client, "web") is not None
+        assert wait_for(lambda: followed(app), timeout=20)
+        complete_rollout(api_client, "web")  # the Deployment controller rolls it out
+        event = wait_event(api_client, "web", "Applied")
+        assert event["type"] == "Normal"
+        assert f"commit {sha[:12]}" in event["message"] and "rolled out" in event["message"]
+        assert metric(app, "change_to_rollout_seconds_count", sink="git") == 1.0
+        assert metric(app, "git_follow_outcomes_total", sink="git", outcome="rolled", reason="") == 1.0
+        settle(app)
+        assert reasons(api_client) == ["Applied"]
+
+
+@pytest.mark.parametrize(("target", "reason"), [
+    ("envs/prod/values.yaml#annotations", "NotApplied"),
+    ("envs/prod/values.yaml#podAnnotations", "Applied"),
+])
+def test_helm_values_key_the_chart_does_not_render_is_not_applied_naming_the_target(
+        api_client: ApiClient, git: GitSetup, host: GitHostServer,  # noqa: F811
+        player: EnginePlayer,        target: str, reason: str) -> None:
+    git.create({**CHART, "envs/prod/values.yaml": values(target)})
+    git.configure(extra=TENANTS)
+    create(api_client, configmap("app-config", {"url": "a"}))
+    player.helm_release("web")
+    player.reconcile_helm_release("web", "charts/web", "envs/prod/values.yaml")
+    # A long timeout: a wrong target is reported when the engine reports the commit applied, not at it.
+    with git_controller(api_client, git, FOLLOW[0], "--git-apply-timeout=10m") as (app, _):
+        sha = change_config(api_client, host)
+        player.reconcile_helm_release("web", "charts/web", "envs/prod/values.yaml")
+        if reason == "Applied":
+            wait_for(lambda: template_hash(api_client, "web"), timeout=10)
+            complete_rollout(api_client, "web")
+        event = wait_event(api_client, "web", reason)
+        assert f"commit {sha[:12]}" in event["message"]
+        if reason == "NotApplied":
+            assert event["type"] == "Warning"
+            assert f"{REPO}:{target}" in event["message"]
+            assert "not rendered into the pod template" in event["message"]
+            assert "HelmRelease ns/web" in event["message"]
+            assert metric(app, "git_follow_outcomes_total", sink="git", outcome="not-applied",
+                          reason="TargetNotRendered") == 1.0
+        assert reasons(api_client) == [reason]
+
+
+def test_suspended_kustomization_is_not_applied_with_that_reason(
+        api_client: ApiClient, git: GitSetup, host: GitHostServer,  # noqa: F811
+        player: EnginePlayer) -> None:
+    git.create(KUSTOMIZE_FILES)
+    git.configure(extra=TENANTS)
+    create(api_client, configmap("app-config", {"url": "a"}))
+    player.kustomization("web", "./apps/web", suspend=True)  # applied once, then suspended
+    player.reconcile_kustomization("web", "apps/web")
+    with git_controller(api_client, git, *FOLLOW):
+        sha = change_config(api_client, host)
+        event = wait_event(api_client, "web", "NotApplied")
+        assert f"commit {sha[:12]}" in event["message"]
+        assert "Suspended" in event["message"]
+        assert "Kustomization flux-system/web is suspended" in event["message"]
+
+
+def test_failed_argocd_sync_is_not_applied_with_its_message(
+        api_client: ApiClient, git: GitSetup, host: GitHostServer,  # noqa: F811
+        player: EnginePlayer) -> None:
+    git.create({"apps/web/deployment.yaml": KUSTOMIZE_DEPLOYMENT})
+    git.configure(extra=TENANTS)
+    create(api_client, configmap("app-config", {"url": "a"}))
+    player.application("web", "apps/web")
+    player.sync_application("web", "apps/web")
+    with git_controller(api_client, git, *FOLLOW):
+        sha = change_config(api_client, host)
+        player.sync_application("web", "apps/web",
+                                fail="one or more objects failed to apply: admission denied")
+        event = wait_event(api_client, "web", "NotApplied")
+        assert f"commit {sha[:12]}" in event["message"] and "SyncFailed" in event["message"]
+        assert "Application argocd/web failed to apply" in event["message"]
+        assert "admission denied" in event["message"]
+
+
+def test_argocd_sync_applied_and_rolled(
+        api_client: ApiClient, git: GitSetup, host: GitHostServer,  # noqa: F811
+        player: EnginePlayer) -> None:
+    git.create({"apps/web/deployment.yaml": KUSTOMIZE_DEPLOYMENT})
+    git.configure(extra=TENANTS)
+    create(api_client, configmap("app-config", {"url": "a"}))
+    player.application("web", "apps/web")
+    player.sync_application("web", "apps/web")
+    with git_controller(api_client, git, *FOLLOW):
+        sha = change_config(api_client, host)
+        player.sync_application("web", "apps/web")
+        complete_rollout(api_client, "web")
+        event = wait_event(api_client, "web", "Applied")
+        assert f"commit {sha[:12]}" in event["message"]
+
+
+def test_nothing_applied_is_reported_after_the_timeout(
+        api_client: ApiClient, git: GitSetup, host: GitHostServer,  # noqa: F811
+        player: EnginePlayer) -> None:
+    git.create(KUSTOMIZE_FILES)
+    git.configure(extra=TENANTS)
+    create(api_client, configmap("app-config", {"url": "a"}))
+    player.kustomization("web", "./apps/web")
+    player.reconcile_kustomization("web", "apps/web")
+    with git_controller(api_client, git, FOLLOW[0], "--git-apply-timeout=2s") as (app, _):
+        sha = change_config(api_client, host)  # Flux never reconciles it
+        event = wait_event(api_client, "web", "NotApplied")
+        assert f"commit {sha[:12]}" in event["message"] and "Timeout" in event["message"]
+        assert "Kustomization flux-system/web did not apply the commit within 2s" in event["message"]
+        assert metric(app, "git_follow_outcomes_total", sink="git", outcome="not-applied",
+                      reason="Timeout") == 1
+
+
+def test_controller_killed_while_following_reports_once_and_commits_nothing_twice(
+        api_client: ApiClient, git: GitSetup, host: GitHostServer,  # noqa: F811
+        player: EnginePlayer) -> None:
+    git.create(KUSTOMIZE_FILES)
+    git.configure(extra=TENANTS)
+    create(api_client, configmap("app-config", {"url": "a"}))
+    player.kustomization("web", "./apps/web")
+    player.reconcile_kustomization("web", "apps/web")
+    with git_controller(api_client, git, *FOLLOW) as (app, _):
+        sha = change_config(api_client, host)
+        assert wait_for(lambda: followed(app), timeout=20)
+    # The first instance is gone while it followed the commit; Flux and the rollout go on.
+    count = len(commits(host))
+    player.reconcile_kustomization("web", "apps/web")
+    complete_rollout(api_client, "web")
+    for _ in range(2):  # the new instance, and one more restart after it reported
+        with git_controller(api_client, git, *FOLLOW, "--sync-after-restart") as (app, _):
+            event = wait_event(api_client, "web", "Applied")
+            assert f"commit {sha[:12]}" in event["message"]
+            settle(app)
+            wait_for(lambda: followed(app).state.done, timeout=20)
+        assert reasons(api_client) == ["Applied"]
+        assert len(commits(host)) == count
