@@ -180,24 +180,45 @@ class Follower:
             self._add(request, location, digest, found[0], sink=sink, changed_at=float(found[1]),
                       resumed=True)
 
+    def explain(self, request: ReloadRequest, location: Location, digest: str, *,
+                sink: str) -> Followed | None:
+        """The state of the last emission recorded at ``location`` (``explain``; reads only).
+
+        Judged as if followed since the commit that last wrote the file (the caller holds
+        the clone, synced); ``None`` when the file has no commit.
+        """
+        found = self.repositories[location.repo_name].repo.last_change(location.path)
+        if found is None:
+            return None
+        entry = self._entry(request, location, digest, found[0], sink=sink, changed_at=float(found[1]),
+                            resumed=True)
+        entry.started -= max(self.clock.now() - found[1], 0.0)
+        entry.state = self.assess(entry)
+        return entry
+
     def state_of(self, ref: ObjectRef) -> Followed | None:
         """The workload's emission being followed, else the last one that ended here."""
         with self._lock:
             return self._followed.get(ref.key) or self._last.get(ref.key)
 
+    def _entry(self, request: ReloadRequest, location: Location, digest: str, commit: str, *, sink: str,
+               changed_at: float, resumed: bool) -> Followed:
+        target = f"{location}" + (f"#{'.'.join(map(str, location.yaml_path))}" if location.yaml_path else "")
+        return Followed(ref=request.ref, uid=str(request.workload.uid), sink=sink,
+                        repo_name=location.repo_name, target=target, digest=digest, commit=commit,
+                        changed_at=changed_at, started=self.clock.monotonic(),
+                        engine=engine_of(request.workload, self.argocd_namespace), resumed=resumed)
+
     def _add(self, request: ReloadRequest, location: Location, digest: str, commit: str, *, sink: str,
              changed_at: float, resumed: bool) -> None:
-        target = f"{location}" + (f"#{'.'.join(map(str, location.yaml_path))}" if location.yaml_path else "")
-        entry = Followed(ref=request.ref, uid=str(request.workload.uid), sink=sink,
-                         repo_name=location.repo_name, target=target, digest=digest, commit=commit,
-                         changed_at=changed_at, started=self.clock.monotonic(),
-                         engine=engine_of(request.workload, self.argocd_namespace), resumed=resumed)
+        entry = self._entry(request, location, digest, commit, sink=sink, changed_at=changed_at,
+                            resumed=resumed)
         with self._lock:
             self._followed[request.ref.key] = entry  # a newer emission supersedes the older one
             self._count(sink)
         self.start()
         log.info("following emission", extra={"object": request.ref.key, "commit": commit[:12], "sink": sink,
-                                              "target": target, "resumed": resumed})
+                                              "target": entry.target, "resumed": resumed})
 
     # -- the loop -----------------------------------------------------------------------
 

@@ -102,6 +102,7 @@ from gitops_reloader.gitops.scanindex import DocKey, ScanIndex, edit_confined
 from gitops_reloader.gitops.yamledit import (
     CONFIG_HASH_KEY,
     EditResult,
+    read_at_path,
     set_at_path,
     set_template_annotation,
 )
@@ -352,6 +353,14 @@ class ManifestPlanner:
         if text is None:
             text = _read_text(handle.repo, location.path, handle.index.max_file_bytes)
         return text, self._edit(request, location, text, value)
+
+    @classmethod
+    def committed_value(cls, handle: RepositoryHandle, request: ReloadRequest,
+                        location: Location) -> str | None:
+        """The digest the located document holds now in the clone (``None``: none yet)."""
+        text = _read_text(handle.repo, location.path, handle.index.max_file_bytes)
+        return read_at_path(text, path_expr=cls._annotations_path(request, location),
+                            doc_index=location.doc_index, path=location.path)
 
     @staticmethod
     def _annotations_path(request: ReloadRequest, location: Location) -> tuple[str | int, ...]:

@@ -8,8 +8,10 @@ helm-controller, their statuses written as they write them) and Argo CD.
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from engines import EnginePlayer, complete_rollout, template_hash
@@ -30,9 +32,11 @@ from test_git_sink import (  # noqa: F401 - fixtures are used by name
     wait_event,
 )
 
+from gitops_reloader import cli
 from gitops_reloader.app import App
 from gitops_reloader.model import ObjectRef
 from gitops_reloader.sinks.follow import Followed
+from gitops_reloader.testing.apiserver import ApiServer
 from gitops_reloader.testing.githost import GitHostServer
 from gitops_reloader.testing.harness import settle, wait_for
 
@@ -126,6 +130,17 @@ def change_config(api_client: ApiClient, host: GitHostServer) -> str:  # noqa: F
     return wait_commits(host, before + 1)[0][0]
 
 
+def explain_emission(capsys: pytest.CaptureFixture[str], server: ApiServer,
+                     git: GitSetup) -> dict[str, Any]:  # noqa: F811
+    """``gitops-reloader explain deployment/web``'s last emission (JSON)."""
+    kubeconfig = str(server.write_kubeconfig(git.tmp / "kubeconfig"))
+    code = cli.main(["explain", "deployment/web", "-n", "ns", "--kubeconfig", kubeconfig,
+                     f"--git-config={git.config_path}", "--output", "json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return json.loads(out.out)["manifest"]["emission"]
+
+
 def followed(app: App) -> Followed | None:
     """What the app's git sink follows (or last followed) for the Deployment ns/web."""
     follower = app.controller.sinks["git"].follower  # type: ignore[attr-defined]
@@ -165,8 +180,9 @@ def test_flux_kustomization_applied_and_rolled_reports_applied_with_the_time(
     ("envs/prod/values.yaml#podAnnotations", "Applied"),
 ])
 def test_helm_values_key_the_chart_does_not_render_is_not_applied_naming_the_target(
-        api_client: ApiClient, git: GitSetup, host: GitHostServer,  # noqa: F811
-        player: EnginePlayer,        target: str, reason: str) -> None:
+        server: ApiServer, capsys: pytest.CaptureFixture[str], api_client: ApiClient,
+        git: GitSetup, host: GitHostServer, player: EnginePlayer,  # noqa: F811
+        target: str, reason: str) -> None:
     git.create({**CHART, "envs/prod/values.yaml": values(target)})
     git.configure(extra=TENANTS)
     create(api_client, configmap("app-config", {"url": "a"}))
@@ -189,6 +205,10 @@ def test_helm_values_key_the_chart_does_not_render_is_not_applied_naming_the_tar
             assert metric(app, "git_follow_outcomes_total", sink="git", outcome="not-applied",
                           reason="TargetNotRendered") == 1.0
         assert reasons(api_client) == [reason]
+        emission = explain_emission(capsys, server, git)
+        assert emission["commit"] == sha and emission["engine"] == "HelmRelease ns/web"
+        assert (emission["stage"], emission["reason"]) == (
+            ("rolled", "") if reason == "Applied" else ("not-applied", "TargetNotRendered"))
 
 
 def test_suspended_kustomization_is_not_applied_with_that_reason(
