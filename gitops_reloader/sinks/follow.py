@@ -279,8 +279,13 @@ class Follower:
             return None
         try:
             obj = self.api.get(ref.resource, ref.namespace, ref.name)
-        except KubeNotFound:
-            return None  # deployed by something we cannot see (Argo CD in another cluster)
+        except KubeError as exc:
+            if exc.retryable:
+                raise
+            # Not here (Argo CD in another cluster) or not readable: the template and rollout decide.
+            log.debug("engine not readable", extra={"engine": f"{ref.namespace}/{ref.name}",
+                                                    "error": str(exc)})
+            return None
         if ref.resource is APPLICATIONS:
             return application_report(obj)
         if ref.resource is KUSTOMIZATIONS:
