@@ -112,7 +112,11 @@ class Followed:
     started: float
     """Monotonic seconds the follow-up started (the push, or the resume)."""
     engine: EngineRef | None
+    path: str = ""
+    """The file in the repository the digest was written to."""
     resumed: bool = False
+    waiting: bool = False
+    """A pull request not merged yet: ``commit`` is empty until the base branch holds the digest."""
     state: FollowState = field(default_factory=lambda: FollowState(Stage.PUSHED))
 
 
@@ -164,6 +168,18 @@ class Follower:
         self._add(request, location, digest, commit, sink=sink, changed_at=float(request.observed_at),
                   resumed=False)
 
+    def await_merge(self, request: ReloadRequest, location: Location, digest: str, *, sink: str) -> None:
+        """Follow a pull request's edit: waiting until the base branch holds ``digest``, then its commit.
+
+        A newer edit of the same workload supersedes it; one already waiting keeps its age.
+        """
+        with self._lock:
+            current = self._followed.get(request.ref.key)
+            if current is not None and current.waiting and current.digest == digest:
+                return
+        self._add(request, location, digest, "", sink=sink, changed_at=float(request.observed_at),
+                  resumed=False, waiting=True)
+
     def resume(self, request: ReloadRequest, location: Location, digest: str, *, sink: str) -> None:
         """Follow a value already committed (a start-up check): from the commit that last wrote the file.
 
@@ -202,17 +218,18 @@ class Follower:
             return self._followed.get(ref.key) or self._last.get(ref.key)
 
     def _entry(self, request: ReloadRequest, location: Location, digest: str, commit: str, *, sink: str,
-               changed_at: float, resumed: bool) -> Followed:
+               changed_at: float, resumed: bool, waiting: bool = False) -> Followed:
         target = f"{location}" + (f"#{'.'.join(map(str, location.yaml_path))}" if location.yaml_path else "")
         return Followed(ref=request.ref, uid=str(request.workload.uid), sink=sink,
                         repo_name=location.repo_name, target=target, digest=digest, commit=commit,
                         changed_at=changed_at, started=self.clock.monotonic(),
-                        engine=engine_of(request.workload, self.argocd_namespace), resumed=resumed)
+                        engine=engine_of(request.workload, self.argocd_namespace), path=location.path,
+                        resumed=resumed, waiting=waiting)
 
     def _add(self, request: ReloadRequest, location: Location, digest: str, commit: str, *, sink: str,
-             changed_at: float, resumed: bool) -> None:
+             changed_at: float, resumed: bool, waiting: bool = False) -> None:
         entry = self._entry(request, location, digest, commit, sink=sink, changed_at=changed_at,
-                            resumed=resumed)
+                            resumed=resumed, waiting=waiting)
         with self._lock:
             self._followed[request.ref.key] = entry  # a newer emission supersedes the older one
             self._count(sink)
@@ -242,9 +259,10 @@ class Follower:
         """Read the statuses of every followed emission once; report and drop those that ended."""
         with self._lock:
             entries = list(self._followed.values())
+        synced: set[str] = set()
         for entry in entries:
             try:
-                state = self.assess(entry)
+                state = self._merged(entry, synced) if entry.waiting else self.assess(entry)
             except (KubeError, GitError) as exc:
                 log.debug("follow-up read failed, trying again", extra={"object": entry.ref.key,
                                                                         "error": str(exc)})
@@ -254,6 +272,24 @@ class Follower:
                 self._finish(entry)
 
     # -- one emission ---------------------------------------------------------------------
+
+    def _merged(self, entry: Followed, synced: set[str]) -> FollowState:
+        """A pull request's edit: still waiting, or (the base holds the digest) followed from its commit."""
+        handle = self.repositories[entry.repo_name]
+        with handle.lock:
+            if entry.repo_name not in synced:
+                handle.sync()  # once per round and repository
+                synced.add(entry.repo_name)
+            text = handle.repo.read(entry.path) or b""
+            found = handle.repo.last_change(entry.path) if entry.digest.encode() in text else None
+        age = self.clock.monotonic() - entry.started
+        if found is None:
+            return decide(engine=None, counts=lambda _: False, in_template=False, rollout=None, elapsed=age,
+                          timeout=self.timeout, target=entry.target, waiting_for_merge=True)
+        log.info("pull request merged, following its commit", extra={
+            "object": entry.ref.key, "commit": found[0][:12], "waited_seconds": round(age)})
+        entry.commit, entry.waiting, entry.started = found[0], False, self.clock.monotonic()
+        return self.assess(entry)
 
     def assess(self, entry: Followed) -> FollowState:
         """Read the engine, then the workload and its rollout; the verdict of ``entry`` now."""

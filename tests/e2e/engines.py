@@ -61,6 +61,7 @@ class EnginePlayer:
         self.api_client = api_client
         self.host = host
         self.repo = repo
+        self.source = repo.rsplit("/", 1)[-1]  # the GitRepository's name
         self.tmp = tmp
         self.env = {**os.environ, "HELM_CACHE_HOME": str(tmp / "helm-cache"),
                     "HELM_CONFIG_HOME": str(tmp / "helm-config"), "HELM_DATA_HOME": str(tmp / "helm-data")}
@@ -104,10 +105,10 @@ class EnginePlayer:
     # -- Flux ----------------------------------------------------------------------------
 
     def git_repository(self) -> None:
-        """Create the GitRepository ``flux-system/<repo>`` for the main branch."""
+        """Create the GitRepository ``flux-system/<source>`` for the main branch."""
         call(self.api_client, "POST", GITREPOSITORIES.format(ns="flux-system"),
              {"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
-              "metadata": {"name": self.repo, "namespace": "flux-system"},
+              "metadata": {"name": self.source, "namespace": "flux-system"},
               "spec": {"interval": "1m", "url": self.host.repo_url(self.repo), "ref": {"branch": "main"}}})
 
     def kustomization(self, name: str, path: str, *, suspend: bool = False) -> None:
@@ -116,7 +117,7 @@ class EnginePlayer:
         body = {"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
                 "metadata": {"name": name, "namespace": "flux-system"},
                 "spec": {"interval": "10m", "path": path, "prune": True, "suspend": suspend,
-                         "sourceRef": {"kind": "GitRepository", "name": self.repo}}}
+                         "sourceRef": {"kind": "GitRepository", "name": self.source}}}
         call(self.api_client, "POST", KUSTOMIZATIONS.format(ns="flux-system"), body)
 
     def reconcile_kustomization(self, name: str, path: str) -> str:
@@ -138,7 +139,8 @@ class EnginePlayer:
                 "spec": {"interval": "10m", "chart": {"spec": {
                     "chart": "./charts/web", "reconcileStrategy": "Revision",
                     "valuesFiles": ["./envs/prod/values.yaml"],
-                    "sourceRef": {"kind": "GitRepository", "name": self.repo, "namespace": "flux-system"}}}}}
+                    "sourceRef": {"kind": "GitRepository", "name": self.source,
+                                  "namespace": "flux-system"}}}}}
         call(self.api_client, "POST", HELMRELEASES.format(ns=namespace), body)
 
     def reconcile_helm_release(self, name: str, chart: str, values: str, namespace: str = "ns") -> str:

@@ -31,14 +31,18 @@ from test_git_sink import (  # noqa: F401 - fixtures are used by name
     wait_commits,
     wait_event,
 )
+from test_pull_request_sink import REPO as PR_REPO
+from test_pull_request_sink import PrSetup, githost, pr_controller, prhost, wait_open_pull  # noqa: F401
 
 from gitops_reloader import cli
 from gitops_reloader.app import App
 from gitops_reloader.model import ObjectRef
+from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.sinks.follow import Followed
 from gitops_reloader.testing.apiserver import ApiServer
 from gitops_reloader.testing.githost import GitHostServer
 from gitops_reloader.testing.harness import settle, wait_for
+from gitops_reloader.testing.prhost import PrHost
 
 pytestmark = pytest.mark.e2e
 
@@ -139,6 +143,10 @@ def explain_emission(capsys: pytest.CaptureFixture[str], server: ApiServer,
     out = capsys.readouterr()
     assert code == 0, out.err
     return json.loads(out.out)["manifest"]["emission"]
+
+
+def metric_value(metrics: Metrics, name: str, **labels: str) -> float:
+    return metrics.registry.get_sample_value(f"gitops_reloader_{name}", labels) or 0.0
 
 
 def followed(app: App) -> Followed | None:
@@ -301,3 +309,38 @@ def test_controller_killed_while_following_reports_once_and_commits_nothing_twic
             wait_for(lambda: followed(app).state.done, timeout=20)
         assert reasons(api_client) == ["Applied"]
         assert len(commits(host)) == count
+
+
+# --------------------------------------------------------------------------- pull requests
+
+
+@pytest.fixture
+def pr_setup(tmp_path: Path, githost: GitHostServer, prhost: PrHost) -> PrSetup:  # noqa: F811
+    return PrSetup(tmp_path, githost, prhost, "github")
+
+
+def test_pull_request_waits_for_its_merge_then_follows_the_merge_into_the_cluster(
+        api_client: ApiClient, pr_setup: PrSetup, githost: GitHostServer, prhost: PrHost,  # noqa: F811
+        tmp_path: Path) -> None:
+    manifest = KUSTOMIZE_DEPLOYMENT.replace("sink: git", "sink: pull-request")
+    pr_setup.create({**KUSTOMIZE_FILES, "apps/web/deployment.yaml": manifest})
+    pr_setup.configure()
+    create(api_client, configmap("app-config", {"url": "a"}))
+    flux = EnginePlayer(api_client, githost, PR_REPO, tmp_path)
+    flux.kustomization("web", "./apps/web")
+    flux.reconcile_kustomization("web", "apps/web")
+    with pr_controller(api_client, pr_setup, *FOLLOW) as (_, sink):
+        put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
+        pull = wait_open_pull(prhost)
+        assert sink.follower is not None
+        ref = ObjectRef("Deployment", "ns", "web")
+        waiting = wait_for(lambda: (entry := sink.follower.state_of(ref)) and entry.state.stage.value
+                           == "waiting-for-merge" and entry.state, timeout=20)
+        assert "pull request open for" in waiting.message
+        assert reasons(api_client) == []  # people decide: no timeout while the pull request is open
+        merged = prhost.merge(PR_REPO, pull["number"])
+        flux.reconcile_kustomization("web", "apps/web")
+        complete_rollout(api_client, "web")
+        event = wait_event(api_client, "web", "Applied")
+        assert f"commit {merged[:12]}" in event["message"]
+        assert metric_value(sink.metrics, "change_to_rollout_seconds_count", sink="pull-request") == 1.0
