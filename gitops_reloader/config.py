@@ -201,6 +201,29 @@ class StateStore:
         return self.kind != "none"
 
 
+MAX_ROLLOUT_BUDGET = 100_000
+"""Upper bound of the rollout budget flags (a larger number is a typo, not a budget)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rollouts:
+    """Waves: how many rollouts at once, when one has failed, and holds (docs/rollouts.md)."""
+
+    max_concurrent: int = 0
+    """``--max-concurrent-rollouts``: rollouts under way at once in the cluster (0: no limit)."""
+    max_per_namespace: int = 0
+    """``--max-concurrent-rollouts-per-namespace`` (0: no limit)."""
+    timeout: float = 600.0
+    """``--rollout-timeout``: a rollout not complete this long after its write has failed."""
+    hold_on_failure: bool = False
+    """``--hold-on-failed-rollout`` (on by default whenever a budget is set)."""
+
+    @property
+    def budgeted(self) -> bool:
+        """Whether a budget is set: without one, reloads are exactly as they were."""
+        return self.max_concurrent > 0 or self.max_per_namespace > 0
+
+
 @dataclass(frozen=True, slots=True)
 class Config:
     """The whole validated configuration, built once by :func:`load_config`."""
@@ -211,6 +234,7 @@ class Config:
     runtime: Runtime = field(default_factory=Runtime)
     gitops: GitOps = field(default_factory=GitOps)
     state: StateStore = field(default_factory=StateStore)
+    rollouts: Rollouts = field(default_factory=Rollouts)
     alerts: Mapping[str, str] = field(default_factory=dict)
     """ALERT_* environment variables (ALERT_ON_RELOAD, ALERT_SINK, ...)."""
     metrics_count_by_namespace: bool = False
@@ -328,6 +352,10 @@ FLAGS: tuple[FlagSpec, ...] = (
     FlagSpec(("--state-store",), "Keep the last-seen keyed digest of every source and what each workload was last given outside the workloads: none or configmap (ConfigMaps in the controller's namespace; --sync-after-restart and HA take-over read it).", "none", stakater=False),
     FlagSpec(("--state-store-name",), "Name prefix of the state-store ConfigMaps (<name>-0, <name>-1, ...); with --shard-count, -shard-<index> is added.", "gitops-reloader-state", stakater=False),
     FlagSpec(("--state-store-interval",), "How often the state store writes its batch of changes.", "5s", stakater=False),
+    FlagSpec(("--max-concurrent-rollouts",), "Live sinks: at most this many workloads rolling at once in the cluster, the rest wait in order of gitops-reloader.io/rollout-priority (0: no limit; docs/rollouts.md).", "0", stakater=False),
+    FlagSpec(("--max-concurrent-rollouts-per-namespace",), "At most this many workloads rolling at once in one namespace (0: no limit).", "0", stakater=False),
+    FlagSpec(("--rollout-timeout",), "With a budget: a rollout not complete this long after its write counts as failed.", "10m", stakater=False),
+    FlagSpec(("--hold-on-failed-rollout",), "With a budget: a failed rollout holds the not-yet-started reloads of the same source change (default: on whenever a budget is set).", "", True, stakater=False),
     FlagSpec(("--state-store-shard-size",), "Target bytes of one state-store ConfigMap (1024 to 921600); more entries add shards.", "524288", stakater=False),
 )
 
@@ -413,6 +441,13 @@ def _positive_float(text: str) -> float:
     number = float(text)
     if number <= 0:
         raise ValueError(f"must be greater than 0, got {number}")
+    return number
+
+
+def _budget(text: str) -> int:
+    number = _non_negative_int(text)
+    if number > MAX_ROLLOUT_BUDGET:
+        raise ValueError(f"must be at most {MAX_ROLLOUT_BUDGET}, got {number}")
     return number
 
 
@@ -600,6 +635,7 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
     alerts = _alerts(env, raw, given)
     return Config(
         keys=keys, filters=filters, behaviour=behaviour, runtime=runtime, gitops=gitops, state=state,
+        rollouts=_rollouts(raw),
         alerts=alerts,
         metrics_count_by_namespace=env.get("METRICS_COUNT_BY_NAMESPACE", "") == "enabled",
         inert_flags=tuple(inert),
@@ -607,6 +643,19 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
                                   env.get("RELOADER_DEPLOYMENT_NAME", "").strip())
                    if env.get("RELOADER_NAMESPACE", "").strip() else None),
     )
+
+
+def _rollouts(raw: Mapping[str, str]) -> Rollouts:
+    """The waves flags; ``--hold-on-failed-rollout`` unset means on whenever a budget is set."""
+    total = _flag("max-concurrent-rollouts", raw["max_concurrent_rollouts"], _budget)
+    per_namespace = _flag("max-concurrent-rollouts-per-namespace",
+                          raw["max_concurrent_rollouts_per_namespace"], _budget)
+    hold_text = raw["hold_on_failed_rollout"].strip()
+    hold = (_flag("hold-on-failed-rollout", hold_text, parse_bool) if hold_text
+            else total > 0 or per_namespace > 0)
+    return Rollouts(max_concurrent=total, max_per_namespace=per_namespace,
+                    timeout=_flag("rollout-timeout", raw["rollout_timeout"], _positive_duration),
+                    hold_on_failure=hold)
 
 
 def _optional_duration(name: str, raw: Mapping[str, str]) -> float | None:

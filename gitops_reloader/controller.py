@@ -33,6 +33,7 @@ from gitops_reloader.control.changes import ChangeDetector, PendingChanges, Pend
 from gitops_reloader.control.pause import UNPAUSE_PREFIX, PauseScheduler
 from gitops_reloader.control.reconciler import Reconciler, view
 from gitops_reloader.control.startup import deleted_while_down, out_of_date
+from gitops_reloader.control.waves import WAVES_KEY, Waves
 from gitops_reloader.errors import ReloaderError
 from gitops_reloader.index import ReferenceIndex
 from gitops_reloader.kube.api import KubeApi
@@ -100,9 +101,12 @@ class Controller:
         self.changes = ChangeDetector(reload_on_create=behaviour.reload_on_create,
                                       reload_on_delete=behaviour.reload_on_delete)
         self.pending = PendingChanges()
+        self.waves = Waves(config.rollouts, clock=self.clock, metrics=metrics, schedule=self._schedule,
+                           warn=lambda ref, reason, message: self.reconciler.warn_ref(ref, reason, message),
+                           ) if config.rollouts.budgeted else None
         self.reconciler = Reconciler(config, self.caches, self.pending, self.queue, sinks=self.sinks,
                                      adapters=self.adapters, metrics=metrics, clock=self.clock,
-                                     recorder=recorder, listeners=listeners)
+                                     recorder=recorder, listeners=listeners, waves=self.waves)
         self.pauses = PauseScheduler(config, api, self.caches, self.queue, self.adapters,
                                      self.clock, self.reconciler.warn)
         self._workers: list[threading.Thread] = []
@@ -210,6 +214,11 @@ class Controller:
 
     def _on_workload(self, event: InformerEvent[WorkloadRecord]) -> None:
         delta = event.delta
+        if self.waves is not None:
+            if delta.new is not None:
+                self.waves.observe(delta.new.ref, delta.new.annotations, delta.new.rollout)
+            elif delta.old is not None:
+                self.waves.forget(delta.old.ref)
         if delta.new is None:
             if delta.old is not None:
                 self.index.remove(WorkloadKey(delta.old.ref.key))
@@ -285,6 +294,13 @@ class Controller:
         self.pending.add(key, sources)
         self.queue.add_after(self._queue_key(key), self.config.runtime.coalesce_window)
 
+    def _schedule(self, key: str, delay: float) -> None:
+        """Put ``key`` on the work queue now or after ``delay`` seconds (the waves' grants)."""
+        if delay > 0:
+            self.queue.add_after(key, delay)
+        else:
+            self.queue.add(key)
+
     def _queue_key(self, key: str) -> str:
         """The workload's own key, or its batch group's (``batch|...``) for a batch sink."""
         record = self.workload(ObjectRef.from_key(key))
@@ -333,6 +349,8 @@ class Controller:
             try:
                 if key.startswith(UNPAUSE_PREFIX):
                     self.pauses.unpause(key)
+                elif key == WAVES_KEY and self.waves is not None:
+                    self.waves.dispatch()
                 elif key.startswith(BATCH_PREFIX):
                     self.reconciler.sync_batch(key)
                 else:

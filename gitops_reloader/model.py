@@ -308,6 +308,10 @@ class ReloadRequest:
     resync: bool = False
     """A start-up / take-over check, not a change: emit only where the workload already
     records a value that is out of date (never a first record)."""
+    workload_annotations: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
+    """Set on the workload's own metadata in the same write as the reload (a live sink's
+    rollout marker with a rollout budget, :mod:`gitops_reloader.rollout.marker`); empty
+    otherwise, so the write is exactly what it is without a budget."""
 
 
 class OutcomeStatus(enum.StrEnum):

@@ -18,10 +18,12 @@ from gitops_reloader.clock import Clock
 from gitops_reloader.config import Config
 from gitops_reloader.control.caches import Caches, SourcesByNamespace
 from gitops_reloader.control.changes import PendingChanges, PendingSource
+from gitops_reloader.control.waves import Waves
 from gitops_reloader.errors import KubeNotFound, ReloaderError
 from gitops_reloader.kube.events import EventRecorder
 from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord
 from gitops_reloader.model import (
+    EMPTY_MAP,
     ObjectRef,
     Outcome,
     OutcomeStatus,
@@ -74,7 +76,8 @@ class Reconciler:
     def __init__(self, config: Config, caches: Caches, pending: PendingChanges,
                  queue: WorkQueue[str], *, sinks: Mapping[str, Sink],
                  adapters: Mapping[str, WorkloadAdapter], metrics: Metrics, clock: Clock,
-                 recorder: EventRecorder | None = None, listeners: Iterable[Listener] = ()) -> None:
+                 recorder: EventRecorder | None = None, listeners: Iterable[Listener] = (),
+                 waves: Waves | None = None) -> None:
         self.config = config
         self.caches = caches
         self.pending = pending
@@ -85,6 +88,7 @@ class Reconciler:
         self.clock = clock
         self.recorder = recorder
         self.listeners = tuple(listeners)
+        self.waves = waves
         self.options = policy.PolicyOptions(keys=config.keys,
                                             auto_reload_all=config.behaviour.auto_reload_all)
 
@@ -184,6 +188,9 @@ class Reconciler:
                 self.metrics.reload_executed(False, ref.namespace)
                 self.warn(record, "ReloadFailed", f"reload failed: {exc}")
             raise
+        finally:
+            if self.waves is not None:
+                self.waves.release(record.ref)  # a grant no write used goes back
         if emitted is None:
             return
         request, outcome = emitted
@@ -209,7 +216,16 @@ class Reconciler:
             self.warn(record, "UnknownSink",
                       f"{self.config.keys.sink} names no available sink; not reloaded")
             return None
-        request = ReloadRequest(record.ref, record, tuple(items), int(self.clock.now()))
+        marker = None
+        if self.waves is not None and self.waves.gates(name, record.ref):
+            sources = [item.source for item in items]
+            if not self.waves.admit(record.ref, record.annotations, sources, _oldest(pending.values())):
+                self.pending.add(record.ref.key, pending, retry=True)  # waits; a newer change joins it
+                return None
+            marker = self.waves.marker(sources)
+        request = ReloadRequest(record.ref, record, tuple(items), int(self.clock.now()),
+                                workload_annotations=self.waves.annotations(marker)
+                                if self.waves is not None and marker is not None else EMPTY_MAP)
         with self.metrics.time_emit(sink.name):
             try:
                 outcome = sink.emit(request)
@@ -220,6 +236,8 @@ class Reconciler:
                     return None  # the workload is gone
                 raise
         self.metrics.sink_outcome(sink.name, outcome.status.value)
+        if marker is not None and self.waves is not None and outcome.status is OutcomeStatus.APPLIED:
+            self.waves.started(record.ref, marker)
         return request, outcome
 
     # --- one batch group -----------------------------------------------------------
@@ -263,6 +281,13 @@ class Reconciler:
             self.report(record, request, outcome)
 
     # --- reporting -----------------------------------------------------------------
+
+    def warn_ref(self, ref: ObjectRef, reason: str, message: str) -> None:
+        """:meth:`warn` for a workload known by its reference (the cached record, if any)."""
+        record = self.caches.workload(ref)
+        log.warning(message, extra={"object": ref.key, "reason": reason})
+        if self.recorder is not None:
+            self.recorder.warning(ref, reason, message, uid=record.uid if record is not None else "")
 
     def _observe_latency(self, outcome: Outcome, sources: Iterable[PendingSource]) -> None:
         """change → emit latency of an applied emission, from its oldest detected change."""
@@ -308,3 +333,9 @@ class Reconciler:
         log.warning(message, extra={"object": record.ref.key, "reason": reason})
         if self.recorder is not None:
             self.recorder.warning(record.ref, reason, message, uid=record.uid)
+
+
+def _oldest(sources: Iterable[PendingSource]) -> float | None:
+    """Monotonic time of the oldest detected change among ``sources`` (None: resyncs only)."""
+    detected = [p.detected for p in sources if p.detected is not None]
+    return min(detected) if detected else None

@@ -35,6 +35,8 @@ from gitops_reloader.kube.resources import (
     ResourceKind,
 )
 from gitops_reloader.model import EMPTY_MAP, ObjectRef, PodRefs, TemplateEdit
+from gitops_reloader.rollout.completion import RolloutStatus, rollout_status
+from gitops_reloader.rollout.marker import MARKER_ANNOTATION
 
 _DROP_METADATA = ("managedFields",)
 _UNREAD_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
@@ -59,6 +61,10 @@ class WorkloadRecord:
     template_annotations: Mapping[str, str]
     refs: PodRefs
     has_template: bool
+    rollout: RolloutStatus | None = None
+    """Where the rollout stands by the kind's own status, for a workload carrying the
+    controller's rollout marker (:mod:`gitops_reloader.rollout.marker`); None otherwise.
+    The status itself is not kept: this verdict is all the rollout budget reads of it."""
 
 
 _Env = tuple[tuple[str, str | None, bool], ...]
@@ -275,6 +281,8 @@ class WorkloadAdapter:
         metadata = raw.get("metadata") or {}
         for key in _DROP_METADATA:
             metadata.pop(key, None)
+        marked = MARKER_ANNOTATION in (metadata.get("annotations") or {})
+        rollout = rollout_status(self.resource.group, self.kind, raw) if marked else None
         raw.pop("status", None)
         template = self.pod_template(raw)
         pod_spec = (template or {}).get("spec") or {}
@@ -293,6 +301,7 @@ class WorkloadAdapter:
             template_annotations=template_annotations,
             refs=extract_refs(pod_spec),
             has_template=template is not None and bool(pod_spec.get("containers")),
+            rollout=rollout,
         )
 
     def _slim(self, raw: JSON, ref: ObjectRef, uid: str, annotations: Mapping[str, str],
@@ -384,8 +393,9 @@ class RolloutAdapter(WorkloadAdapter):
     def apply(self, api: KubeApi, record: WorkloadRecord, edit: TemplateEdit, *, now: float,
               extra_patch: JSON | None = None) -> None:
         if record.annotations.get(self.strategy_annotation, "").lower() == "restart":
+            body: JSON = {"spec": {"restartAt": rfc3339(now)}}
             api.patch(self.resource, record.ref.namespace, record.ref.name,
-                      {"spec": {"restartAt": rfc3339(now)}}, content_type=MERGE)
+                      _merge(body, extra_patch) if extra_patch else body, content_type=MERGE)
             return
         super().apply(api, record, edit, now=now, extra_patch=extra_patch)
 

@@ -39,6 +39,11 @@ SINK_OUTCOMES = frozenset({"applied", "already-current", "skipped", "would-apply
 WATCH_RESTART_REASONS = frozenset({"expired", "error", "closed"})
 """Allowed ``reason`` label values of ``gitops_reloader_watch_restarts_total``."""
 
+ROLLOUT_FAILURE_REASONS = frozenset({"ProgressDeadlineExceeded", "Degraded", "RolloutTimeout", "other"})
+"""Allowed ``reason`` label values of ``gitops_reloader_rollouts_failed_total``."""
+
+_WAVE_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0)
+
 STATE_STORE_OPERATIONS = frozenset({"read", "write", "key"})
 """Allowed ``operation`` label values of ``gitops_reloader_state_store_errors_total``."""
 
@@ -112,6 +117,9 @@ class Metrics:
     ``state_store_errors_total{operation}``   state-store failures: read, write, key
     ``state_store_invalid_entries_total``     unreadable state-store lines skipped
     ``state_store_entries{kind}``             source / workload entries, and shards
+    ``rollouts{state}``                       with a budget: queued, held, rolling now
+    ``rollouts_failed_total{reason}``         ProgressDeadlineExceeded, Degraded, RolloutTimeout, other
+    ``rollout_wave_seconds``                  histogram: first change → last rollout of the wave done
     ========================================  =========================================
     """
 
@@ -198,6 +206,17 @@ class Metrics:
             ("operation",))
         self._state_invalid = counter(
             "state_store_invalid_entries_total", "Unreadable state-store lines or shards skipped.")
+        self._rollouts = gauge(
+            "rollouts", "With a rollout budget: reloads queued, held by a failed rollout, rolling.",
+            ("state",))
+        self._rollouts_failed = counter(
+            "rollouts_failed_total", "Rollouts started by the controller that failed, by reason.",
+            ("reason",))
+        self._wave_seconds = Histogram(
+            PREFIX + "rollout_wave_seconds",
+            "Time from the first change of a wave to the end of its last rollout (budget set).",
+            registry=registry, buckets=_WAVE_BUCKETS,
+        )
         self._state_entries = gauge(
             "state_store_entries", "State-store entries (kind source, workload) and shards (kind shard).",
             ("kind",))
@@ -357,3 +376,19 @@ class Metrics:
     def webhook_post(self, success: bool) -> None:
         """Count one POST of the ``webhook`` sink."""
         self._webhook_posts.labels(success=_bool_label(success)).inc()
+
+    # rollout waves
+
+    def set_rollouts(self, *, queued: int, held: int, rolling: int) -> None:
+        """The waves' state now: reloads waiting, held by a failed rollout, rolling."""
+        self._rollouts.labels(state="queued").set(queued)
+        self._rollouts.labels(state="held").set(held)
+        self._rollouts.labels(state="rolling").set(rolling)
+
+    def rollout_failed(self, reason: str) -> None:
+        """Count a failed rollout; a reason outside :data:`ROLLOUT_FAILURE_REASONS` counts as other."""
+        self._rollouts_failed.labels(reason=reason if reason in ROLLOUT_FAILURE_REASONS else "other").inc()
+
+    def observe_wave(self, seconds: float) -> None:
+        """A wave is done: from its first change to its last rollout's end."""
+        self._wave_seconds.observe(max(seconds, 0.0))

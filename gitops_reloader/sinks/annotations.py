@@ -80,7 +80,8 @@ class AnnotationsSink:
         edit = self.edit_for(request)
         if not edit:
             return Outcome(OutcomeStatus.ALREADY_CURRENT, self.name)
-        self.patcher.apply(request.workload, edit, now=request.observed_at)
+        self.patcher.apply(request.workload, edit, now=request.observed_at,
+                           annotations=request.workload_annotations)
         return Outcome(OutcomeStatus.APPLIED, self.name, describe_annotation(edit))
 
 

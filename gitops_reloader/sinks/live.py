@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from gitops_reloader.config import AnnotationKeys
 from gitops_reloader.kube.api import JSON, KubeApi
 from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord, rfc3339
-from gitops_reloader.model import TemplateEdit
+from gitops_reloader.model import EMPTY_MAP, TemplateEdit
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.ratelimit import TokenBucket
 
@@ -41,10 +41,17 @@ class LivePatcher:
         return {"spec": {"paused": True},
                 "metadata": {"annotations": {self.keys.paused_at: rfc3339(now)}}}
 
-    def apply(self, record: WorkloadRecord, edit: TemplateEdit, *, now: float) -> None:
+    def apply(self, record: WorkloadRecord, edit: TemplateEdit, *, now: float,
+              annotations: Mapping[str, str] = EMPTY_MAP) -> None:
+        """Write ``edit``; ``annotations`` go on the workload's metadata in the same write."""
         adapter = self.adapters[record.ref.kind]
         if self.limiter is not None:
             self.limiter.acquire()
-        adapter.apply(self.api, record, edit, now=now, extra_patch=self.pause_patch(record, now))
+        extra = self.pause_patch(record, now)
+        if annotations:
+            extra = extra or {}
+            metadata = extra.setdefault("metadata", {})
+            metadata["annotations"] = {**metadata.get("annotations", {}), **annotations}
+        adapter.apply(self.api, record, edit, now=now, extra_patch=extra)
         if self.metrics is not None:
             self.metrics.api_write(record.ref.kind)

@@ -1,0 +1,171 @@
+"""Playing the Deployment controller in tests and benchmarks (no kube-controller-manager here).
+
+:class:`DeploymentPlayer` watches the Deployments of one namespace through the official client
+and, for every new ``generation``, writes the ``status`` subresource as the Deployment
+controller would, in its order: first the generation observed with the new ReplicaSet coming
+up (``Progressing`` ``ReplicaSetUpdated``, one old replica left), then — ``complete_after``
+seconds after the spec change — the rollout complete (``NewReplicaSetAvailable``) or, for the
+generations ``fails(name, generation)`` picks, ``fail_after`` seconds after it,
+``Progressing=False`` with reason ``ProgressDeadlineExceeded``. It records, per Deployment,
+each generation it saw start and the peak number of rollouts under way at once (spec
+changed, not complete or failed yet).
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import watch
+from kubernetes.client import ApiClient, AppsV1Api
+from kubernetes.client.rest import ApiException
+
+
+def _conditions(progressing: tuple[str, str], available: str) -> list[dict[str, str]]:
+    status, reason = progressing
+    return [{"type": "Available", "status": available, "reason": "MinimumReplicasAvailable"},
+            {"type": "Progressing", "status": status, "reason": reason}]
+
+
+def status_rolling(generation: int, replicas: int = 1) -> dict[str, Any]:
+    """The new ReplicaSet is up, an old replica is still there."""
+    return {"observedGeneration": generation, "replicas": replicas + 1, "updatedReplicas": replicas,
+            "readyReplicas": replicas, "availableReplicas": replicas, "unavailableReplicas": 1,
+            "conditions": _conditions(("True", "ReplicaSetUpdated"), "True")}
+
+
+def status_complete(generation: int, replicas: int = 1) -> dict[str, Any]:
+    """What ``kubectl rollout status`` waits for."""
+    return {"observedGeneration": generation, "replicas": replicas, "updatedReplicas": replicas,
+            "readyReplicas": replicas, "availableReplicas": replicas,
+            "conditions": _conditions(("True", "NewReplicaSetAvailable"), "True")}
+
+
+def status_failed(generation: int, replicas: int = 1) -> dict[str, Any]:
+    """The progress deadline passed with the new pods not available."""
+    failed = status_rolling(generation, replicas)
+    failed["conditions"] = _conditions(("False", "ProgressDeadlineExceeded"), "True")
+    return failed
+
+
+class DeploymentPlayer:
+    """The Deployment controller's status writes for one namespace, on a background thread."""
+
+    def __init__(self, api_client: ApiClient, namespace: str = "ns", *, observe_after: float = 0.05,
+                 complete_after: float = 0.5, fail_after: float | None = None,
+                 fails: Callable[[str, int], bool] = lambda name, generation: False) -> None:
+        self.apps = AppsV1Api(api_client)
+        self.namespace = namespace
+        self.observe_after = observe_after
+        self.complete_after = complete_after
+        self.fails = fails
+        self.fail_after = complete_after if fail_after is None else fail_after
+        self.started: dict[str, list[int]] = {}
+        """Per Deployment, each generation whose rollout the player saw start (after the first)."""
+        self.order: list[str] = []
+        """Deployments in the order their rollouts started."""
+        self.rolling: set[str] = set()
+        self.peak = 0
+        self._seen: dict[str, int] = {}
+        self._plan: list[tuple[float, int, str, int, str]] = []
+        self._seq = 0
+        self._lock = threading.Condition()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._watch, daemon=True, name="player-watch"),
+                         threading.Thread(target=self._write, daemon=True, name="player-write")]
+
+    def __enter__(self) -> DeploymentPlayer:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        with self._lock:
+            self._lock.notify_all()
+        for thread in self._threads:
+            thread.join(10)
+
+    def under_way(self) -> int:
+        with self._lock:
+            return len(self.rolling)
+
+    # --- watching ----------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        version = ""
+        while not self._stop.is_set():
+            try:
+                if not version:
+                    listed = self.apps.list_namespaced_deployment(self.namespace)
+                    for item in listed.items:
+                        self._saw(item.metadata.name, item.metadata.generation or 0,
+                                  (item.status.observed_generation if item.status else None) or 0)
+                    version = listed.metadata.resource_version
+                stream = watch.Watch().stream(self.apps.list_namespaced_deployment, self.namespace,
+                                              resource_version=version, timeout_seconds=1,
+                                              allow_watch_bookmarks=True)
+                for event in stream:
+                    raw = event["raw_object"]
+                    if event["type"] == "ERROR":
+                        version = ""  # 410 Gone: list again
+                        break
+                    metadata = raw.get("metadata") or {}
+                    version = metadata.get("resourceVersion") or version
+                    if event["type"] in ("ADDED", "MODIFIED"):
+                        self._saw(metadata["name"], metadata.get("generation") or 0,
+                                  (raw.get("status") or {}).get("observedGeneration") or 0)
+                    if self._stop.is_set():
+                        break
+            except ApiException as exc:
+                if exc.status != 410:
+                    raise
+                version = ""
+
+    def _saw(self, name: str, generation: int, observed: int) -> None:
+        with self._lock:
+            if generation <= max(observed, self._seen.get(name, 0)):
+                return
+            first = name not in self._seen
+            self._seen[name] = generation
+            now = time.monotonic()
+            if not first:  # the creation is no rollout: complete it at once
+                self.started.setdefault(name, []).append(generation)
+                self.order.append(name)
+                self.rolling.add(name)
+                self.peak = max(self.peak, len(self.rolling))
+                self._push(now + self.observe_after, name, generation, "rolling")
+            failing = not first and self.fails(name, generation)
+            delay = 0.0 if first else self.fail_after if failing else self.complete_after
+            self._push(now + delay, name, generation, "failed" if failing else "complete")
+            self._lock.notify_all()
+
+    def _push(self, at: float, name: str, generation: int, step: str) -> None:
+        self._seq += 1
+        heapq.heappush(self._plan, (at, self._seq, name, generation, step))
+
+    # --- writing -----------------------------------------------------------------------
+
+    def _write(self) -> None:
+        while not self._stop.is_set():
+            with self._lock:
+                while not self._stop.is_set() and (not self._plan or self._plan[0][0] > time.monotonic()):
+                    self._lock.wait(self._plan[0][0] - time.monotonic() if self._plan else 0.5)
+                if self._stop.is_set():
+                    return
+                _, _, name, generation, step = heapq.heappop(self._plan)
+                if self._seen.get(name) != generation:
+                    continue  # a newer spec change supersedes this one
+            body = {"rolling": status_rolling, "complete": status_complete,
+                    "failed": status_failed}[step](generation)
+            try:
+                self.apps.patch_namespaced_deployment_status(name, self.namespace, {"status": body})
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+            if step != "rolling":
+                with self._lock:
+                    self.rolling.discard(name)

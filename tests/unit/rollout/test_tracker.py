@@ -1,0 +1,83 @@
+"""The tracker: rollouts under way or failed, from markers and verdicts, with the timeout."""
+
+from __future__ import annotations
+
+from gitops_reloader.model import ObjectRef
+from gitops_reloader.rollout.completion import Phase, RolloutStatus
+from gitops_reloader.rollout.marker import Marker
+from gitops_reloader.rollout.tracker import Rollout, Tracker
+
+REF = ObjectRef("Deployment", "shop", "web")
+OTHER = ObjectRef("Deployment", "shop", "api")
+ROLLING = RolloutStatus(Phase.PROGRESSING, "UpdatingReplicas")
+DONE = RolloutStatus(Phase.COMPLETE, "RolloutComplete")
+DEADLINE = RolloutStatus(Phase.FAILED, "ProgressDeadlineExceeded", "too slow")
+MARK = Marker(1000, frozenset({"shop/Secret/db@1"}))
+
+
+def tracker(timeout: float = 600) -> tuple[Tracker, list[Rollout]]:
+    heard: list[Rollout] = []
+    t = Tracker(timeout=timeout)
+    t.subscribe(heard.append)
+    return t, heard
+
+
+def test_begun_counts_until_the_cache_shows_the_write_and_the_rollout_completes() -> None:
+    t, heard = tracker()
+    t.begin(REF, MARK)
+    assert t.rolling_by_namespace(1001) == {"shop": 1}
+    t.observe(REF, Marker(900, MARK.changes), DONE, 1001)  # an older marker: our write not seen yet
+    assert t.rolling_by_namespace(1001) == {"shop": 1} and heard == []
+    t.observe(REF, MARK, ROLLING, 1002)
+    assert t.rolling_by_namespace(1002) == {"shop": 1}
+    t.observe(REF, MARK, DONE, 1003)
+    assert t.rolling_by_namespace(1003) == {} and [r.status.phase for r in heard] == [Phase.COMPLETE]
+    assert t.rollouts(1003) == []  # complete ones are not kept
+
+
+def test_state_comes_from_the_cluster_after_a_restart() -> None:
+    t, heard = tracker()
+    t.observe(REF, MARK, ROLLING, 1010)
+    t.observe(OTHER, MARK, DONE, 1010)  # complete and never tracked: nothing to say
+    t.observe(ObjectRef("Deployment", "x", "plain"), None, None, 1010)
+    assert t.rolling_by_namespace(1010) == {"shop": 1} and heard == []
+
+
+def test_failure_is_announced_once_and_healing_ends_it() -> None:
+    t, heard = tracker()
+    t.observe(REF, MARK, ROLLING, 1001)
+    t.observe(REF, MARK, DEADLINE, 1002)
+    t.observe(REF, MARK, DEADLINE, 1003)
+    assert [r.ref for r in t.failed(1003)] == [REF] and t.rolling_by_namespace(1003) == {}
+    t.observe(REF, MARK, DONE, 1004)
+    assert t.failed(1004) == []
+    assert [r.status.reason for r in heard] == ["ProgressDeadlineExceeded", "RolloutComplete"]
+
+
+def test_a_rollout_that_never_progresses_fails_at_the_timeout() -> None:
+    t, heard = tracker(timeout=60)
+    t.begin(REF, MARK)  # e.g. a kind whose controller never writes status
+    assert t.next_deadline() == 1060
+    t.poll(1059)
+    assert heard == [] and t.rolling_by_namespace(1059) == {"shop": 1}
+    t.poll(1060)
+    t.poll(1061)
+    assert [r.status.reason for r in heard] == ["RolloutTimeout"]
+    assert t.rolling_by_namespace(1061) == {} and t.status(REF, 1061).phase is Phase.FAILED
+
+
+def test_forget() -> None:
+    t, _ = tracker()
+    t.begin(REF, MARK)
+    t.observe(OTHER, MARK, ROLLING, 1001)
+    t.forget(REF)
+    t.forget(OTHER)
+    assert t.rollouts(1002) == [] and t.next_deadline() is None
+
+
+def test_the_informer_quicker_than_the_writer() -> None:
+    t, heard = tracker()
+    t.observe(REF, MARK, ROLLING, 1001)  # the watch event arrives before begin() is called
+    t.begin(REF, MARK)
+    t.observe(REF, MARK, DONE, 1002)
+    assert t.rollouts(1002) == [] and [r.status.phase for r in heard] == [Phase.COMPLETE]
