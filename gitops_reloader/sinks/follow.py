@@ -115,6 +115,8 @@ class Followed:
     path: str = ""
     """The file in the repository the digest was written to."""
     resumed: bool = False
+    budgeted: bool = False
+    """The commit carried the rollout marker: the rollout budget's tracker reports a failed rollout."""
     waiting: bool = False
     """A pull request not merged yet: ``commit`` is empty until the base branch holds the digest."""
     state: FollowState = field(default_factory=lambda: FollowState(Stage.PUSHED))
@@ -224,7 +226,7 @@ class Follower:
                         repo_name=location.repo_name, target=target, digest=digest, commit=commit,
                         changed_at=changed_at, started=self.clock.monotonic(),
                         engine=engine_of(request.workload, self.argocd_namespace), path=location.path,
-                        resumed=resumed, waiting=waiting)
+                        resumed=resumed, waiting=waiting, budgeted=bool(request.workload_annotations))
 
     def _add(self, request: ReloadRequest, location: Location, digest: str, commit: str, *, sink: str,
              changed_at: float, resumed: bool, waiting: bool = False) -> None:
@@ -372,8 +374,8 @@ class Follower:
         self.metrics.follow_outcome(entry.sink, state.stage.value, reason)
         if state.stage is Stage.ROLLED:
             self.metrics.observe_change_to_rollout(entry.sink, seconds)
-        if self.recorder is None:
-            return
+        if self.recorder is None or (state.stage is Stage.FAILED and entry.budgeted):
+            return  # a failed rollout of a budgeted commit is the rollout waves' RolloutFailed Event
         if state.stage is Stage.ROLLED:
             self.recorder.normal(entry.ref, event, message, uid=entry.uid)
         else:

@@ -71,7 +71,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from gitops_reloader.clock import Clock, SystemClock
@@ -92,6 +92,7 @@ from gitops_reloader.gitops.locate import (
     GIT_TARGET_ANNOTATION,
     Location,
     Locator,
+    Method,
     OperatorOwned,
     Resolution,
     workload_identity,
@@ -289,6 +290,12 @@ class ManifestPlanner:
                 plan.outcomes[position] = Outcome(OutcomeStatus.SKIPPED, self.sink_name,
                                                   f"{location} records no value yet")
                 continue
+            if result.changed and request.workload_annotations:
+                try:
+                    result = self._mark(request, location, result)
+                except YamlEditError as exc:
+                    plan.skipped.append((position, request, exc))
+                    continue
             plan.texts[location.path] = result.text
             plan.values[position] = value
             if result.changed:
@@ -298,6 +305,27 @@ class ManifestPlanner:
                 plan.outcomes[position] = self.current(location)
                 plan.current.append((position, request, location))
         return plan
+
+    def budgeted(self, record: Any) -> bool:
+        """Whether the workload's own manifest is edited (its metadata can carry the rollout marker).
+
+        A ``git-target`` (a Helm values file, a patch) renders the workload elsewhere: such a
+        workload is not counted by the rollout budget (documented in docs/rollouts.md).
+        """
+        try:
+            return (self.resolve(record).method is not Method.TARGET
+                    and record.ref.kind not in ("Job", "CronJob"))
+        except ReloaderError:
+            return False
+
+    @staticmethod
+    def _mark(request: ReloadRequest, location: Location, result: EditResult) -> EditResult:
+        """The request's workload annotations (the rollout marker) set in the same document."""
+        text = result.text
+        for key, value in sorted(request.workload_annotations.items()):
+            text = set_at_path(text, path_expr=("metadata", "annotations"), key=key, value=value,
+                               doc_index=location.doc_index, path=location.path).text
+        return replace(result, text=text)
 
     def current(self, location: Location) -> Outcome:
         """The ``already-current`` outcome for a workload whose value is at ``location``."""
@@ -438,6 +466,10 @@ class GitSink:
     def repository(self, name: str) -> RepositoryHandle:
         """The handle of a configured repository (KeyError if unknown)."""
         return self.repositories[name]
+
+    def budgeted(self, record: Any) -> bool:
+        """Whether the rollout budget counts this workload (see :meth:`ManifestPlanner.budgeted`)."""
+        return self.planner.budgeted(record)
 
     def close(self) -> None:
         """Stop following emissions (the next instance's start-up check finds them again)."""

@@ -10,8 +10,7 @@ an object is created, or merge-patched (metadata labels/annotations and spec), w
 engine's ``fieldManager`` — the fields our controller reads are the same.
 
 :func:`complete_rollout` writes a Deployment's status as the Deployment controller does
-once a rollout is done (observedGeneration caught up, every replica updated and
-available, ``Progressing`` ``NewReplicaSetAvailable``).
+once a rollout is done (or failed), with the shapes of :mod:`gitops_reloader.testing.rollouts`.
 """
 
 from __future__ import annotations
@@ -34,6 +33,7 @@ from gitops_reloader.gitops.locate import (
     FLUX_NAMESPACE_LABEL,
 )
 from gitops_reloader.testing.githost import GitHostServer
+from gitops_reloader.testing.rollouts import status_complete, status_failed
 
 TOOLS = Path(__file__).resolve().parents[2] / ".tools" / "bin"
 KUSTOMIZATIONS = "/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/{ns}/kustomizations"
@@ -213,19 +213,12 @@ class EnginePlayer:
         return sha
 
 
-def complete_rollout(api_client: ApiClient, name: str, namespace: str = "ns") -> None:
-    """The Deployment controller, once the new ReplicaSet is available."""
+def complete_rollout(api_client: ApiClient, name: str, namespace: str = "ns", *, fail: bool = False) -> None:
+    """The Deployment controller, once the new ReplicaSet is available (or past its progress deadline)."""
     path = _path("Deployment", namespace, name)
     live = call(api_client, "GET", path)
-    replicas = (live.get("spec") or {}).get("replicas", 1)
-    status = {"observedGeneration": live["metadata"]["generation"], "replicas": replicas,
-              "updatedReplicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas,
-              "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
-                              "message": "Deployment has minimum availability.", "lastUpdateTime": _NOW,
-                              "lastTransitionTime": _NOW},
-                             {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable",
-                              "message": f'ReplicaSet "{name}-2" has successfully progressed.',
-                              "lastUpdateTime": _NOW, "lastTransitionTime": _NOW}]}
+    generation, replicas = live["metadata"]["generation"], (live.get("spec") or {}).get("replicas", 1)
+    status = (status_failed if fail else status_complete)(generation, replicas)
     call(api_client, "PATCH", path + "/status", {"status": status},
          content_type="application/merge-patch+json")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from reload_helpers import configmap, create
 from test_git_sink import (  # noqa: F401 - fixtures are used by name
     REPO,
     GitSetup,
+    assert_no_new_commit,
     commits,
     events,
     git,
@@ -344,3 +346,104 @@ def test_pull_request_waits_for_its_merge_then_follows_the_merge_into_the_cluste
         event = wait_event(api_client, "web", "Applied")
         assert f"commit {merged[:12]}" in event["message"]
         assert metric_value(sink.metrics, "change_to_rollout_seconds_count", sink="pull-request") == 1.0
+
+
+# --------------------------------------------------------------------------- waves through git
+
+WAVE_NAMES = [f"web-{i:02d}" for i in range(12)]
+
+
+def wave_files() -> dict[str, str]:
+    """Twelve Deployments on one ConfigMap, one file each, applied by one Kustomization."""
+    files = {f"apps/{name}.yaml": KUSTOMIZE_DEPLOYMENT.replace("name: web\n", f"name: {name}\n")
+             .replace("{app: web}", f"{{app: {name}}}") for name in WAVE_NAMES}
+    files["apps/kustomization.yaml"] = "resources:\n" + "".join(f"  - {name}.yaml\n" for name in WAVE_NAMES)
+    return files
+
+
+def committed(host: GitHostServer, sha: str) -> set[str]:  # noqa: F811
+    """The workloads whose config-hash changed in commit ``sha``."""
+    changed = set()
+    for name in WAVE_NAMES:
+        now, before = (host.read_file(REPO, f"apps/{name}.yaml", ref) or b"" for ref in (sha, f"{sha}~1"))
+        if hash_of(now) != hash_of(before):
+            changed.add(name)
+    return changed
+
+
+def hash_of(text: bytes) -> str | None:
+    for line in text.decode().splitlines():
+        if "gitops-reloader.io/config-hash:" in line:
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def assert_no_commit_while_rolling(host: GitHostServer, count: int) -> None:  # noqa: F811
+    """The budget is full: no next wave is committed (parked reloads keep the controller busy,
+    so there is no idle state to wait for; a wave's commit follows its grant within 0.1 s)."""
+    time.sleep(2.0)
+    assert len(commits(host)) == count, [s for _, s in commits(host)]
+
+
+@pytest.fixture
+def waves_setup(api_client: ApiClient, git: GitSetup, player: EnginePlayer) -> None:  # noqa: F811
+    git.create(wave_files())
+    git.configure(extra=TENANTS)
+    create(api_client, configmap("app-config", {"url": "a"}))
+    player.kustomization("apps", "./apps")
+    player.reconcile_kustomization("apps", "apps")
+
+
+WAVES = ("--max-concurrent-rollouts=3", "--rollout-timeout=5m", *FOLLOW)
+
+
+def test_git_waves_commit_one_wave_per_completed_budget(
+        api_client: ApiClient, git: GitSetup, host: GitHostServer, player: EnginePlayer,  # noqa: F811
+        waves_setup: None) -> None:
+    with git_controller(api_client, git, *WAVES) as (app, _):
+        put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
+        waves: list[set[str]] = []
+        for number in range(1, 5):
+            log = wait_commits(host, 1 + number)
+            assert len(log) == 1 + number
+            waves.append(committed(host, log[0][0]))
+            assert len(waves[-1]) == 3, waves
+            player.reconcile_kustomization("apps", "apps")  # Flux applies the wave's commit
+            if number < 4:
+                assert_no_commit_while_rolling(host, 1 + number)  # its rollouts are not complete yet
+            for name in sorted(waves[-1]):
+                complete_rollout(api_client, name)
+        assert waves == [set(WAVE_NAMES[i:i + 3]) for i in range(0, 12, 3)]  # priority, then name
+        for name in WAVE_NAMES:
+            wait_event(api_client, name, "Applied")
+        assert_no_new_commit(app, host, 5)
+
+
+def test_git_waves_a_failed_rollout_holds_the_rest_until_a_new_change(
+        api_client: ApiClient, git: GitSetup, host: GitHostServer, player: EnginePlayer,  # noqa: F811
+        waves_setup: None) -> None:
+    with git_controller(api_client, git, *WAVES) as _:
+        put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
+        wait_commits(host, 2)
+        player.reconcile_kustomization("apps", "apps")
+        for name in WAVE_NAMES[:3]:
+            complete_rollout(api_client, name)
+        wait_commits(host, 3)
+        player.reconcile_kustomization("apps", "apps")
+        complete_rollout(api_client, "web-03", fail=True)  # ProgressDeadlineExceeded
+        for name in WAVE_NAMES[4:6]:
+            complete_rollout(api_client, name)
+        wait_event(api_client, "web-03", "RolloutFailed")
+        for name in WAVE_NAMES[6:]:
+            event = wait_event(api_client, name, "ReloadHeld")
+            assert "ns/Deployment/web-03" in event["message"]
+        assert_no_commit_while_rolling(host, 3)
+        assert {hash_of(host.read_file(REPO, f"apps/{n}.yaml") or b"") for n in WAVE_NAMES[6:]} == {None}
+
+        put_data(api_client, "ConfigMap", "app-config", {"url": "c"})  # the fix releases them
+        log = wait_commits(host, 4)
+        assert len(committed(host, log[0][0])) == 3
+        player.reconcile_kustomization("apps", "apps")
+        for name in sorted(committed(host, log[0][0])):
+            complete_rollout(api_client, name)
+        wait_commits(host, 5)
