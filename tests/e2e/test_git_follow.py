@@ -129,6 +129,25 @@ def player(api_client: ApiClient, host: GitHostServer, tmp_path: Path) -> Engine
     return EnginePlayer(api_client, host, REPO, tmp_path)
 
 
+def flux_web(api_client: ApiClient, git: GitSetup, player: EnginePlayer, *,  # noqa: F811
+             suspend: bool = False) -> None:
+    """The Deployment ns/web in a kustomize directory, applied once by the Kustomization flux-system/web."""
+    git.create(KUSTOMIZE_FILES)
+    git.configure(extra=TENANTS)
+    create(api_client, configmap("app-config", {"url": "a"}))
+    player.kustomization("web", "./apps/web", suspend=suspend)
+    player.reconcile_kustomization("web", "apps/web")
+
+
+def argo_web(api_client: ApiClient, git: GitSetup, player: EnginePlayer) -> None:  # noqa: F811
+    """The Deployment ns/web as a plain file, synced once by the Application argocd/web."""
+    git.create({"apps/web/deployment.yaml": KUSTOMIZE_DEPLOYMENT})
+    git.configure(extra=TENANTS)
+    create(api_client, configmap("app-config", {"url": "a"}))
+    player.application("web", "apps/web")
+    player.sync_application("web", "apps/web")
+
+
 def change_config(api_client: ApiClient, host: GitHostServer) -> str:  # noqa: F811
     """Change the ConfigMap and wait for the git sink's commit; its sha."""
     before = len(commits(host))
@@ -165,11 +184,7 @@ def reasons(api_client: ApiClient, name: str = "web") -> list[str]:
 def test_flux_kustomization_applied_and_rolled_reports_applied_with_the_time(
         api_client: ApiClient, git: GitSetup, host: GitHostServer,  # noqa: F811
         player: EnginePlayer) -> None:
-    git.create(KUSTOMIZE_FILES)
-    git.configure(extra=TENANTS)
-    create(api_client, configmap("app-config", {"url": "a"}))
-    player.kustomization("web", "./apps/web")
-    player.reconcile_kustomization("web", "apps/web")
+    flux_web(api_client, git, player)
     with git_controller(api_client, git, *FOLLOW) as (app, _):
         sha = change_config(api_client, host)
         player.reconcile_kustomization("web", "apps/web")  # Flux applies the commit
@@ -224,11 +239,7 @@ def test_helm_values_key_the_chart_does_not_render_is_not_applied_naming_the_tar
 def test_suspended_kustomization_is_not_applied_with_that_reason(
         api_client: ApiClient, git: GitSetup, host: GitHostServer,  # noqa: F811
         player: EnginePlayer) -> None:
-    git.create(KUSTOMIZE_FILES)
-    git.configure(extra=TENANTS)
-    create(api_client, configmap("app-config", {"url": "a"}))
-    player.kustomization("web", "./apps/web", suspend=True)  # applied once, then suspended
-    player.reconcile_kustomization("web", "apps/web")
+    flux_web(api_client, git, player, suspend=True)  # applied once, then suspended
     with git_controller(api_client, git, *FOLLOW):
         sha = change_config(api_client, host)
         event = wait_event(api_client, "web", "NotApplied")
@@ -237,48 +248,27 @@ def test_suspended_kustomization_is_not_applied_with_that_reason(
         assert "Kustomization flux-system/web is suspended" in event["message"]
 
 
-def test_failed_argocd_sync_is_not_applied_with_its_message(
+@pytest.mark.parametrize("fail", ["", "one or more objects failed to apply: admission denied"])
+def test_argocd_sync_applied_and_rolled_or_failed_with_its_message(
         api_client: ApiClient, git: GitSetup, host: GitHostServer,  # noqa: F811
-        player: EnginePlayer) -> None:
-    git.create({"apps/web/deployment.yaml": KUSTOMIZE_DEPLOYMENT})
-    git.configure(extra=TENANTS)
-    create(api_client, configmap("app-config", {"url": "a"}))
-    player.application("web", "apps/web")
-    player.sync_application("web", "apps/web")
+        player: EnginePlayer, fail: str) -> None:
+    argo_web(api_client, git, player)
     with git_controller(api_client, git, *FOLLOW):
         sha = change_config(api_client, host)
-        player.sync_application("web", "apps/web",
-                                fail="one or more objects failed to apply: admission denied")
-        event = wait_event(api_client, "web", "NotApplied")
-        assert f"commit {sha[:12]}" in event["message"] and "SyncFailed" in event["message"]
-        assert "Application argocd/web failed to apply" in event["message"]
-        assert "admission denied" in event["message"]
-
-
-def test_argocd_sync_applied_and_rolled(
-        api_client: ApiClient, git: GitSetup, host: GitHostServer,  # noqa: F811
-        player: EnginePlayer) -> None:
-    git.create({"apps/web/deployment.yaml": KUSTOMIZE_DEPLOYMENT})
-    git.configure(extra=TENANTS)
-    create(api_client, configmap("app-config", {"url": "a"}))
-    player.application("web", "apps/web")
-    player.sync_application("web", "apps/web")
-    with git_controller(api_client, git, *FOLLOW):
-        sha = change_config(api_client, host)
-        player.sync_application("web", "apps/web")
-        complete_rollout(api_client, "web")
-        event = wait_event(api_client, "web", "Applied")
+        player.sync_application("web", "apps/web", fail=fail)
+        if not fail:
+            complete_rollout(api_client, "web")
+        event = wait_event(api_client, "web", "NotApplied" if fail else "Applied")
         assert f"commit {sha[:12]}" in event["message"]
+        if fail:
+            assert "SyncFailed" in event["message"] and "admission denied" in event["message"]
+            assert "Application argocd/web failed to apply" in event["message"]
 
 
 def test_nothing_applied_is_reported_after_the_timeout(
         api_client: ApiClient, git: GitSetup, host: GitHostServer,  # noqa: F811
         player: EnginePlayer) -> None:
-    git.create(KUSTOMIZE_FILES)
-    git.configure(extra=TENANTS)
-    create(api_client, configmap("app-config", {"url": "a"}))
-    player.kustomization("web", "./apps/web")
-    player.reconcile_kustomization("web", "apps/web")
+    flux_web(api_client, git, player)
     with git_controller(api_client, git, FOLLOW[0], "--git-apply-timeout=2s") as (app, _):
         sha = change_config(api_client, host)  # Flux never reconciles it
         event = wait_event(api_client, "web", "NotApplied")
@@ -291,11 +281,7 @@ def test_nothing_applied_is_reported_after_the_timeout(
 def test_controller_killed_while_following_reports_once_and_commits_nothing_twice(
         api_client: ApiClient, git: GitSetup, host: GitHostServer,  # noqa: F811
         player: EnginePlayer) -> None:
-    git.create(KUSTOMIZE_FILES)
-    git.configure(extra=TENANTS)
-    create(api_client, configmap("app-config", {"url": "a"}))
-    player.kustomization("web", "./apps/web")
-    player.reconcile_kustomization("web", "apps/web")
+    flux_web(api_client, git, player)
     with git_controller(api_client, git, *FOLLOW) as (app, _):
         sha = change_config(api_client, host)
         assert wait_for(lambda: followed(app), timeout=20)
