@@ -26,7 +26,8 @@ or nothing within ``--git-apply-timeout``) or a Warning ``RolloutFailed``; metri
 
 **Restarts.** Nothing is kept only here: a new instance's start-up check (or a take-over)
 hands every git workload whose value is already committed to :meth:`Follower.resume`,
-which follows it from the commit that last wrote the file, and reports its end unless an
+which follows it from the commit that last wrote the file when that commit is younger than
+``--git-apply-timeout`` (an older one was answered before), and reports its end unless an
 Event with the same reason and commit is already on the workload. It never commits.
 """
 
@@ -185,6 +186,8 @@ class Follower:
     def resume(self, request: ReloadRequest, location: Location, digest: str, *, sink: str) -> None:
         """Follow a value already committed (a start-up check): from the commit that last wrote the file.
 
+        Only a commit younger than the timeout: an older one was answered (or timed out) before.
+
         The caller holds the repository handle's lock (the clone is at the branch tip).
         """
         if request.ref.key in self._followed:
@@ -194,7 +197,8 @@ class Follower:
         except GitError as exc:
             log.warning("cannot resume following", extra={"object": request.ref.key, "error": str(exc)})
             return
-        if found is not None:
+        if found is not None and self.clock.now() - found[1] <= self.timeout:
+            # Older commits ended (or timed out) while an earlier instance followed them.
             self._add(request, location, digest, found[0], sink=sink, changed_at=float(found[1]),
                       resumed=True)
 
