@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from engines import EnginePlayer, complete_rollout, template_hash
 from kubernetes.client import ApiClient
-from reload_helpers import configmap, create
+from reload_helpers import call, configmap, create
 from test_git_sink import (  # noqa: F401 - fixtures are used by name
     REPO,
     GitSetup,
@@ -284,6 +284,7 @@ def test_controller_killed_while_following_reports_once_and_commits_nothing_twic
     flux_web(api_client, git, player)
     with git_controller(api_client, git, *FOLLOW) as (app, _):
         sha = change_config(api_client, host)
+        pushed = time.time()
         assert wait_for(lambda: followed(app), timeout=20)
     # The first instance is gone while it followed the commit; Flux and the rollout go on.
     count = len(commits(host))
@@ -297,6 +298,15 @@ def test_controller_killed_while_following_reports_once_and_commits_nothing_twic
             wait_for(lambda: followed(app).state.done, timeout=20)
         assert reasons(api_client) == ["Applied"]
         assert len(commits(host)) == count
+    # Events expire (1 h); a commit older than --git-apply-timeout is not followed again at all.
+    for event in events(api_client, "web"):
+        call(api_client, "DELETE", f"/api/v1/namespaces/ns/events/{event['metadata']['name']}")
+    wait_for(lambda: time.time() - pushed > 1.5, timeout=5, message="the commit older than the timeout")
+    with git_controller(api_client, git, FOLLOW[0], "--git-apply-timeout=1s",
+                        "--sync-after-restart") as (app, _):
+        settle(app)
+        assert followed(app) is None
+    assert reasons(api_client) == [] and len(commits(host)) == count
 
 
 # --------------------------------------------------------------------------- pull requests
