@@ -183,6 +183,8 @@ class Controller:
             self._workers.append(thread)
 
     def stop(self, *, drain: bool = False, timeout: float = 10.0) -> None:
+        if self.waves is not None:
+            self.waves.close()
         self.queue.shutdown(drain=drain, timeout=timeout)
         for informer in self.informers():
             informer.stop()

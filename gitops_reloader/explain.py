@@ -20,6 +20,7 @@ import argparse
 import json
 import sys
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -43,10 +44,13 @@ from gitops_reloader.kube.resources import (
     SECRETS,
     ResourceKind,
 )
-from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord, adapters_for
+from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord, adapters_for, rfc3339
 from gitops_reloader.model import ReloadRequest, SinkName, SourceKind
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.regex import RegexError, compile_linear
+from gitops_reloader.rollout.budget import PRIORITY_ANNOTATION, parse_priority
+from gitops_reloader.rollout.completion import Phase, with_deadline
+from gitops_reloader.rollout.marker import MARKER_ANNOTATION, parse_marker
 from gitops_reloader.shard import shard_of
 from gitops_reloader.sinks import build_live_sinks
 from gitops_reloader.sinks.pullrequest import PullRequestNotConfigured
@@ -107,6 +111,7 @@ class Explanation:
     sink: str | None = None
     sink_reason: str = ""
     pause: dict[str, Any] = field(default_factory=dict)
+    rollout: dict[str, Any] = field(default_factory=dict)
     sources: list[SourceReport] = field(default_factory=list)
     manifest: dict[str, Any] | None = None
 
@@ -187,6 +192,27 @@ def pause_state(record: WorkloadRecord, config: Config) -> dict[str, Any]:
             state["period_seconds"] = parse_duration(period)
         except ValueError as exc:
             state["error"] = f"{keys.pause_period}: {exc}"
+    return state
+
+
+def rollout_state(record: WorkloadRecord, config: Config, now: float) -> dict[str, Any]:
+    """With a rollout budget: the workload's priority and its last controlled rollout."""
+    rollouts = config.rollouts
+    if not rollouts.budgeted:
+        return {}
+    state: dict[str, Any] = {"priority": 0}
+    raw = record.annotations.get(PRIORITY_ANNOTATION)
+    if raw is not None:
+        try:
+            state["priority"] = parse_priority(raw)
+        except ValueError as exc:
+            state["error"] = f"{PRIORITY_ANNOTATION}: {exc}; priority 0"
+    marker = parse_marker(record.annotations.get(MARKER_ANNOTATION))
+    if marker is not None and record.rollout is not None:
+        status = with_deadline(record.rollout, now - marker.at, rollouts.timeout)
+        state.update(started_at=marker.at, changes=sorted(marker.changes), phase=status.phase.value,
+                     reason=status.reason, message=status.message,
+                     holds=status.phase is Phase.FAILED and rollouts.hold_on_failure)
     return state
 
 
@@ -439,6 +465,7 @@ def explain(api: KubeApi, config: Config, kind: str, namespace: str, name: str, 
     sink, result.sink_reason = choose_sink(config, record)
     result.sink = sink.value if sink is not None else None
     result.pause = pause_state(record, config)
+    result.rollout = rollout_state(record, config, time.time())
     view = policy.WorkloadView(record.ref, record.annotations, record.template_annotations, record.refs)
     try:
         for source_kind, source_ns, source_name, listed in _candidates(api, record, view, config, extra):
@@ -477,6 +504,20 @@ def _hash_line(report: SourceReport, sink: str | None) -> str:
     return f"hash: recorded {short(report.recorded_hash)} = current: up to date"
 
 
+def _rollout_lines(rollout: Mapping[str, Any]) -> list[str]:
+    if not rollout:
+        return []
+    lines = [f"  rollout priority: {rollout['priority']}"
+             + (f" ({rollout['error']})" if rollout.get("error") else "")]
+    if "phase" in rollout:
+        lines.append(f"  last controlled rollout: {rollout['phase']} [{rollout['reason']}], started "
+                     f"{rfc3339(rollout['started_at'])} for {', '.join(rollout['changes'])}")
+        if rollout["holds"]:
+            lines.append("    it failed: the not-yet-started reloads of the same change are held "
+                         "until the source changes again or this workload becomes healthy")
+    return lines
+
+
 def render_text(result: Explanation) -> str:
     """The explanation as terminal text."""
     lines = [f"{result.kind} {result.namespace}/{result.name}"]
@@ -491,6 +532,7 @@ def render_text(result: Explanation) -> str:
             state = f"paused since {pause['paused_at']}" if pause.get("paused_at") else "not paused now"
             lines.append(f"  pause: period {pause['period']}, {state}"
                          + (f" ({pause['error']})" if pause.get("error") else ""))
+    lines.extend(_rollout_lines(result.rollout))
     if not result.sources:
         lines.append("  no ConfigMap or Secret referenced or named")
     for src in result.sources:

@@ -70,6 +70,9 @@ class Waves:
         self._granted: dict[str, str] = {}  # key → namespace, counted until written or released
         self._announced: dict[str, frozenset[str]] = {}  # held key → the changes its Event named
         self._wave_start: float | None = None
+        self._due: float | None = None
+        self._timer: threading.Timer | None = None
+        self._closed = False
         self._lock = threading.Lock()
         self.tracker.subscribe(self._finished)
 
@@ -112,7 +115,7 @@ class Waves:
         self.tracker.begin(ref, marker)
         with self._lock:
             self._granted.pop(ref.key, None)
-        self._wake_at_deadline(marker)
+        self._wake_at(marker.at + self.settings.timeout)
 
     def release(self, ref: ObjectRef) -> None:
         """The key's work is over; a grant it did not use (nothing to write) goes back."""
@@ -128,11 +131,33 @@ class Waves:
         marker = parse_marker(annotations.get(MARKER_ANNOTATION))
         self.tracker.observe(ref, marker, status, self.clock.now())
         if marker is not None and status is not None and status.phase is Phase.PROGRESSING:
-            self._wake_at_deadline(marker)
+            self._wake_at(marker.at + self.settings.timeout)
 
-    def _wake_at_deadline(self, marker: Marker) -> None:
-        """Dispatch again when this rollout times out (the queue keeps the earliest wake-up)."""
-        self.schedule(WAVES_KEY, max(0.0, marker.at + self.settings.timeout - self.clock.now()) + 0.1)
+    def _wake_at(self, due: float) -> None:
+        """Dispatch again at wall-clock second ``due`` (a rollout's deadline), unless an
+        earlier wake-up is set. A timer, not a delayed queue key: the queue stays empty (and
+        the controller idle) while rollouts run."""
+        with self._lock:
+            if self._closed or (self._due is not None and self._due <= due):
+                return
+            if self._timer is not None:
+                self._timer.cancel()
+            self._due = due
+            self._timer = threading.Timer(max(0.0, due - self.clock.now()) + 0.1, self._wake)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _wake(self) -> None:
+        with self._lock:
+            self._due, self._timer = None, None
+        self.schedule(WAVES_KEY, 0.0)
+
+    def close(self) -> None:
+        """Stop the deadline timer (the controller is stopping)."""
+        with self._lock:
+            self._closed = True
+            if self._timer is not None:
+                self._timer.cancel()
 
     def forget(self, ref: ObjectRef) -> None:
         """The workload is gone."""
@@ -177,7 +202,7 @@ class Waves:
                       "a new change of the source or the failed workload becoming healthy releases it")
         deadline = self.tracker.next_deadline()
         if deadline is not None:
-            self.schedule(WAVES_KEY, max(0.0, deadline - now) + 0.1)
+            self._wake_at(deadline)
 
     def _end_wave(self, under_way: int) -> float | None:
         """Seconds since the wave began once nothing waits or rolls any more (lock held)."""

@@ -212,6 +212,10 @@ class Metrics:
         self._rollouts_failed = counter(
             "rollouts_failed_total", "Rollouts started by the controller that failed, by reason.",
             ("reason",))
+        for reason in sorted(ROLLOUT_FAILURE_REASONS):  # series exist from the start, for increase()
+            self._rollouts_failed.labels(reason=reason)
+        for state in ("queued", "held", "rolling"):
+            self._rollouts.labels(state=state).set(0)
         self._wave_seconds = Histogram(
             PREFIX + "rollout_wave_seconds",
             "Time from the first change of a wave to the end of its last rollout (budget set).",

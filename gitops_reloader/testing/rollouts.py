@@ -7,8 +7,9 @@ up (``Progressing`` ``ReplicaSetUpdated``, one old replica left), then — ``com
 seconds after the spec change — the rollout complete (``NewReplicaSetAvailable``) or, for the
 generations ``fails(name, generation)`` picks, ``fail_after`` seconds after it,
 ``Progressing=False`` with reason ``ProgressDeadlineExceeded``. It records, per Deployment,
-each generation it saw start and the peak number of rollouts under way at once (spec
-changed, not complete or failed yet).
+each generation it saw start, and the peak number of rollouts under way at once as the watch
+stream shows them, in the server's order: a spec change after the creation whose status is
+not complete or failed by ``kubectl rollout status``'s rule yet.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from typing import Any
 from kubernetes import watch
 from kubernetes.client import ApiClient, AppsV1Api
 from kubernetes.client.rest import ApiException
+
+from gitops_reloader.rollout.completion import Phase, rollout_status
 
 
 def _conditions(progressing: tuple[str, str], available: str) -> list[dict[str, str]]:
@@ -56,7 +59,8 @@ class DeploymentPlayer:
 
     def __init__(self, api_client: ApiClient, namespace: str = "ns", *, observe_after: float = 0.05,
                  complete_after: float = 0.5, fail_after: float | None = None,
-                 fails: Callable[[str, int], bool] = lambda name, generation: False) -> None:
+                 fails: Callable[[str, int], bool] = lambda name, generation: False,
+                 writers: int = 1) -> None:
         self.apps = AppsV1Api(api_client)
         self.namespace = namespace
         self.observe_after = observe_after
@@ -70,12 +74,15 @@ class DeploymentPlayer:
         self.rolling: set[str] = set()
         self.peak = 0
         self._seen: dict[str, int] = {}
+        self._created: dict[str, int] = {}
         self._plan: list[tuple[float, int, str, int, str]] = []
         self._seq = 0
         self._lock = threading.Condition()
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._watch, daemon=True, name="player-watch"),
-                         threading.Thread(target=self._write, daemon=True, name="player-write")]
+        self._writing = 0
+        self._threads = [threading.Thread(target=self._watch, daemon=True, name="player-watch")]
+        self._threads += [threading.Thread(target=self._write, daemon=True, name=f"player-write-{i}")
+                          for i in range(writers)]
 
     def __enter__(self) -> DeploymentPlayer:
         for thread in self._threads:
@@ -90,8 +97,14 @@ class DeploymentPlayer:
             thread.join(10)
 
     def under_way(self) -> int:
+        """Rollouts started and not complete or failed yet."""
         with self._lock:
             return len(self.rolling)
+
+    def settled(self) -> bool:
+        """Nothing under way and no status write left to make."""
+        with self._lock:
+            return not self.rolling and not self._plan and not self._writing
 
     # --- watching ----------------------------------------------------------------------
 
@@ -118,12 +131,26 @@ class DeploymentPlayer:
                     if event["type"] in ("ADDED", "MODIFIED"):
                         self._saw(metadata["name"], metadata.get("generation") or 0,
                                   (raw.get("status") or {}).get("observedGeneration") or 0)
+                        self._count(metadata["name"], raw)
                     if self._stop.is_set():
                         break
             except ApiException as exc:
                 if exc.status != 410:
                     raise
                 version = ""
+
+    def _count(self, name: str, raw: dict[str, Any]) -> None:
+        """Rollouts under way as the watch stream shows them (the server's order): a spec
+        change after the creation whose status is not complete or failed yet."""
+        generation = (raw.get("metadata") or {}).get("generation") or 0
+        status = rollout_status("apps", "Deployment", raw)
+        with self._lock:
+            created = self._created.setdefault(name, generation)
+            if generation > created and status.phase is Phase.PROGRESSING:
+                self.rolling.add(name)
+                self.peak = max(self.peak, len(self.rolling))
+            else:
+                self.rolling.discard(name)
 
     def _saw(self, name: str, generation: int, observed: int) -> None:
         with self._lock:
@@ -135,8 +162,6 @@ class DeploymentPlayer:
             if not first:  # the creation is no rollout: complete it at once
                 self.started.setdefault(name, []).append(generation)
                 self.order.append(name)
-                self.rolling.add(name)
-                self.peak = max(self.peak, len(self.rolling))
                 self._push(now + self.observe_after, name, generation, "rolling")
             failing = not first and self.fails(name, generation)
             delay = 0.0 if first else self.fail_after if failing else self.complete_after
@@ -159,6 +184,7 @@ class DeploymentPlayer:
                 _, _, name, generation, step = heapq.heappop(self._plan)
                 if self._seen.get(name) != generation:
                     continue  # a newer spec change supersedes this one
+                self._writing += 1
             body = {"rolling": status_rolling, "complete": status_complete,
                     "failed": status_failed}[step](generation)
             try:
@@ -166,6 +192,6 @@ class DeploymentPlayer:
             except ApiException as exc:
                 if exc.status != 404:
                     raise
-            if step != "rolling":
+            finally:
                 with self._lock:
-                    self.rolling.discard(name)
+                    self._writing -= 1

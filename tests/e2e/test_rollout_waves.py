@@ -19,7 +19,7 @@ from processes import Controller, running_cluster, stop_process
 from reload_helpers import create, env_of, secret, workload
 
 from gitops_reloader.hashing import secret_hash
-from gitops_reloader.testing.harness import deployment, env_from_secret, running_controller, wait_for
+from gitops_reloader.testing.harness import deployment, env_from_secret, running_controller, settle, wait_for
 from gitops_reloader.testing.rollouts import DeploymentPlayer
 
 pytestmark = pytest.mark.e2e
@@ -129,12 +129,13 @@ def test_priority_orders_the_waves_and_a_bad_priority_is_reported(api_client) ->
             annotations["gitops-reloader.io/rollout-priority"] = priority
         create(api_client, deployment(name, annotations=annotations, containers=[env_from_secret("db")]))
     with DeploymentPlayer(api_client, complete_after=0.2) as player, \
-            running_controller(api_client, ["--max-concurrent-rollouts=1"]):
+            running_controller(api_client, ["--max-concurrent-rollouts=1"]) as app:
         change_secret(api_client, "1")
         wait_for(lambda: len(player.order) == 5 and not player.under_way(), timeout=30,
                  message="every rollout done")
         assert player.order == ["b", "c", "a", "d", "e"]  # d's bad value counts as 0
         assert player.peak == 1
+        settle(app)  # idle once the wave is over: no wake-up left in the work queue
         wait_for(lambda: "d" in events(api_client, "InvalidAnnotation"), message="InvalidAnnotation on d")
 
 

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import helm_tools
 from helm_tools import CHART_DIR, render, require_helm, run_helm, validate_object
 
-from gitops_reloader.config import FLAGS, load_config
+from gitops_reloader.config import FLAGS, Rollouts, load_config
 from gitops_reloader.kube.permissions import required_permissions
 from gitops_reloader.kube.workloads import adapters_for
 from gitops_reloader.testing.apiserver.authz import rules_from_role
@@ -270,6 +270,19 @@ def test_dry_run_arg(helm: Path, helm_home: Path) -> None:
     docs = render(helm, CHART_DIR, home=helm_home, set_values={"reloader.dryRun": "true"})
     assert flag_values(docs)["--dry-run"] == "true"
     assert load_config(args_of(docs), environ={"POD_NAMESPACE": NAMESPACE}).runtime.dry_run
+
+
+@pytest.mark.parametrize(("values", "expected"), [
+    ({}, Rollouts()),
+    ({"reloader.rollouts.maxConcurrent": "50", "reloader.rollouts.maxConcurrentPerNamespace": "5",
+      "reloader.rollouts.timeout": "5m"},
+     Rollouts(max_concurrent=50, max_per_namespace=5, timeout=300.0, hold_on_failure=True)),
+    ({"reloader.rollouts.maxConcurrent": "10", "reloader.rollouts.holdOnFailedRollout": "false"},
+     Rollouts(max_concurrent=10, hold_on_failure=False)),
+])
+def test_rollout_waves_args(helm: Path, helm_home: Path, values: dict[str, str], expected: Rollouts) -> None:
+    docs = render(helm, CHART_DIR, home=helm_home, set_values=values)
+    assert load_config(args_of(docs), environ={"POD_NAMESPACE": NAMESPACE}).rollouts == expected
 
 
 def test_replicas_need_ha(helm: Path, helm_home: Path) -> None:

@@ -395,6 +395,12 @@ Called with (dict "root" $ "shard" <an entry of gitops-reloader.shards>).
 {{- with $r.logFormat }}{{ $args = append $args (printf "--log-format=%s" .) }}{{ end }}
 {{- with $r.logLevel }}{{ $args = append $args (printf "--log-level=%s" .) }}{{ end }}
 {{- with $r.coalesceWindow }}{{ $args = append $args (printf "--coalesce-window=%s" (toString .)) }}{{ end }}
+{{- with $r.rollouts }}
+{{- with .maxConcurrent }}{{ $args = append $args (printf "--max-concurrent-rollouts=%d" (int .)) }}{{ end }}
+{{- with .maxConcurrentPerNamespace }}{{ $args = append $args (printf "--max-concurrent-rollouts-per-namespace=%d" (int .)) }}{{ end }}
+{{- with .timeout }}{{ $args = append $args (printf "--rollout-timeout=%s" (toString .)) }}{{ end }}
+{{- if kindIs "bool" .holdOnFailedRollout }}{{ $args = append $args (printf "--hold-on-failed-rollout=%t" .holdOnFailedRollout) }}{{ end }}
+{{- end }}
 {{- if include "gitops-reloader.gitEnabled" $root }}
 {{- $args = append $args (printf "--git-config=%s/git-config.yaml" (include "gitops-reloader.gitConfigDir" $root)) }}
 {{- $args = append $args (printf "--git-cache-dir=%s" $r.git.cacheDir) }}

@@ -66,7 +66,7 @@ def test_free_slots(budget: Budget, rolling: dict[str, int], namespace: str, exp
 def test_next_wave(budget: Budget, waiting: list[Waiting], rolling: dict[str, int], failed: set[str],
                    hold: bool, start: list[str], held: list[str], left: list[str]) -> None:
     wave = next_wave(budget, waiting, rolling, failed_changes=frozenset(failed), hold=hold)
-    assert (names(wave.start), names(wave.held), names(wave.waiting)) == (start, held, left)
+    assert (names(wave.start), names(wave.held), sorted(names(wave.waiting))) == (start, held, left)
 
 
 def test_next_wave_never_exceeds_the_budget() -> None:
@@ -97,7 +97,22 @@ def test_parse_priority(text: str, expected: int) -> None:
     assert parse_priority(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "high", "1.5", "1e3", str(MAX_PRIORITY + 1), "9" * 40, "0x10"])
+@pytest.mark.parametrize("text", ["", "high", "1.5", "1e3", "1_000", "٣", "+-1", str(MAX_PRIORITY + 1),
+                                  "9" * 40, "0x10"])
 def test_parse_priority_refuses(text: str) -> None:
     with pytest.raises(ValueError):
         parse_priority(text)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_fast_path_picks_what_the_full_sort_picks(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    waiting = [w(f"d{rng.randrange(1000):03}-{i}", ns=f"n{rng.randrange(4)}", priority=rng.randrange(-2, 3))
+               for i in range(100)]
+    for rolling_now in (0, 3, 9, 10, 12):
+        fast = next_wave(Budget(10), waiting, {"n1": rolling_now})
+        full = next_wave(Budget(10, 10_000), waiting, {"n1": rolling_now})  # per-namespace: the sort
+        assert names(fast.start) == names(full.start)
+        assert sorted(names(fast.waiting)) == sorted(names(full.waiting))

@@ -1,0 +1,127 @@
+"""control.waves: park, grant, write, finish; holds announced once; unused grants go back."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry
+
+from gitops_reloader.clock import FakeClock
+from gitops_reloader.config import Rollouts
+from gitops_reloader.control.waves import WAVES_KEY, Waves
+from gitops_reloader.model import ObjectRef, Source, SourceKind, SourceRef
+from gitops_reloader.observability.metrics import Metrics
+from gitops_reloader.rollout.completion import Phase, RolloutStatus
+from gitops_reloader.rollout.marker import MARKER_ANNOTATION
+
+V1 = [Source(SourceRef(SourceKind.SECRET, "ns", "db"), "1" * 40)]
+V2 = [Source(SourceRef(SourceKind.SECRET, "ns", "db"), "2" * 40)]
+ROLLING = RolloutStatus(Phase.PROGRESSING, "UpdatingReplicas")
+DONE = RolloutStatus(Phase.COMPLETE, "RolloutComplete")
+FAILED = RolloutStatus(Phase.FAILED, "ProgressDeadlineExceeded", "too slow")
+
+
+class Harness:
+    def __init__(self, budget: int = 2, hold: bool = True) -> None:
+        self.clock = FakeClock()
+        self.scheduled: list[str] = []
+        self.warnings: list[tuple[str, str]] = []
+        self.waves = Waves(Rollouts(max_concurrent=budget, timeout=60, hold_on_failure=hold),
+                           clock=self.clock, metrics=Metrics(CollectorRegistry()),
+                           schedule=lambda key, delay: self.scheduled.append(key),
+                           warn=lambda ref, reason, message: self.warnings.append((ref.name, reason)))
+
+    def granted(self) -> list[str]:
+        """Keys granted since last asked (scheduled workload keys)."""
+        keys = [ObjectRef.from_key(k).name for k in self.scheduled if k != WAVES_KEY]
+        self.scheduled.clear()
+        return keys
+
+    def write(self, name: str, sources: list[Source], status: RolloutStatus = ROLLING) -> None:
+        """The reconciler's second visit: admitted, written, seen by the informer."""
+        ref = ObjectRef("Deployment", "ns", name)
+        assert self.waves.admit(ref, {}, sources)
+        marker = self.waves.marker(sources)
+        self.waves.started(ref, marker)
+        self.waves.release(ref)
+        self.waves.observe(ref, {MARKER_ANNOTATION: marker.encode()}, status)
+
+    def finish(self, name: str, sources: list[Source], status: RolloutStatus) -> None:
+        marker = self.waves.marker(sources)
+        self.waves.observe(ObjectRef("Deployment", "ns", name), {MARKER_ANNOTATION: marker.encode()}, status)
+
+
+def park(h: Harness, names: list[str], sources: list[Source]) -> None:
+    for name in names:
+        assert not h.waves.admit(ObjectRef("Deployment", "ns", name), {}, sources)
+
+
+def test_waves_of_two() -> None:
+    h = Harness()
+    park(h, ["a", "b", "c", "d"], V1)
+    h.waves.dispatch()
+    assert h.granted() == ["a", "b"]
+    h.write("a", V1)
+    h.write("b", V1)
+    h.waves.dispatch()
+    assert h.granted() == []  # two rolling
+    h.finish("a", V1, DONE)
+    h.waves.dispatch()
+    assert h.granted() == ["c"]
+
+
+def test_an_unused_grant_goes_back() -> None:
+    h = Harness(budget=1)
+    park(h, ["a", "b"], V1)
+    h.waves.dispatch()
+    assert h.granted() == ["a"]
+    h.waves.release(ObjectRef("Deployment", "ns", "a"))  # nothing to write after all
+    h.waves.dispatch()
+    assert h.granted() == ["b"]
+
+
+def test_a_failure_holds_its_change_once_and_a_new_change_releases() -> None:
+    h = Harness(budget=1)
+    park(h, ["a", "b", "c"], V1)
+    h.waves.dispatch()
+    h.granted()
+    h.write("a", V1)
+    h.finish("a", V1, FAILED)
+    h.waves.dispatch()
+    h.waves.dispatch()
+    assert h.granted() == []
+    assert h.warnings == [("a", "RolloutFailed"), ("b", "ReloadHeld"), ("c", "ReloadHeld")]
+    park(h, ["b"], V2)  # the Secret changed again: b's entry now carries the new change
+    h.waves.dispatch()
+    assert h.granted() == ["b"]
+
+
+def test_the_failed_workload_healing_releases_the_hold() -> None:
+    h = Harness(budget=1)
+    park(h, ["a", "b"], V1)
+    h.waves.dispatch()
+    h.granted()
+    h.write("a", V1, FAILED)
+    h.waves.dispatch()
+    assert h.granted() == []
+    h.finish("a", V1, DONE)
+    h.waves.dispatch()
+    assert h.granted() == ["b"]
+
+
+def test_without_the_hold_a_failure_only_frees_its_slot() -> None:
+    h = Harness(budget=1, hold=False)
+    park(h, ["a", "b"], V1)
+    h.waves.dispatch()
+    h.granted()
+    h.write("a", V1, FAILED)
+    h.waves.dispatch()
+    assert h.granted() == ["b"]
+    assert ("b", "ReloadHeld") not in h.warnings
+
+
+def test_a_bad_priority_is_reported_and_counts_as_zero() -> None:
+    h = Harness(budget=1)
+    h.waves.admit(ObjectRef("Deployment", "ns", "a"), {"gitops-reloader.io/rollout-priority": "high"}, V1)
+    h.waves.admit(ObjectRef("Deployment", "ns", "z"), {"gitops-reloader.io/rollout-priority": "1"}, V1)
+    h.waves.dispatch()
+    assert h.granted() == ["z"]
+    assert h.warnings == [("a", "InvalidAnnotation")]

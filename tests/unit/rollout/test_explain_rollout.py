@@ -1,0 +1,51 @@
+"""``explain`` with a rollout budget: the workload's priority and its last controlled rollout."""
+
+from __future__ import annotations
+
+import pytest
+
+from gitops_reloader.config import Config, Rollouts
+from gitops_reloader.explain import Explanation, render_text, rollout_state
+from gitops_reloader.kube.workloads import WorkloadAdapter
+
+BUDGET = Config(rollouts=Rollouts(max_concurrent=5, timeout=600, hold_on_failure=True))
+MARKER = '{"at":1764120000,"changes":["shop/Secret/db@3f2a9c81d0e4"]}'
+
+
+def record(annotations: dict[str, str], status: dict | None = None):
+    raw = {"apiVersion": "apps/v1", "kind": "Deployment",
+           "metadata": {"name": "web", "namespace": "shop", "generation": 2, "annotations": annotations},
+           "spec": {"replicas": 1, "template": {"spec": {"containers": [{"name": "app"}]}}}}
+    if status is not None:
+        raw["status"] = status
+    return WorkloadAdapter().record(raw)
+
+
+FAILED = {"observedGeneration": 2, "replicas": 2, "updatedReplicas": 1, "availableReplicas": 1,
+          "conditions": [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}]}
+
+
+@pytest.mark.parametrize(("annotations", "status", "now", "expected"), [
+    ({}, None, 0, {"priority": 0}),
+    ({"gitops-reloader.io/rollout-priority": "7"}, None, 0, {"priority": 7}),
+    ({"gitops-reloader.io/rollout": MARKER}, {"observedGeneration": 1}, 1764120010,
+     {"phase": "progressing", "reason": "ObservedGenerationBehind", "holds": False}),
+    ({"gitops-reloader.io/rollout": MARKER}, {"observedGeneration": 1}, 1764120600,
+     {"phase": "failed", "reason": "RolloutTimeout", "holds": True}),
+    ({"gitops-reloader.io/rollout": MARKER}, FAILED, 1764120010,
+     {"phase": "failed", "reason": "ProgressDeadlineExceeded", "holds": True}),
+])
+def test_rollout_state(annotations: dict[str, str], status: dict | None, now: float, expected: dict) -> None:
+    state = rollout_state(record(annotations, status), BUDGET, now)
+    assert {k: state[k] for k in expected} == expected
+
+
+def test_no_budget_no_rollout_lines_and_a_bad_priority_is_named() -> None:
+    assert rollout_state(record({"gitops-reloader.io/rollout": MARKER}), Config(), 0) == {}
+    annotations = {"gitops-reloader.io/rollout-priority": "high", "gitops-reloader.io/rollout": MARKER}
+    state = rollout_state(record(annotations, FAILED), BUDGET, 1764120010)
+    text = render_text(Explanation("Deployment", "shop", "web", watched=True, rollout=state))
+    assert "rollout priority: 0 (gitops-reloader.io/rollout-priority: not an integer: 'high'" in text
+    assert ("failed [ProgressDeadlineExceeded], started 2025-11-26T01:20:00Z "
+            "for shop/Secret/db@3f2a9c81d0e4") in text
+    assert "are held" in text
