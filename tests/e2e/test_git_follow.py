@@ -9,16 +9,21 @@ helm-controller, their statuses written as they write them) and Argo CD.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from engines import EnginePlayer, complete_rollout, template_hash
 from kubernetes.client import ApiClient
+from processes import Cluster, Controller, stop_process
 from reload_helpers import call, configmap, create
 from test_git_sink import (  # noqa: F401 - fixtures are used by name
+    CONTROLLER_NS,
     REPO,
     GitSetup,
     assert_no_new_commit,
@@ -279,14 +284,25 @@ def test_nothing_applied_is_reported_after_the_timeout(
 
 
 def test_controller_killed_while_following_reports_once_and_commits_nothing_twice(
-        api_client: ApiClient, git: GitSetup, host: GitHostServer,  # noqa: F811
+        server: ApiServer, api_client: ApiClient, git: GitSetup, host: GitHostServer,  # noqa: F811
         player: EnginePlayer) -> None:
     flux_web(api_client, git, player)
-    with git_controller(api_client, git, *FOLLOW) as (app, _):
+    kubeconfig = str(server.write_kubeconfig(git.tmp / "kubeconfig"))
+    first = Controller(Cluster("", kubeconfig, api_client, httpx.Client()), git.tmp / "first.log",
+                       flags=git.flags(*FOLLOW, f"--lease-namespace={CONTROLLER_NS}"))  # the same digest key
+    try:
+        wait_for(lambda: any(r["msg"] == "caches synced" for r in first.log()), timeout=30,
+                 message="first instance running")
         sha = change_config(api_client, host)
         pushed = time.time()
-        assert wait_for(lambda: followed(app), timeout=20)
-    # The first instance is gone while it followed the commit; Flux and the rollout go on.
+        wait_for(lambda: any(r["msg"] == "following emission" for r in first.log()), timeout=20,
+                 message="first instance following the commit")
+        os.kill(first.pid, signal.SIGKILL)  # killed while following: nothing reported yet
+        first.proc.wait(10)
+    finally:
+        stop_process(first.proc)
+    assert reasons(api_client) == []
+    # Flux and the rollout go on while no controller runs.
     count = len(commits(host))
     player.reconcile_kustomization("web", "apps/web")
     complete_rollout(api_client, "web")
