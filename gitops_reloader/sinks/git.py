@@ -52,6 +52,12 @@ larger than the scan index's ``max_file_bytes`` are not edited.
 
 After a successful push, with ``--request-refresh``, the Argo CD Application or Flux
 GitRepository/Kustomization that deploys the changed files is asked to reconcile now.
+Then each pushed workload (and, on a start-up check, each whose value was already
+committed) is handed to the :class:`~gitops_reloader.sinks.follow.Follower`, which follows the
+commit into the cluster and answers ``Applied`` / ``NotApplied`` on the workload. With a
+rollout budget the reconciler passes only the granted workloads of a wave, each request
+carrying the rollout marker (``workload_annotations``), which is written into the workload's
+own ``metadata.annotations`` in the same commit.
 
 Nothing secret leaves the cluster: only the keyed digest is written; logs, events and
 commit messages carry workload and source kind/namespace/name only.

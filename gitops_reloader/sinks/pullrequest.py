@@ -49,6 +49,10 @@ For one branch (``gitops-reloader/<base>/<key>``), :meth:`emit_batch`:
 A branch whose rebuilt tree equals the base (every edit it held is on the base now) has
 nothing left to propose: its open pull request is closed.
 
+Every edit of a pushed or current pull request is handed to the
+:class:`~gitops_reloader.sinks.follow.Follower` as *waiting for merge*; once the base holds
+it, the commit is followed into the cluster like the git sink's.
+
 **Failures.** Host down, 5xx or rate-limited → the host client's bounded retries, then a
 retryable :class:`~gitops_reloader.errors.HostError`: the controller records a Warning
 Event, puts the sources back and retries with backoff, so no change is lost. A refused
