@@ -195,6 +195,11 @@ class GitOps:
     pr_grouping: str = "workload"
     request_refresh: bool = True
     """After a push, ask Argo CD / Flux to reconcile now."""
+    apply_timeout: float = 900.0
+    """``--git-apply-timeout``: how long a pushed (or merged) emission may take to reach a
+    completed rollout before it is reported ``NotApplied`` (``0``: follow-up off)."""
+    follow_interval: float = 5.0
+    """``--git-follow-interval``: seconds between two reads of a followed emission's statuses."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,6 +342,8 @@ FLAGS: tuple[FlagSpec, ...] = (
     FlagSpec(("--digest-key-secret",), "Secret holding the HMAC key for digests written to git (created if missing).", "gitops-reloader-digest-key", stakater=False),
     FlagSpec(("--pr-grouping",), "One pull request per workload or per repository.", "workload", stakater=False),
     FlagSpec(("--request-refresh",), "After a push, ask Argo CD / Flux to reconcile now.", "true", True, stakater=False),
+    FlagSpec(("--git-apply-timeout",), "How long a pushed or merged git emission may take to be applied by Argo CD / Flux and rolled out before a NotApplied Event (0: do not follow emissions).", "15m", stakater=False),
+    FlagSpec(("--git-follow-interval",), "Interval between two reads of the statuses of a followed git emission (engine, pod template, rollout).", "5s", stakater=False),
     FlagSpec(("--dry-run",), "Decide every reload as usual but write nothing to the cluster or git; record each as a WouldReload Event, a log line and a metric.", "false", True, stakater=False),
     FlagSpec(("--lease-namespace",), "Lease namespace for --enable-ha (default: POD_NAMESPACE or default).", "", stakater=False),
     # Stakater v1 and v2 flags accepted for a drop-in swap (docs/migrating-from-stakater.md).
@@ -644,6 +651,8 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
         digest_key_namespace=runtime.lease_namespace,
         pr_grouping=_flag("pr-grouping", raw["pr_grouping"], _choice("workload", "repository")),
         request_refresh=flag_bool["request_refresh"],
+        apply_timeout=_flag("git-apply-timeout", raw["git_apply_timeout"], parse_duration),
+        follow_interval=_flag("git-follow-interval", raw["git_follow_interval"], _positive_duration),
     )
     state = StateStore(
         kind=_flag("state-store", raw["state_store"].strip().lower() or "none", _choice("none", "configmap")),

@@ -355,7 +355,17 @@ class Controller:
         self.queue.add_after(self._queue_key(key), self.config.runtime.coalesce_window)
 
     def _schedule(self, key: str, delay: float) -> None:
-        """Put ``key`` on the work queue now or after ``delay`` seconds (the waves' grants)."""
+        """Put ``key`` on the work queue now or after ``delay`` seconds (the waves' grants).
+
+        A granted workload of a batch sink goes back through its batch group after the
+        coalescing window, so that the grants of one window (a wave, or rollouts completing
+        close together) make one commit per repository; until written they count against
+        the budget.
+        """
+        if key != WAVES_KEY:
+            group = self._queue_key(key)
+            if group != key:
+                key, delay = group, max(delay, self.config.runtime.coalesce_window)
         if delay > 0:
             self.queue.add_after(key, delay)
         else:

@@ -431,15 +431,42 @@ def _manifest(api: KubeApi, config: Config, record: WorkloadRecord, sink: SinkNa
         handle = handles.get(resolution.repo_name)
         if handle is None:
             return {**out, "refused": f"repository {resolution.repo_name} is not configured"}
+        request = ReloadRequest(record.ref, record, (), 0)
         try:
             handle.sync()
             location = locator.locate(record, resolution, handle.index, confirm=True)
-            ManifestPlanner.check_location(handle, ReloadRequest(record.ref, record, (), 0), location)
+            ManifestPlanner.check_location(handle, request, location)
+            value = ManifestPlanner.committed_value(handle, request, location)
+            out["emission"] = _last_emission(api, config, git_config.argocd_namespace, handles, request,
+                                             location, value, sink)
         except ReloaderError as exc:
             return {**out, "refused": str(exc)}
     out.update(path=location.path, document=location.doc_index,
                yaml_path=list(location.yaml_path) if location.yaml_path is not None else None)
     return out
+
+
+def _last_emission(api: KubeApi, config: Config, argocd_namespace: str, handles: Mapping[str, Any],
+                   request: ReloadRequest, location: Any, value: str | None,
+                   sink: SinkName) -> dict[str, Any] | None:
+    """Where the value committed at ``location`` stands: the follow-up's verdict, read once."""
+    from gitops_reloader.sinks.follow import Follower
+
+    if not value:
+        return None
+    follower = Follower(api=api, repositories=handles, metrics=Metrics(CollectorRegistry()), recorder=None,
+                        argocd_namespace=argocd_namespace, timeout=config.gitops.apply_timeout,
+                        interval=config.gitops.follow_interval)
+    try:
+        entry = follower.explain(request, location, value, sink=sink.value)
+    except ReloaderError as exc:
+        return {"error": str(exc)}
+    if entry is None:
+        return None
+    return {"commit": entry.commit, "stage": entry.state.stage.value, "reason": entry.state.reason,
+            "message": entry.state.message,
+            "engine": f"{entry.engine.resource.kind} {entry.engine.namespace}/{entry.engine.name}"
+            if entry.engine else None}
 
 
 def explain(api: KubeApi, config: Config, kind: str, namespace: str, name: str, *,
@@ -564,6 +591,15 @@ def render_text(result: Explanation) -> str:
         lines.extend(f"    note: {note}" for note in found.get("notes") or ())
         if found.get("refused"):
             lines.append(f"    REFUSED: {found['refused']}")
+        emission = found.get("emission")
+        if emission and emission.get("error"):
+            lines.append(f"  last emission: unknown: {emission['error']}")
+        elif emission:
+            why = f" ({emission['reason']})" if emission["reason"] else ""
+            lines.append(f"  last emission: commit {emission['commit'][:12]}: {emission['stage']}{why}")
+            lines.append(f"    engine: {emission['engine'] or 'none found on the workload'}")
+            if emission["message"]:
+                lines.append(f"    {emission['message']}")
     return "\n".join(lines)
 
 

@@ -37,6 +37,7 @@ from gitops_reloader.model import (
 )
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.queue import WorkQueue
+from gitops_reloader.rollout.marker import Marker
 from gitops_reloader.sinks.base import Sink
 
 log = logging.getLogger(__name__)
@@ -271,6 +272,7 @@ class Reconciler:
         """One emission for every workload of a batch group (e.g. one git commit)."""
         pending = self.pending.take_group(group)
         requests: list[tuple[str, WorkloadRecord, ReloadRequest]] = []
+        markers: dict[str, Marker] = {}
         sink: Any = None
         for key, sources in pending.items():
             record = self.caches.workload(ObjectRef.from_key(key))
@@ -279,10 +281,21 @@ class Reconciler:
             items = self.items(record, sources)
             if items and not self.refused(record, self.sink_name(record) or "unknown"):
                 sink = self.sink_for(record)
+                marked: Mapping[str, str] = EMPTY_MAP
+                if self._budgeted(sink, record):
+                    assert self.waves is not None
+                    changed = [item.source for item in items]
+                    oldest = _oldest(sources.values())
+                    if not self.waves.admit(record.ref, record.annotations, changed, oldest):
+                        self.pending.add(key, sources, retry=True)  # waits for a later wave's commit
+                        self.pending.join_group(group, key)
+                        continue
+                    markers[key] = self.waves.marker(changed)
+                    marked = self.waves.annotations(markers[key])
                 resync = all(p.resync for p in sources.values())
                 requests.append((key, record, ReloadRequest(
                     record.ref, record, tuple(items), int(self.clock.now()),
-                    tracked=self.tracked_sources(record), resync=resync)))
+                    tracked=self.tracked_sources(record), resync=resync, workload_annotations=marked)))
         if not requests or sink is None:
             return
         try:
@@ -301,6 +314,11 @@ class Reconciler:
                 self.warn(record, "ReloadFailed", f"{sink.name} sink: {exc}")
             raise
         for (key, record, request), outcome in zip(requests, outcomes, strict=True):
+            if key in markers and self.waves is not None:
+                if outcome.status is OutcomeStatus.APPLIED:
+                    self.waves.started(record.ref, markers[key])  # rolling once the engine applies it
+                else:
+                    self.waves.release(record.ref)
             self.metrics.sink_outcome(sink.name, outcome.status.value)
             self._observe_latency(outcome, pending[key].values())
             self.report(record, request, outcome)
@@ -316,6 +334,13 @@ class Reconciler:
         self.metrics.sink_error(sink, reason)
         self.warn(record, reason, message)
         return True
+
+    def _budgeted(self, sink: Any, record: WorkloadRecord) -> bool:
+        """Whether a batch sink's write of ``record`` waits for the rollout budget (one commit a wave)."""
+        if self.waves is None or not self.waves.gates(getattr(sink, "name", None), record.ref):
+            return False
+        budgeted = getattr(sink, "budgeted", None)
+        return budgeted is not None and bool(budgeted(record))
 
     # --- reporting -----------------------------------------------------------------
 

@@ -12,9 +12,10 @@ markers and the workloads' status) plus the grants not written yet. A granted ke
 to the work queue; its write carries the marker and :meth:`Waves.started` hands the rollout
 to the tracker.
 
-Exempt (never parked, no marker): webhook (rolls nothing), git and pull-request (people or the
-engine gate them; the git sink's follow-up counts through the same tracker), and Jobs and
-CronJobs (done at the write).
+Exempt (never parked, no marker): webhook (rolls nothing), pull-request (people gate it), a
+git-sink workload written through a ``git-target`` (its manifest cannot carry the marker), and
+Jobs and CronJobs (done at the write). The git sink writes the marker into the workload's
+manifest in the commit; the engine applying the commit brings it to the cluster.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ GATHER_SECONDS = 0.1
 """A parked reload asks for a dispatch this much later, so that the reloads of one change
 (queued together) are all waiting before the first wave is chosen by priority."""
 
-GATED_SINKS = frozenset({SinkName.ENV_VARS, SinkName.ANNOTATIONS})
+GATED_SINKS = frozenset({SinkName.ENV_VARS, SinkName.ANNOTATIONS, SinkName.GIT})
+"""The git sink commits a wave at a time (its batch asks per workload, see the reconciler)."""
 AT_WRITE_KINDS = frozenset({"Job", "CronJob"})
 
 Warn = Callable[[ObjectRef, str, str], None]

@@ -49,6 +49,7 @@ __all__ = ["Author", "Repository", "remote_default_branch"]
 
 _REMOTE = "origin"
 _SHA = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
+_PREFIX = re.compile(r"^[0-9a-f]{7,64}$")
 # A push refused because the remote has commits we don't build on.
 _REJECTED = re.compile(r"\[rejected\]|\(fetch first\)|\(non-fast-forward\)|\(stale info\)")
 _REJECTED_LINE = re.compile(r"\[rejected\][^\n|']*")
@@ -431,6 +432,38 @@ class Repository:
             self._git(repo, "remote", "add", "--", _REMOTE, self.url)
         elif self._git(repo, "remote", "get-url", "--", _REMOTE) != self.url:
             self._git(repo, "remote", "set-url", "--", _REMOTE, self.url)
+
+    def contains(self, ancestor: str, commit: str) -> bool | None:
+        """Whether ``commit`` (hex, 7-40 digits) is ``ancestor`` or a descendant of it on the branch.
+
+        On the branch: ``commit`` is also an ancestor of the fetched ``origin/<branch>``.
+        ``None`` when ``commit`` is not in the clone (fetch, then ask again).
+        """
+        repo = self._require()
+        if not (_PREFIX.match(commit) and _SHA.match(ancestor)):
+            return False
+        try:
+            full = self._git(repo, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}",
+                             translate=False)
+        except git.exc.GitCommandError:
+            return None
+        branch = f"refs/remotes/{_REMOTE}/{self.branch}"
+        return self._is_ancestor(repo, ancestor, full) and self._is_ancestor(repo, full, branch)
+
+    def _is_ancestor(self, repo: git.Repo, ancestor: str, commit: str) -> bool:
+        try:
+            self._git(repo, "merge-base", "--is-ancestor", ancestor, commit, translate=False)
+        except git.exc.GitCommandError as exc:
+            if exc.status == 1:
+                return False
+            raise self._translate(exc, "merge-base") from None
+        return True
+
+    def last_change(self, path: str) -> tuple[str, int] | None:
+        """The commit of the checked-out branch that last changed ``path``, and its commit time."""
+        out = self._git(self._require(), "log", "-1", "--format=%H %ct", "--", self._relative(path))
+        sha, _, when = out.partition(" ")
+        return (sha, int(when)) if _SHA.match(sha) and when.isdigit() else None
 
     def _require(self) -> git.Repo:
         if self._repo is None:

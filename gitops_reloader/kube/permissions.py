@@ -98,6 +98,9 @@ def required_permissions(config: Config, adapters: Mapping[str, WorkloadAdapter]
         scope = [gitops.digest_key_namespace]
         needs += _needs(SECRETS, ("create",), scope, feature)
         needs += _needs(SECRETS, ("get",), scope, feature, name=gitops.digest_key_secret)
+        if gitops.apply_timeout > 0 and not config.runtime.dry_run:
+            needs += _needs(EVENTS, ("list",), scopes, "report a followed git emission once after a restart",
+                            essential=False)
     if config.meta_info is not None:
         scope, feature = [config.meta_info.namespace], "publish Stakater's meta-info ConfigMap"
         needs += _needs(CONFIGMAPS, ("create",), scope, feature, essential=False)

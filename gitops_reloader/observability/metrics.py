@@ -48,6 +48,7 @@ STATE_STORE_OPERATIONS = frozenset({"read", "write", "key"})
 """Allowed ``operation`` label values of ``gitops_reloader_state_store_errors_total``."""
 
 _EMIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+_ROLLOUT_BUCKETS = (1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0)
 
 
 def _bool_label(value: bool) -> str:
@@ -158,6 +159,16 @@ class Metrics:
             "Time from a detected ConfigMap/Secret change to its applied emission.", ["sink"],
             registry=registry, buckets=_EMIT_BUCKETS,
         )
+        self._change_to_rollout = Histogram(
+            PREFIX + "change_to_rollout_seconds",
+            "Time from a ConfigMap/Secret change to the completed rollout of its git emission.", ["sink"],
+            registry=registry, buckets=_ROLLOUT_BUCKETS,
+        )
+        self._follow_outcomes = counter(
+            "git_follow_outcomes_total",
+            "Git and pull-request emissions followed to their end, by outcome and reason.",
+            ("sink", "outcome", "reason"))
+        self._following = gauge("git_following", "Emissions of the git sinks being followed.", ("sink",))
         self._queue_depth = gauge("queue_depth", "Keys waiting in the work queue.")
         self._queue_retries = counter("queue_retries_total", "Rate-limited re-queues of a key.")
         self._api_errors = counter(
@@ -359,6 +370,18 @@ class Metrics:
     def git_error(self, repo: str, reason: str) -> None:
         """Count one failed git operation."""
         self._git_errors.labels(repo=repo, reason=reason).inc()
+
+    def follow_outcome(self, sink: str, outcome: str, reason: str) -> None:
+        """Count one followed emission's end (``rolled``, ``failed``, ``not-applied``) and reason."""
+        self._follow_outcomes.labels(sink=sink, outcome=outcome, reason=reason).inc()
+
+    def observe_change_to_rollout(self, sink: str, seconds: float) -> None:
+        """Record the time from a source change to the completed rollout of its emission."""
+        self._change_to_rollout.labels(sink=sink).observe(max(seconds, 0.0))
+
+    def set_following(self, sink: str, count: int) -> None:
+        """How many emissions of ``sink`` are being followed now."""
+        self._following.labels(sink=sink).set(count)
 
     def pr_operation(self, host: str, operation: str) -> None:
         """Count one PR/MR API operation (``operation``: find, open, update, comment...)."""

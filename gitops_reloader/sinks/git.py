@@ -53,6 +53,12 @@ larger than the scan index's ``max_file_bytes`` are not edited.
 After a successful push, with ``--request-refresh``, the Argo CD Application or Flux
 GitRepository + Kustomization / HelmRelease that deploys each changed workload (for a
 ``git-target`` or ``git-path`` too: ``Location.refresh``) is asked to reconcile now.
+Then each pushed workload (and, on a start-up check, each whose value was already
+committed) is handed to the :class:`~gitops_reloader.sinks.follow.Follower`, which follows the
+commit into the cluster and answers ``Applied`` / ``NotApplied`` on the workload. With a
+rollout budget the reconciler passes only the granted workloads of a wave, each request
+carrying the rollout marker (``workload_annotations``), which is written into the workload's
+own ``metadata.annotations`` in the same commit.
 
 Nothing secret leaves the cluster: only the keyed digest is written; logs, events and
 commit messages carry workload and source kind/namespace/name only.
@@ -72,8 +78,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from gitops_reloader.clock import Clock, SystemClock
 from gitops_reloader.errors import (
@@ -93,6 +99,7 @@ from gitops_reloader.gitops.locate import (
     GIT_TARGET_ANNOTATION,
     Location,
     Locator,
+    Method,
     OperatorOwned,
     Resolution,
     workload_identity,
@@ -103,6 +110,7 @@ from gitops_reloader.gitops.scanindex import DocKey, ScanIndex, edit_confined
 from gitops_reloader.gitops.yamledit import (
     CONFIG_HASH_KEY,
     EditResult,
+    read_at_path,
     set_at_path,
     set_template_annotation,
 )
@@ -110,6 +118,9 @@ from gitops_reloader.hashing import DELETED_HASH
 from gitops_reloader.kube.events import EventRecorder
 from gitops_reloader.model import Outcome, OutcomeStatus, ReloadRequest, SinkName
 from gitops_reloader.observability.metrics import Metrics
+
+if TYPE_CHECKING:
+    from gitops_reloader.sinks.follow import Follower
 
 __all__ = [
     "EditPlan",
@@ -175,6 +186,8 @@ class EditPlan:
     outcomes: dict[int, Outcome] = field(default_factory=dict)
     skipped: list[tuple[int, ReloadRequest, ReloaderError]] = field(default_factory=list)
     values: dict[int, str] = field(default_factory=dict)
+    current: list[tuple[int, ReloadRequest, Location]] = field(default_factory=list)
+    """The workloads whose value the file already holds (``already-current``)."""
 
 
 def source_digest_inputs(request: ReloadRequest) -> list[tuple[str, str]]:
@@ -282,6 +295,12 @@ class ManifestPlanner:
                 plan.outcomes[position] = Outcome(OutcomeStatus.SKIPPED, self.sink_name,
                                                   f"{location} records no value yet")
                 continue
+            if result.changed and request.workload_annotations:
+                try:
+                    result = self._mark(request, location, result)
+                except YamlEditError as exc:
+                    plan.skipped.append((position, request, exc))
+                    continue
             plan.texts[location.path] = result.text
             plan.values[position] = value
             if result.changed:
@@ -289,7 +308,29 @@ class ManifestPlanner:
                 plan.applied.append((position, request, location))
             else:
                 plan.outcomes[position] = self.current(location)
+                plan.current.append((position, request, location))
         return plan
+
+    def budgeted(self, record: Any) -> bool:
+        """Whether the workload's own manifest is edited (its metadata can carry the rollout marker).
+
+        A ``git-target`` (a Helm values file, a patch) renders the workload elsewhere: such a
+        workload is not counted by the rollout budget (documented in docs/rollouts.md).
+        """
+        try:
+            return (self.resolve(record).method is not Method.TARGET
+                    and record.ref.kind not in ("Job", "CronJob"))
+        except ReloaderError:
+            return False
+
+    @staticmethod
+    def _mark(request: ReloadRequest, location: Location, result: EditResult) -> EditResult:
+        """The request's workload annotations (the rollout marker) set in the same document."""
+        text = result.text
+        for key, value in sorted(request.workload_annotations.items()):
+            text = set_at_path(text, path_expr=("metadata", "annotations"), key=key, value=value,
+                               doc_index=location.doc_index, path=location.path).text
+        return replace(result, text=text)
 
     def current(self, location: Location) -> Outcome:
         """The ``already-current`` outcome for a workload whose value is at ``location``."""
@@ -345,6 +386,14 @@ class ManifestPlanner:
         if text is None:
             text = _read_text(handle.repo, location.path, handle.index.max_file_bytes)
         return text, self._edit(request, location, text, value)
+
+    @classmethod
+    def committed_value(cls, handle: RepositoryHandle, request: ReloadRequest,
+                        location: Location) -> str | None:
+        """The digest the located document holds now in the clone (``None``: none yet)."""
+        text = _read_text(handle.repo, location.path, handle.index.max_file_bytes)
+        return read_at_path(text, path_expr=cls._annotations_path(request, location),
+                            doc_index=location.doc_index, path=location.path)
 
     @staticmethod
     def _annotations_path(request: ReloadRequest, location: Location) -> tuple[str | int, ...]:
@@ -416,12 +465,23 @@ class GitSink:
         self.push_backoff = push_backoff
         self.resolve_ttl = resolve_ttl
         self._sleep = sleep
+        self.follower: Follower | None = None
+        """Follows each pushed commit into the cluster (:mod:`gitops_reloader.sinks.follow`)."""
         default = git_config.default_repository
         self._fallback_group = default or "unresolved"
 
     def repository(self, name: str) -> RepositoryHandle:
         """The handle of a configured repository (KeyError if unknown)."""
         return self.repositories[name]
+
+    def budgeted(self, record: Any) -> bool:
+        """Whether the rollout budget counts this workload (see :meth:`ManifestPlanner.budgeted`)."""
+        return self.planner.budgeted(record)
+
+    def close(self) -> None:
+        """Stop following emissions (the next instance's start-up check finds them again)."""
+        if self.follower is not None:
+            self.follower.stop()
 
     # -- BatchSink protocol ------------------------------------------------------------
 
@@ -516,15 +576,16 @@ class GitSink:
                 self._sync(handle)
                 plan = self.planner.plan(handle, items, key)
                 if not plan.changed:
-                    return self._finish(plan, name)
+                    return self._followed(plan, name)
                 for path in sorted(plan.changed):
                     handle.repo.write(path, plan.texts[path].encode("utf-8"))
                 sha = handle.repo.commit(self.commit_message(handle.config, plan), sorted(plan.changed))
                 if sha is None:  # the work tree already held these bytes
-                    for position, _, location in plan.applied:
+                    for position, request, location in plan.applied:
                         plan.outcomes[position] = self.planner.current(location)
+                        plan.current.append((position, request, location))
                     plan.applied.clear()
-                    return self._finish(plan, name)
+                    return self._followed(plan, name)
                 try:
                     handle.repo.push()
                 except PushRejected:
@@ -547,7 +608,7 @@ class GitSink:
                         OutcomeStatus.APPLIED, self.name,
                         f"commit {sha[:12]} to {location} ({handle.config.branch})")
                 self._request_refresh([loc.refresh for _, _, loc in plan.applied])
-                return self._finish(plan, name)
+                return self._followed(plan, name, sha)
         raise PushRejected(
             f"{name}: push rejected {self.max_push_attempts} times in a row (the branch keeps moving); "
             "will retry with backoff")
@@ -565,6 +626,16 @@ class GitSink:
                     OutcomeStatus.WOULD_APPLY, self.name,
                     f"would commit to {location} ({handle.config.branch})")
             return self._finish(plan, name)
+
+    def _followed(self, plan: EditPlan, repo_name: str, sha: str | None = None) -> dict[int, Outcome]:
+        """:meth:`_finish`, after handing the pushed and the already-committed values to the follower."""
+        if self.follower is not None:
+            for position, request, location in plan.applied:
+                if sha is not None:
+                    self.follower.follow(request, location, plan.values[position], sha, sink=self.name)
+            for position, request, location in plan.current:
+                self.follower.resume(request, location, plan.values[position], sink=self.name)
+        return self._finish(plan, repo_name)
 
     def _finish(self, plan: EditPlan, repo_name: str) -> dict[int, Outcome]:
         for position, request, exc in plan.skipped:

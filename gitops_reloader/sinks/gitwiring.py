@@ -41,6 +41,7 @@ from gitops_reloader.gitops.scanindex import ScanIndex
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.events import EventRecorder
 from gitops_reloader.observability.metrics import Metrics
+from gitops_reloader.sinks.follow import Follower
 from gitops_reloader.sinks.git import GitSink, RepositoryHandle
 from gitops_reloader.sinks.pullrequest import PullRequestSink
 
@@ -89,7 +90,7 @@ def build_git_sink(config: Config, api: KubeApi, metrics: Metrics, recorder: Eve
         raise ConfigError(f"--git-config {gitops.config_file}: no repositories configured")
     digest_keys = DigestKeyStore(api, namespace=gitops.digest_key_namespace, name=gitops.digest_key_secret,
                                  create=not config.runtime.dry_run)
-    return GitSink(
+    sink = GitSink(
         git_config=git_config,
         repositories=build_repository_handles(git_config, gitops.cache_dir),
         locator=Locator(git_config, api, clock=clock),
@@ -99,6 +100,8 @@ def build_git_sink(config: Config, api: KubeApi, metrics: Metrics, recorder: Eve
         refresher=RefreshRequester(api, clock=clock) if gitops.request_refresh else None,
         clock=clock,
     )
+    sink.follower = _follower(config, api, git_config, sink.repositories, metrics, recorder, clock)
+    return sink
 
 
 def build_pull_request_sink(config: Config, api: KubeApi, metrics: Metrics, recorder: EventRecorder | None,
@@ -128,7 +131,7 @@ def build_pull_request_sink(config: Config, api: KubeApi, metrics: Metrics, reco
         repository_class=PullRequestRepository)
     digest_keys = DigestKeyStore(api, namespace=gitops.digest_key_namespace, name=gitops.digest_key_secret,
                                  create=not config.runtime.dry_run)
-    return PullRequestSink(
+    sink = PullRequestSink(
         git_config=git_config,
         repositories=handles,
         hosts=hosts,
@@ -139,3 +142,16 @@ def build_pull_request_sink(config: Config, api: KubeApi, metrics: Metrics, reco
         clock=clock,
         default_grouping=gitops.pr_grouping,
     )
+    sink.follower = _follower(config, api, git_config, sink.repositories, metrics, recorder, clock)
+    return sink
+
+
+def _follower(config: Config, api: KubeApi, git_config: GitConfig, handles: dict[str, RepositoryHandle],
+              metrics: Metrics, recorder: EventRecorder | None, clock: Clock | None) -> Follower | None:
+    """The follow-up of a git sink's emissions (``None``: ``--git-apply-timeout 0`` or ``--dry-run``)."""
+    gitops = config.gitops
+    if gitops.apply_timeout <= 0 or config.runtime.dry_run:
+        return None
+    return Follower(api=api, repositories=handles, metrics=metrics, recorder=recorder,
+                    argocd_namespace=git_config.argocd_namespace, timeout=gitops.apply_timeout,
+                    interval=gitops.follow_interval, clock=clock)

@@ -49,6 +49,10 @@ For one branch (``gitops-reloader/<base>/<key>``), :meth:`emit_batch`:
 A branch whose rebuilt tree equals the base (every edit it held is on the base now) has
 nothing left to propose: its open pull request is closed.
 
+Every edit of a pushed or current pull request is handed to the
+:class:`~gitops_reloader.sinks.follow.Follower` as *waiting for merge*; once the base holds
+it, the commit is followed into the cluster like the git sink's.
+
 **Failures.** Host down, 5xx or rate-limited → the host client's bounded retries, then a
 retryable :class:`~gitops_reloader.errors.HostError`: the controller records a Warning
 Event, puts the sources back and retries with backoff, so no change is lost. A refused
@@ -73,7 +77,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from gitops_reloader.clock import Clock
 from gitops_reloader.errors import (
@@ -102,6 +106,9 @@ from gitops_reloader.sinks.git import (
     UnsupportedWorkload,
     skip_workload,
 )
+
+if TYPE_CHECKING:
+    from gitops_reloader.sinks.follow import Follower
 
 __all__ = ["PullRequestNotConfigured", "PullRequestSink", "require_pull_request_settings"]
 
@@ -181,13 +188,17 @@ class PullRequestSink:
         self.recorder = recorder
         self.default_grouping = default_grouping
         self._fallback_group = git_config.default_repository or "unresolved"
+        self.follower: Follower | None = None
+        """Follows each edit until merged, then into the cluster (:mod:`gitops_reloader.sinks.follow`)."""
 
     def repository(self, name: str) -> RepositoryHandle:
         """The handle of a repository with pull requests (KeyError if unknown)."""
         return self.repositories[name]
 
     def close(self) -> None:
-        """Release the HTTP clients the host clients made (injected ones stay open)."""
+        """Release the HTTP clients the host clients made (injected ones stay open); stop following."""
+        if self.follower is not None:
+            self.follower.stop()
         for target in self.targets.values():
             closer = getattr(target.host, "close_client", None)
             if closer is not None:
@@ -299,6 +310,9 @@ class PullRequestSink:
             located = [item for item in items if item[0] in wanted.values]
             if pull is None and not wanted.changed:
                 outcomes.update(wanted.outcomes)  # already on the base: no branch, no pull request
+                if self.follower is not None:  # e.g. merged while the controller was down
+                    for position, request, location in wanted.current:
+                        self.follower.resume(request, location, wanted.values[position], sink=self.name)
                 return outcomes
 
             ahead: list[prpolicy.CommitInfo] = []
@@ -349,6 +363,10 @@ class PullRequestSink:
                                                  f"pull request #{pull.number} already has this edit")
             for position, outcome in wanted.outcomes.items():
                 outcomes.setdefault(position, outcome)
+            if self.follower is not None:
+                for position, request, location in wanted.applied:
+                    if outcomes[position].status in (OutcomeStatus.APPLIED, OutcomeStatus.ALREADY_CURRENT):
+                        self.follower.await_merge(request, location, wanted.values[position], sink=self.name)
             log.info("pull request branch handled", extra={
                 "repo": name, "branch": branch, "number": pull.number, "pushed": pushed,
                 "pr_changed": changed, "workloads": len(entries)})

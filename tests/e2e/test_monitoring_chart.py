@@ -152,8 +152,8 @@ def test_prometheus_rule_structure(objects: list[Obj]) -> None:
             alerts.append(item["alert"])
     assert alerts == ["GitopsReloaderReloadFailures", "GitopsReloaderEmissionBacklog",
                       "GitopsReloaderLeaderMissing", "GitopsReloaderGitPushFailing",
-                      "GitopsReloaderWatchRestartStorm", "GitopsReloaderRolloutFailed",
-                      "GitopsReloaderReloadsHeld"]
+                      "GitopsReloaderGitChangeNotApplied", "GitopsReloaderWatchRestartStorm",
+                      "GitopsReloaderRolloutFailed", "GitopsReloaderReloadsHeld"]
 
 
 def test_alert_values_reach_the_rules(helm: Path, helm_home: Path) -> None:

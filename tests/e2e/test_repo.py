@@ -537,3 +537,26 @@ def test_remote_head_of_a_missing_branch_is_none(repo: Repository) -> None:
     assert repo.remote_head("does-not-exist") is None  # works before the first sync
     with pytest.raises(GitError):
         repo.remote_head("-bad")
+
+
+# -- ancestry (the git sink's follow-up counts a revision only on our commit's line) ------
+
+
+def test_contains_counts_the_commit_and_its_descendants_on_the_branch(
+    repo: Repository, host: GitHostServer
+) -> None:
+    ours = repo.sync()
+    later = host.commit_directly("app", {"README.md": "later\n"})
+    side = host.commit_directly("app", {"README.md": "side\n"}, branch="side")
+    assert repo.contains(ours, later) is None  # not fetched yet
+    repo.sync()
+    assert repo.contains(ours, ours) is True
+    assert repo.contains(ours, later) is True
+    assert repo.contains(ours, later[:12]) is True
+    assert repo.contains(later, ours) is False  # an older commit does not count
+    assert repo.contains(ours, side) is None  # another branch is not in the clone
+    assert repo.contains(ours, "not-a-commit") is False
+    readme = repo.last_change("README.md")
+    assert readme is not None and readme[0] == later and readme[1] > 0
+    deploy = repo.last_change("apps/web/deploy.yaml")
+    assert deploy is not None and deploy[0] == ours

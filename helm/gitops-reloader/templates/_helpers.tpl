@@ -303,6 +303,10 @@ live in the namespaced "-self" Role (role-self.yaml), never here.
 {{- end }}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "events") "verbs" (list "create" "patch")) }}
 {{- $rules = append $rules (dict "apiGroups" (list "events.k8s.io") "resources" (list "events") "verbs" (list "create" "patch")) }}
+{{- if and (include "gitops-reloader.gitEnabled" .) (ne (toString $r.git.applyTimeout) "0") }}
+{{- /* The git follow-up: after a restart, whether Applied / NotApplied was already reported. */}}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "events") "verbs" (list "list")) }}
+{{- end }}
 {{- $selectors := $r.namespaceSelector }}
 {{- range $r.shards }}{{ if .namespaceSelector }}{{ $selectors = true }}{{ end }}{{ end }}
 {{- if and $selectors $r.watchGlobally }}
@@ -432,6 +436,7 @@ Called with (dict "root" $ "shard" <an entry of gitops-reloader.shards>).
 {{- $args = append $args (printf "--digest-key-secret=%s" (include "gitops-reloader.digestKeySecret" $root)) }}
 {{- $args = append $args (printf "--pr-grouping=%s" $r.git.prGrouping) }}
 {{- $args = append $args (printf "--request-refresh=%s" (ternary "true" "false" (not (not $r.requestRefresh)))) }}
+{{- $args = append $args (printf "--git-apply-timeout=%s" (toString $r.git.applyTimeout)) }}
 {{- end }}
 {{- if include "gitops-reloader.stateStoreEnabled" $root }}
 {{- $args = append $args "--state-store=configmap" }}
