@@ -116,8 +116,8 @@ class Controller:
             assert self.proc.poll() is None, self.log_path.read_text()
             return next((r["address"] for r in self.log() if r["msg"] == "http server listening"), "")
 
-        self.metrics_url = "http://" + wait_for(address, timeout=15, message="http server")
-        wait_for(lambda: http.get(self.metrics_url + "/readyz").status_code == 200, timeout=15,
+        self.metrics_url = "http://" + wait_for(address, timeout=60, message="http server")
+        wait_for(lambda: http.get(self.metrics_url + "/readyz").status_code == 200, timeout=60,
                  message="caches synced")
 
     def metric(self, http: httpx.Client, name: str) -> float:

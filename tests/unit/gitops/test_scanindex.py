@@ -318,12 +318,11 @@ def test_a_changed_alias_structure_elsewhere_is_not_confined() -> None:
     "a: " + "[" * 100_000 + "]" * 100_000 + "\n",   # crashed the process in libyaml's composer
     "a: " + "{a: " * 50_000 + "}" * 50_000 + "\n",
 ], ids=["flow-sequences", "flow-maps"])
-def test_deep_nesting_is_refused_quickly_and_never_crashes(text: str) -> None:
-    started = time.perf_counter()
+def test_deep_nesting_is_refused_and_never_crashes(text: str) -> None:
+    # How fast the refusal is, is measured in bench/yaml_hostile.py, not asserted here.
     with pytest.raises(YamlEditError, match=r"nested deeper than"):
         scan_documents(text, path="deep.yaml")
     assert not confined(text, text, 0)
-    assert time.perf_counter() - started < 1.0
 
 
 def test_index_skips_deep_files_and_indexes_alias_bombs() -> None:
