@@ -72,7 +72,8 @@ step "runtime lock + wheel in a fresh venv: --help, demo"
     >"${tmp}/pip.log" 2>&1 || { cat "${tmp}/pip.log" >&2; exit 1; }
   "${PYTHON}" -m pip --python "${tmp}/venv/bin/python" install --quiet --no-compile --no-deps "${wheel}" \
     >"${tmp}/pip.log" 2>&1 || { cat "${tmp}/pip.log" >&2; exit 1; }
-  "${PYTHON}" -m pip --python "${tmp}/venv/bin/python" check >&2
+  "${PYTHON}" -m pip --python "${tmp}/venv/bin/python" check >"${tmp}/check.log" \
+    || { cat "${tmp}/check.log" >&2; exit 1; }
   "${tmp}/venv/bin/gitops-reloader" --help >/dev/null
   "${tmp}/venv/bin/gitops-reloader" demo >"${tmp}/demo.log" 2>&1 || { cat "${tmp}/demo.log" >&2; exit 1; }
   [[ "$("${tmp}/venv/bin/gitops-reloader" --version)" == "gitops-reloader ${version}" ]]
