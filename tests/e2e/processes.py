@@ -120,8 +120,17 @@ class Controller:
         wait_for(lambda: http.get(self.metrics_url + "/readyz").status_code == 200, timeout=60,
                  message="caches synced")
 
-    def metric(self, http: httpx.Client, name: str) -> float:
+    def sample(self, http: httpx.Client, name: str) -> float | None:
+        """The value of one exported sample (``name`` with its labels); None while it is not
+        exported yet (a labelled series appears with its first observation)."""
         for line in http.get(self.metrics_url + "/metrics").text.splitlines():
             if line.startswith(name + " "):
                 return float(line.rsplit(" ", 1)[1])
-        raise AssertionError(f"{name} not exported by pid {self.pid}")
+        return None
+
+    def metric(self, http: httpx.Client, name: str) -> float:
+        """The value of one exported sample; AssertionError when it is not exported."""
+        value = self.sample(http, name)
+        if value is None:
+            raise AssertionError(f"{name} not exported by pid {self.pid}")
+        return value

@@ -244,6 +244,8 @@ BOOLEAN_FIELDS = {
     "--alert-on-reload": ("alerts", "ALERT_ON_RELOAD"),
     "--alert-structured": ("alerts", "ALERT_STRUCTURED"),
     "--enable-csi-integration": ("behaviour", "enable_csi_integration"),
+    "--prune-stale-env-vars": ("behaviour", "prune_stale_env_vars"),
+    "--hold-on-failed-rollout": ("rollouts", "hold_on_failure"),
 }
 SPELLINGS = [
     (lambda f: [f], True),

@@ -68,7 +68,7 @@ def leader(cluster: Cluster, controllers: dict[int, Controller]) -> Controller:
     """The controller holding the Lease, once it acts as leader."""
     pid = int(wait_for(lambda: holder(cluster.api_client), message="a lease holder").rsplit("-", 1)[1])
     chosen = controllers[pid]
-    wait_for(lambda: chosen.metric(cluster.http, LEADER) == 1, message="leader active")
+    wait_for(lambda: chosen.sample(cluster.http, LEADER) == 1, message="leader active")
     return chosen
 
 
@@ -176,7 +176,7 @@ def test_v2_leader_election_flags_and_release_on_cancel(cluster, tmp_path):
         assert any(r["msg"] == "released lease" for r in old.log())
         # Without the release the standby would wait out 60 s; it takes over within its retries.
         wait_for(lambda: lease_holder().endswith(f"-{standby.pid}"), timeout=10, message="standby took over")
-        wait_for(lambda: standby.metric(cluster.http, LEADER) == 1, timeout=10, message="standby leads")
+        wait_for(lambda: standby.sample(cluster.http, LEADER) == 1, timeout=10, message="standby leads")
     finally:
         for controller in started:
             stop_process(controller.proc)

@@ -230,7 +230,7 @@ def test_every_queried_metric_is_exported_by_a_running_controller(
     objects: list[Obj], cluster: Cluster, controller: Controller,
 ) -> None:
     reload_one(cluster)
-    wait_for(lambda: controller.metric(cluster.http, "gitops_reloader_change_to_emit_seconds_count"
+    wait_for(lambda: controller.sample(cluster.http, "gitops_reloader_change_to_emit_seconds_count"
                                        '{sink="env-vars"}') == 1, message="latency observed")
     exported = exported_sample_names(cluster.http.get(controller.metrics_url + "/metrics").text)
     queried = {where: metric_names(expr) for where, expr in expressions(objects).items()}
@@ -244,7 +244,7 @@ def test_every_queried_metric_is_exported_by_a_running_controller(
 
 def test_new_series_count_a_reload(cluster: Cluster, controller: Controller) -> None:
     reload_one(cluster)
-    wait_for(lambda: controller.metric(
+    wait_for(lambda: controller.sample(
         cluster.http, 'reloader_reload_executed_total_by_namespace{namespace="ns",success="true"}'
     ) == 1, message="reload counted by namespace")
     assert controller.metric(cluster.http, 'gitops_reloader_api_writes_total{kind="Deployment"}') == 1

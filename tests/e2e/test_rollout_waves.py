@@ -88,7 +88,7 @@ def test_budget_of_5_over_30_deployments_and_a_kill_mid_wave(tmp_path: Path, han
             if handover == "ha-take-over":
                 pid = wait_for(lambda: lease_holder_pid(cluster.api_client), message="a leader")
                 first, = (c for c in controllers if c.pid == pid)
-                wait_for(lambda: first.metric(cluster.http, "gitops_reloader_leader") == 1,
+                wait_for(lambda: first.sample(cluster.http, "gitops_reloader_leader") == 1,
                          message="leader active")
             else:
                 first = controllers[0]
@@ -146,7 +146,7 @@ def test_a_failed_rollout_holds_its_change_until_the_secret_changes_again(tmp_pa
             failed = 'gitops_reloader_rollouts_failed_total{reason="ProgressDeadlineExceeded"}'
             assert controller.metric(cluster.http, failed) == 1
             waves = "gitops_reloader_rollout_wave_seconds_count"
-            wait_for(lambda: controller.metric(cluster.http, waves) == 1,
+            wait_for(lambda: controller.sample(cluster.http, waves) == 1,
                      message="one wave, from the first change to the fix's last rollout")
         finally:
             stop_process(controller.proc)

@@ -123,7 +123,7 @@ def leader(cluster: Cluster, pair: Sequence[Controller], lease: str) -> Controll
     pid = int(wait_for(lambda: holder(cluster.api_client, lease), message=f"a holder of {lease}")
               .rsplit("-", 1)[1])
     [chosen] = [c for c in pair if c.pid == pid]
-    wait_for(lambda: chosen.metric(cluster.http, LEADER) == 1, message=f"{lease} leader active")
+    wait_for(lambda: chosen.sample(cluster.http, LEADER) == 1, message=f"{lease} leader active")
     return chosen
 
 
@@ -170,7 +170,7 @@ def test_killing_one_shards_leader_hands_it_to_its_standby_and_leaves_the_other_
     wait_for(lambda: holder(cluster.api_client, layout.leases[0]).endswith(f"-{standbys[0].pid}"),
              timeout=15, message="shard 0's standby took its lease")
     reloaded(cluster, owned[0], "2")
-    wait_for(lambda: standbys[0].metric(cluster.http, RELOADS) == len(owned[0]),
+    wait_for(lambda: standbys[0].sample(cluster.http, RELOADS) == len(owned[0]),
              message="shard 0's new leader counted its reloads")
 
     # Exactly once: one template write per owned namespace and round, nothing redone after

@@ -130,7 +130,7 @@ def test_kill_9_during_a_batch_write_loses_nothing_and_reloads_nothing_twice(
         final = {**after, "0": "2"}
         wait_for(lambda: stored_sources(cluster) == source_digests(cluster, key, final, "hunter3"),
                  timeout=20, message="store caught up after the restart")
-        wait_for(lambda: second.metric(cluster.http, RELOADS) == 2, timeout=10, message="two reloads")
+        wait_for(lambda: second.sample(cluster.http, RELOADS) == 2, timeout=10, message="two reloads")
         generations = {name: cluster.deployment(name)["metadata"]["generation"]
                        for name in [f"web-{i}" for i in range(PAIRS)] + ["web-db", "web-still"]}
         assert generations == {"web-0": 3, **{f"web-{i}": 2 for i in range(1, PAIRS)},
@@ -157,7 +157,7 @@ def test_ha_take_over_reads_the_store_the_dead_leader_wrote(cluster: Cluster, tm
     new: Controller | None = None
     try:
         old.wait_ready(cluster.http)
-        wait_for(lambda: old.metric(cluster.http, LEADER) == 1, timeout=15, message="old leader active")
+        wait_for(lambda: old.sample(cluster.http, LEADER) == 1, timeout=15, message="old leader active")
         key = wait_for(lambda: digest_key(cluster) if cluster.http.get(
             cluster.url + "/api/v1/namespaces/default/secrets/gitops-reloader-digest-key").status_code == 200
             else None, timeout=15, message="digest key created")
@@ -170,10 +170,10 @@ def test_ha_take_over_reads_the_store_the_dead_leader_wrote(cluster: Cluster, tm
 
         new = Controller(cluster, tmp_path / "new.jsonl", flags)
         new.wait_ready(cluster.http)
-        wait_for(lambda: new.metric(cluster.http, LEADER) == 1, timeout=15, message="take-over")
+        wait_for(lambda: new.sample(cluster.http, LEADER) == 1, timeout=15, message="take-over")
         after = source_digests(cluster, key, before, "hunter3")
         wait_for(lambda: stored_sources(cluster) == after, timeout=15, message="store caught up")
-        wait_for(lambda: new.metric(cluster.http, RELOADS) == 1, timeout=10, message="one reload")
+        wait_for(lambda: new.sample(cluster.http, RELOADS) == 1, timeout=10, message="one reload")
         loaded = [r for r in new.log() if r["msg"] == "state store loaded"]
         assert len(loaded) == 1 and loaded[0]["sources"] >= PAIRS + 2
         b64 = base64.b64encode(b"hunter3").decode()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -295,17 +294,14 @@ def test_an_alias_bomb_next_to_the_workload_is_checked_in_linear_time() -> None:
     """Issue 10 item 3: the tenant's Deployment plus a 9^10-leaf alias structure (under 1 KB)."""
     before = TWO_DOCS + "---\n" + BOMB
     assert len(before.encode()) < 1024
-    started = time.perf_counter()
+    # Was hours: the documents were compared expanded (bench/yaml_hostile.py times it now).
     assert confined(before, annotate(before, 1), 1)
     assert not confined(before, annotate(before, 0), 1)
-    assert time.perf_counter() - started < 1.0  # was hours: the documents were compared expanded
 
 
 def test_aliases_in_the_target_document_are_followed_not_expanded() -> None:
     before = TWO_DOCS.replace("spec: {}\n", "spec: {}\nbomb:\n" + BOMB.split("data:\n")[1])
-    started = time.perf_counter()
     assert confined(before, annotate(before, 1), 1)
-    assert time.perf_counter() - started < 1.0
 
 
 def test_a_changed_alias_structure_elsewhere_is_not_confined() -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import ast
 import difflib
 import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -568,21 +567,18 @@ def test_alias_bomb_in_another_document_is_not_expanded() -> None:
     bomb = "lol: &a0 [x, x, x, x, x, x, x, x, x]\n" + "".join(
         f"l{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 9))
     text = read("multi-document.in.yaml") + "---\n" + bomb
-    started = time.perf_counter()
-    result = set_template_annotation(text, doc_index=2, value=V1)
+    result = set_template_annotation(text, doc_index=2, value=V1)  # timed in bench/yaml_hostile.py
     assert result.changed and result.text.endswith(bomb)
-    assert time.perf_counter() - started < 1.0
 
 
 @pytest.mark.parametrize("text", [
     "a: " + "[" * 5000 + "]" * 5000 + "\n",
     "a:\n" + "".join(" " * i + "b:\n" for i in range(1, 500)),
 ], ids=["flow", "block"])
-def test_nesting_deeper_than_the_cap_is_refused_quickly(text: str) -> None:
-    started = time.perf_counter()
+def test_nesting_deeper_than_the_cap_is_refused(text: str) -> None:
+    # How fast the refusal is, is measured in bench/yaml_hostile.py, not asserted here.
     with pytest.raises(YamlEditError, match=r"nested deeper than \d+ levels"):
         list_documents(text, path="deep.yaml")
-    assert time.perf_counter() - started < 1.0
 
 
 def test_text_longer_than_the_cap_is_refused_before_parsing() -> None:
