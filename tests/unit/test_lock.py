@@ -111,7 +111,7 @@ def test_readme_commands_install_the_lock_with_hashes_and_the_project_without_re
     demo, tests = commands
     assert "-r requirements/runtime.txt -r requirements/build.txt" in demo
     assert demo.endswith("gitops-reloader demo")
-    assert "-r requirements/test.txt" in tests and tests.endswith("python3 -m pytest -q")
+    assert "-r requirements/test.txt" in tests and tests.endswith("python3 -m pytest -q -n 4")
     for command in commands:
         assert "pip install --no-deps --no-build-isolation -e ." in command
         assert "[test]" not in command

@@ -168,7 +168,7 @@ def test_newest_workflow_runs_weekly_and_on_demand_on_the_newest_releases() -> N
     script = (REPO_ROOT / ".ci" / "newest").read_text()
     assert "install --quiet --upgrade --upgrade-strategy eager -e '.[test,release]'" in script
     assert "requirements/" not in script.replace("requirements/test.txt", "")  # never the lock
-    assert script.rstrip().endswith("python3 -m pytest -q")
+    assert script.rstrip().endswith("python3 -m pytest -q -n 4")
 
 
 @pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda path: path.name)
