@@ -65,9 +65,12 @@ PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
 ROLLOUT_TIMEOUT = "RolloutTimeout"
 
 
-def _section(obj: JSON, key: str) -> JSON:
-    value = obj.get(key)
-    return value if isinstance(value, Mapping) else {}
+def section(obj: JSON, *keys: str) -> JSON:
+    """The mapping at ``obj[keys[0]][keys[1]]...``; ``{}`` where a step is absent or not a mapping."""
+    for key in keys:
+        value = obj.get(key)
+        obj = value if isinstance(value, Mapping) else {}
+    return obj
 
 
 def _int(mapping: JSON, key: str, default: int = 0) -> int:
@@ -77,16 +80,18 @@ def _int(mapping: JSON, key: str, default: int = 0) -> int:
 
 
 def _generation(obj: JSON) -> int:
-    return _int(_section(obj, "metadata"), "generation")
+    return _int(section(obj, "metadata"), "generation")
 
 
-def _condition(status: JSON, kind: str) -> JSON | None:
+def condition(status: JSON, kind: str, *, limit: int | None = None) -> JSON | None:
+    """The first condition of type ``kind`` in ``status.conditions``, looking at most at
+    ``limit`` entries (all when None)."""
     conditions = status.get("conditions")
     if not isinstance(conditions, list):
         return None
-    for condition in conditions:
-        if isinstance(condition, Mapping) and condition.get("type") == kind:
-            return condition
+    for entry in conditions[:limit]:
+        if isinstance(entry, Mapping) and entry.get("type") == kind:
+            return entry
     return None
 
 
@@ -100,9 +105,12 @@ _ON_DELETE = RolloutStatus(Phase.COMPLETE, "OnDelete",
                            "update strategy OnDelete: pods change only when deleted")
 
 
-def _waiting_for_generation(obj: JSON, status: JSON) -> RolloutStatus | None:
+def _generation_behind(obj: JSON, status: JSON, *,
+                       unobserved_is_behind: bool = False) -> RolloutStatus | None:
+    """PROGRESSING while the controller has not observed the object's generation; with
+    ``unobserved_is_behind`` (kubectl's StatefulSet rule) also while it observed none."""
     observed = _int(status, "observedGeneration")
-    if observed < _generation(obj) or observed == 0:
+    if observed < _generation(obj) or (unobserved_is_behind and observed == 0):
         return _progressing("ObservedGenerationBehind",
                             f"waiting for the controller to observe generation {_generation(obj)}")
     return None
@@ -110,14 +118,15 @@ def _waiting_for_generation(obj: JSON, status: JSON) -> RolloutStatus | None:
 
 def deployment_rule(obj: JSON) -> RolloutStatus:
     """``kubectl rollout status`` for a Deployment (and a DeploymentConfig)."""
-    status = _section(obj, "status")
-    if _int(status, "observedGeneration") < _generation(obj):
-        return _progressing("ObservedGenerationBehind", "waiting for the rollout to be observed")
-    progressing = _condition(status, "Progressing")
+    status = section(obj, "status")
+    behind = _generation_behind(obj, status)
+    if behind is not None:
+        return behind
+    progressing = condition(status, "Progressing")
     if progressing is not None and progressing.get("reason") == PROGRESS_DEADLINE_EXCEEDED:
         return RolloutStatus(Phase.FAILED, PROGRESS_DEADLINE_EXCEEDED,
                              str(progressing.get("message") or "exceeded its progress deadline")[:256])
-    wanted = _int(_section(obj, "spec"), "replicas", 1)
+    wanted = _int(section(obj, "spec"), "replicas", 1)
     updated = _int(status, "updatedReplicas")
     if updated < wanted:
         return _progressing("UpdatingReplicas", f"{updated} of {wanted} updated replicas")
@@ -132,19 +141,19 @@ def deployment_rule(obj: JSON) -> RolloutStatus:
 
 def statefulset_rule(obj: JSON) -> RolloutStatus:
     """``kubectl rollout status`` for a StatefulSet; OnDelete is done at the write."""
-    spec = _section(obj, "spec")
-    strategy = _section(spec, "updateStrategy")
+    spec = section(obj, "spec")
+    strategy = section(spec, "updateStrategy")
     if strategy.get("type") == "OnDelete":
         return _ON_DELETE
-    status = _section(obj, "status")
-    behind = _waiting_for_generation(obj, status)
+    status = section(obj, "status")
+    behind = _generation_behind(obj, status, unobserved_is_behind=True)
     if behind is not None:
         return behind
     wanted = _int(spec, "replicas", 1)
     ready = _int(status, "readyReplicas")
     if ready < wanted:
         return _progressing("PodsNotReady", f"{ready} of {wanted} pods ready")
-    partition = _section(strategy, "rollingUpdate").get("partition")
+    partition = section(strategy, "rollingUpdate").get("partition")
     if isinstance(partition, int) and not isinstance(partition, bool):
         updated = _int(status, "updatedReplicas")
         if updated < wanted - partition:
@@ -159,11 +168,12 @@ def statefulset_rule(obj: JSON) -> RolloutStatus:
 
 def daemonset_rule(obj: JSON) -> RolloutStatus:
     """``kubectl rollout status`` for a DaemonSet; OnDelete is done at the write."""
-    if _section(_section(obj, "spec"), "updateStrategy").get("type") == "OnDelete":
+    if section(section(obj, "spec"), "updateStrategy").get("type") == "OnDelete":
         return _ON_DELETE
-    status = _section(obj, "status")
-    if _int(status, "observedGeneration") < _generation(obj):
-        return _progressing("ObservedGenerationBehind", "waiting for the rollout to be observed")
+    status = section(obj, "status")
+    behind = _generation_behind(obj, status)
+    if behind is not None:
+        return behind
     desired = _int(status, "desiredNumberScheduled")
     updated = _int(status, "updatedNumberScheduled")
     if updated < desired:
@@ -176,7 +186,7 @@ def daemonset_rule(obj: JSON) -> RolloutStatus:
 
 def argo_rollout_rule(obj: JSON) -> RolloutStatus:
     """An Argo Rollout: its own ``status.phase`` once it has observed the generation."""
-    status = _section(obj, "status")
+    status = section(obj, "status")
     observed = status.get("observedGeneration")
     if str(observed) != str(_generation(obj)):
         return _progressing("ObservedGenerationBehind", "waiting for the rollout to be observed")
@@ -196,16 +206,16 @@ def at_write_rule(obj: JSON) -> RolloutStatus:
 
 def generic_rule(obj: JSON) -> RolloutStatus:
     """Any other kind: generation observed and a Ready/Available condition True."""
-    status = _section(obj, "status")
-    behind = _waiting_for_generation(obj, status)
+    status = section(obj, "status")
+    behind = _generation_behind(obj, status, unobserved_is_behind=True)
     if behind is not None:
         return behind
-    condition = _condition(status, "Ready") or _condition(status, "Available")
-    if condition is None:
+    ready = condition(status, "Ready") or condition(status, "Available")
+    if ready is None:
         return _progressing("NoReadyCondition", "no Ready or Available condition reported")
-    state = condition.get("status")
-    reason = str(condition.get("reason") or "")[:64]
-    message = str(condition.get("message") or "")[:256]
+    state = ready.get("status")
+    reason = str(ready.get("reason") or "")[:64]
+    message = str(ready.get("message") or "")[:256]
     if state == "True":
         return _COMPLETE
     if state == "False" and "deadline" in reason.lower():

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from gitops_reloader.rollout.completion import Phase, RolloutStatus, with_deadline
+from gitops_reloader.rollout.completion import Phase, RolloutStatus, condition, section, with_deadline
 
 JSON = Mapping[str, Any]
 
@@ -111,13 +111,6 @@ class FollowState:
 # --------------------------------------------------------------------------- reading statuses
 
 
-def _section(obj: JSON, *keys: str) -> JSON:
-    for key in keys:
-        value = obj.get(key)
-        obj = value if isinstance(value, Mapping) else {}
-    return obj
-
-
 def _text(value: Any, limit: int = MAX_FIELD) -> str:
     return value if isinstance(value, str) and len(value) <= limit else ""
 
@@ -127,16 +120,12 @@ def _message(value: Any) -> str:
 
 
 def _name(obj: JSON, kind: str) -> str:
-    metadata = _section(obj, "metadata")
+    metadata = section(obj, "metadata")
     return f"{kind} {_text(metadata.get('namespace'), 253)}/{_text(metadata.get('name'), 253)}"
 
 
 def _ready(obj: JSON) -> JSON:
-    conditions = _section(obj, "status").get("conditions")
-    for condition in conditions[:MAX_REVISIONS] if isinstance(conditions, list) else ():
-        if isinstance(condition, Mapping) and condition.get("type") == "Ready":
-            return condition
-    return {}
+    return condition(section(obj, "status"), "Ready", limit=MAX_REVISIONS) or {}
 
 
 def commit_of_revision(revision: Any) -> str | None:
@@ -172,7 +161,7 @@ def _flux_failure(obj: JSON) -> str | None:
 
 def kustomization_report(obj: JSON) -> EngineReport:
     """A Flux Kustomization's report (``kustomize.toolkit.fluxcd.io/v1``)."""
-    status = _section(obj, "status")
+    status = section(obj, "status")
     applied = commit_of_revision(status.get("lastAppliedRevision"))
     failure = _flux_failure(obj)
     return EngineReport(
@@ -180,7 +169,7 @@ def kustomization_report(obj: JSON) -> EngineReport:
         applied=(applied,) if applied else (),
         attempted=commit_of_revision(status.get("lastAttemptedRevision")) if failure else None,
         failure=failure,
-        suspended=_section(obj, "spec").get("suspend") is True)
+        suspended=section(obj, "spec").get("suspend") is True)
 
 
 def _deployed_chart_version(status: JSON) -> str:
@@ -198,12 +187,12 @@ def helmrelease_report(release: JSON, chart: JSON | None = None) -> EngineReport
     Revision``), else from the HelmChart's ``status.observedSourceArtifactRevision`` while
     the release's deployed version is the HelmChart's artifact.
     """
-    status = _section(release, "status")
+    status = section(release, "status")
     deployed = _deployed_chart_version(status)
     applied = chart_version_commit(deployed)
     if applied is None and deployed and chart is not None:
-        chart_status = _section(chart, "status")
-        if _text(_section(chart_status, "artifact").get("revision"), 128) == deployed:
+        chart_status = section(chart, "status")
+        if _text(section(chart_status, "artifact").get("revision"), 128) == deployed:
             applied = commit_of_revision(chart_status.get("observedSourceArtifactRevision"))
     failure = _flux_failure(release)
     return EngineReport(
@@ -211,13 +200,13 @@ def helmrelease_report(release: JSON, chart: JSON | None = None) -> EngineReport
         applied=(applied,) if applied else (),
         attempted=chart_version_commit(status.get("lastAttemptedRevision")) if failure else None,
         failure=failure,
-        suspended=_section(release, "spec").get("suspend") is True)
+        suspended=section(release, "spec").get("suspend") is True)
 
 
 def application_report(obj: JSON) -> EngineReport:
     """An Argo CD Application's report (``argoproj.io/v1alpha1``)."""
-    status = _section(obj, "status")
-    sync = _section(status, "sync")
+    status = section(obj, "status")
+    sync = section(status, "sync")
     applied: list[str] = []
     if sync.get("status") == "Synced":
         revisions = sync.get("revisions")
@@ -226,13 +215,13 @@ def application_report(obj: JSON) -> EngineReport:
             commit = commit_of_revision(revision)
             if commit:
                 applied.append(commit)
-    operation = _section(status, "operationState")
+    operation = section(status, "operationState")
     failure = attempted = None
     if operation.get("phase") in ("Failed", "Error"):
         failure = f"sync {operation.get('phase')}: {_message(operation.get('message'))}".rstrip(": ")
-        attempted = (commit_of_revision(_section(operation, "syncResult").get("revision"))
-                     or commit_of_revision(_section(operation, "operation", "sync").get("revision")))
-    automated = _section(obj, "spec", "syncPolicy").get("automated")
+        attempted = (commit_of_revision(section(operation, "syncResult").get("revision"))
+                     or commit_of_revision(section(operation, "operation", "sync").get("revision")))
+    automated = section(obj, "spec", "syncPolicy").get("automated")
     auto_sync = isinstance(automated, Mapping) and automated.get("enabled") is not False
     return EngineReport(engine=_name(obj, "Application"), applied=tuple(applied), attempted=attempted,
                         failure=failure, auto_sync=auto_sync)
