@@ -62,7 +62,8 @@ class KindSpec:
     (Knative ``spec.template.metadata.name``): a workload that sets it is refused."""
     completes_like: str = ""
     """The core kind whose rollout-status rule reads this kind's status the same way
-    (``StatefulSet``, ``DaemonSet``); "" when none does. For the rollout rules' table."""
+    (``StatefulSet``, ``DaemonSet``); "" when none does (the rule of its own group and kind,
+    :func:`~gitops_reloader.rollout.completion.rule_for`). Read by ``WorkloadAdapter.rollout_status``."""
     discovered: bool = False
     """Watched once discovery finds its API (a built-in row); a configured row must be
     served at start-up instead."""

@@ -288,6 +288,14 @@ class WorkloadAdapter:
         """A built-in row watched only once discovery finds its API (Knative, OpenKruise)."""
         return self.spec is not None and self.spec.discovered
 
+    def rollout_status(self, raw: Mapping[str, Any]) -> RolloutStatus:
+        """Where this workload's rollout stands, by its kind's completion rule: for a row that
+        names ``completes_like``, the rule of that ``apps/v1`` kind (an Advanced StatefulSet's
+        status reads like a StatefulSet's)."""
+        if self.spec is not None and self.spec.completes_like:
+            return rollout_status("apps", self.spec.completes_like, raw)
+        return rollout_status(self.resource.group, self.resource.kind, raw)
+
     def refusal(self, record: WorkloadRecord) -> tuple[str, str] | None:
         """(Event reason, message) when no template change may be written to this workload.
 
@@ -326,7 +334,7 @@ class WorkloadAdapter:
         for key in _DROP_METADATA:
             metadata.pop(key, None)
         marked = MARKER_ANNOTATION in (metadata.get("annotations") or {})
-        rollout = rollout_status(self.resource.group, self.kind, raw) if marked else None
+        rollout = self.rollout_status(raw) if marked else None
         raw.pop("status", None)
         template = self.pod_template(raw)
         pod_spec = (template or {}).get("spec") or {}

@@ -65,7 +65,6 @@ from gitops_reloader.kube.resources import (
 from gitops_reloader.kube.workloads import WorkloadAdapter, adapters_for
 from gitops_reloader.model import ObjectRef, ReloadRequest
 from gitops_reloader.observability.metrics import Metrics
-from gitops_reloader.rollout.completion import rollout_status
 from gitops_reloader.rollout.follow import (
     EngineReport,
     FollowState,
@@ -310,7 +309,7 @@ class Follower:
         template = adapter.pod_template(live) or {}
         annotations = (template.get("metadata") or {}).get("annotations") or {}
         in_template = annotations.get(CONFIG_HASH_KEY) == entry.digest
-        rollout = rollout_status(adapter.resource.group, adapter.kind, live) if in_template else None
+        rollout = adapter.rollout_status(live) if in_template else None
         return decide(engine=engine, counts=lambda commit: self._counts(entry, commit),
                       in_template=in_template, rollout=rollout,
                       elapsed=self.clock.monotonic() - entry.started, timeout=self.timeout,

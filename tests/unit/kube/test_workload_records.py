@@ -13,6 +13,7 @@ import pytest
 
 from gitops_reloader.kube.workloads import SlimObject, adapters_for
 from gitops_reloader.model import SourceKind
+from gitops_reloader.rollout.completion import Phase
 from gitops_reloader.sinks.envvars import container_env
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
@@ -127,3 +128,29 @@ def test_a_cronjob_keeps_its_whole_job_template(adapters: dict[str, Any]) -> Non
              "spec": {"schedule": "@daily", "jobTemplate": {"spec": {"template": template}}}}
     record = adapters["CronJob"].record(copy.deepcopy(whole))
     assert record.raw["spec"]["jobTemplate"] == whole["spec"]["jobTemplate"]
+
+
+STS_STATUS = {"observedGeneration": 3, "replicas": 3, "readyReplicas": 3, "updatedReplicas": 3,
+              "currentRevision": "db-7f1", "updateRevision": "db-7f1"}
+DS_STATUS = {"observedGeneration": 3, "desiredNumberScheduled": 2, "updatedNumberScheduled": 2,
+             "numberAvailable": 2}
+
+
+@pytest.mark.parametrize(("kind", "status"), [
+    ("StatefulSet.apps.kruise.io", STS_STATUS), ("DaemonSet.apps.kruise.io", DS_STATUS),
+    ("StatefulSet", STS_STATUS), ("DaemonSet", DS_STATUS),
+])
+def test_a_marked_record_reads_its_rollout_by_its_kinds_rule(adapters: dict[str, Any], kind: str,
+                                                              status: dict[str, Any]) -> None:
+    """OpenKruise's Advanced StatefulSet/DaemonSet report the apps/v1 status fields, no Ready
+    condition: they complete by the StatefulSet/DaemonSet rule (their row's completes_like),
+    not by the generic rule, which would wait for --rollout-timeout and call them failed."""
+    adapter = adapters[kind]
+    group, version = adapter.resource.group, adapter.resource.version
+    marker = {"gitops-reloader.io/rollout": '{"at":1,"changes":["ns/ConfigMap/c@a"]}'}
+    raw = {"apiVersion": f"{group}/{version}" if group else version, "kind": adapter.resource.kind,
+           "metadata": {"name": "db", "namespace": "ns", "generation": 3, "annotations": marker},
+           "spec": {"replicas": 3, "template": {"spec": {"containers": [{"name": "app", "image": "x"}]}}},
+           "status": status}
+    record = adapter.record(raw)
+    assert record.rollout is not None and record.rollout.phase is Phase.COMPLETE, record.rollout
