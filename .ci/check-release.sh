@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Release checks, run by .ci/run before the tests: everything release.yml publishes is
-# built and checked here, except the container image (no Docker engine in CI; the
-# Dockerfile is linted by hadolint in .ci/run).
+# built and checked here, except the container image (.ci/run lints the Dockerfile with
+# hadolint and builds it with .ci/build-image.sh on a Debian base; tests/container run it).
 #   1. actionlint (with shellcheck on every `run:` script) over every workflow
 #   2. the versions agree: package, chart version/appVersion, top CHANGELOG entry
 #   3. `python -m build --no-isolation`: wheel + sdist (the wheel is built from the sdist) with
