@@ -40,6 +40,7 @@ import hmac
 import os
 import re
 import socketserver
+import ssl
 import subprocess
 import tempfile
 import threading
@@ -49,6 +50,8 @@ from pathlib import Path, PurePosixPath
 from types import TracebackType
 from typing import IO, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
+
+from gitops_reloader.testing.tlsserve import TlsMixin
 
 __all__ = ["GitHostServer", "Symlink", "WsgiApp"]
 
@@ -96,7 +99,7 @@ class _QuietHandler(WSGIRequestHandler):
         """Drop the access log line."""
 
 
-class _ThreadingWSGIServer(socketserver.ThreadingMixIn, WSGIServer):
+class _ThreadingWSGIServer(TlsMixin, socketserver.ThreadingMixIn, WSGIServer):
     """One daemon thread per connection."""
 
     daemon_threads = True
@@ -115,7 +118,8 @@ class _ThreadingWSGIServer(socketserver.ThreadingMixIn, WSGIServer):
 class GitHostServer:
     """Serves the bare repositories under ``root`` over smart HTTP on 127.0.0.1.
 
-    The server starts in ``__init__``. ``url`` is ``http://127.0.0.1:PORT``; clone URLs
+    The server starts in ``__init__``. ``url`` is ``http://127.0.0.1:PORT`` (``https://`` with
+    ``tls``, a server-side ``ssl.SSLContext``; mounted PR host APIs then use it too); clone URLs
     are ``f"{url}/{name}.git"`` and never contain credentials. Repository names may
     contain ``/`` (``org/app``) but no ``..``.
 
@@ -131,6 +135,7 @@ class GitHostServer:
         token: str = "test-token",
         host: str = "127.0.0.1",
         port: int = 0,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.root = Path(root).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
@@ -147,8 +152,12 @@ class GitHostServer:
         self._backend = _http_backend_path()
         self._server = _ThreadingWSGIServer((host, port), _QuietHandler)
         self._server.set_app(self._app)
+        if tls is not None:
+            self._server.ssl_context = tls
+            self._server.base_environ["HTTPS"] = "on"  # wsgi.url_scheme https
         bound_port = self._server.server_port
-        self.url = f"http://{self._server.server_name}:{bound_port}"
+        scheme = "https" if tls is not None else "http"
+        self.url = f"{scheme}://{self._server.server_name}:{bound_port}"
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": 0.05},

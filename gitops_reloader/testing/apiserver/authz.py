@@ -58,6 +58,18 @@ class Authorizer:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._subjects: dict[str, tuple[str, tuple[PolicyRule, ...]]] = {}
+        self._accepted: frozenset[str] | None = None
+
+    def authenticate(self, tokens: Iterable[str]) -> None:
+        """From now on, only ``tokens`` and the tokens given rules are accepted: a request with
+        any other bearer token, or none, gets kube-apiserver's ``401 Unauthorized``."""
+        with self._lock:
+            self._accepted = frozenset(tokens)
+
+    def authenticated(self, token: str) -> bool:
+        """True unless :meth:`authenticate` was called and ``token`` is unknown."""
+        with self._lock:
+            return self._accepted is None or token in self._accepted or token in self._subjects
 
     def restrict(self, token: str, rules: Iterable[PolicyRule], user: str = DEFAULT_USER) -> None:
         """From now on, requests bearing ``token`` are ``user`` and only ``rules`` allow."""

@@ -25,6 +25,7 @@ import logging
 import os
 import select
 import socket
+import ssl
 import threading
 import time
 from collections import Counter, deque
@@ -33,6 +34,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 from urllib.parse import parse_qsl, unquote
 
+from ..tlsserve import TlsMixin
 from .authz import Authorizer, access_review
 from .crdschema import CrdSchemas, default_crd_paths
 from .faults import Fault, FaultBook
@@ -107,7 +109,7 @@ class ListQuery(NamedTuple):
     field_selector: str
 
 
-class _HTTPServer(ThreadingHTTPServer):
+class _HTTPServer(TlsMixin, ThreadingHTTPServer):
     """Threading server that remembers its connections so ``stop`` can close them."""
 
     daemon_threads = True
@@ -116,6 +118,7 @@ class _HTTPServer(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], api: ApiServer) -> None:
         self.api = api
+        self.ssl_context = api.tls
         self._conns: set[socket.socket] = set()
         self._conns_lock = threading.Lock()
         super().__init__(address, _Handler)
@@ -318,6 +321,8 @@ class _Handler(BaseHTTPRequestHandler):
         if head == "_testing":
             self._admin(method, parts[1:], body)
             return
+        if not api.authorizer.authenticated(self._token()):
+            raise ApiError(401, "Unauthorized", reason="Unauthorized")
         if head == "openapi" and parts[1:3] == ["v3", "apis"] and len(parts) == 5:
             if not registry.has_group_version(parts[3], parts[4]):
                 raise _not_found_path()
@@ -620,6 +625,10 @@ class _Handler(BaseHTTPRequestHandler):
         conn = self.connection
         try:
             readable, _, _ = select.select([conn], [], [], 0)
+            if isinstance(conn, ssl.SSLSocket):
+                # TLS cannot peek; a watching client sends nothing, so whatever arrives is
+                # its close_notify or end of stream
+                return bool(readable)
             return bool(readable) and conn.recv(1, socket.MSG_PEEK) == b""
         except OSError:
             return True
@@ -806,6 +815,10 @@ class ApiServer:
     directories; default: ``default_crd_paths()``, i.e. ``$GITOPS_RELOADER_TEST_CRDS``
     or ``.tools/crds`` as installed by ``.ci/install-tools.sh``).
 
+    ``tls``: a server-side ``ssl.SSLContext`` (certificate and key loaded) to serve HTTPS,
+    as kube-apiserver does; ``url`` is then ``https://``. With
+    ``authorizer.authenticate(tokens)`` only known bearer tokens are accepted, others get 401.
+
     Callers must not mutate ``requests`` (use ``reset_request_counts``) nor reach into
     ``store`` from other threads while relying on request ordering.
     """
@@ -820,10 +833,12 @@ class ApiServer:
         bookmark_interval: float = 1.0,
         token: str = "test-token",
         crds: Iterable[str | os.PathLike[str]] | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.token = token
+        self.tls = tls
         self.bookmark_interval = bookmark_interval
         self.registry = Registry(disabled_groups=frozenset(disabled_groups))
         self.schemas = CrdSchemas.load(default_crd_paths() if crds is None else crds)
@@ -883,10 +898,10 @@ class ApiServer:
 
     @property
     def url(self) -> str:
-        """``http://127.0.0.1:PORT``."""
+        """``http://127.0.0.1:PORT`` (``https://`` when serving TLS)."""
         if self._httpd is None and self.port == 0:
             raise RuntimeError("the API server is not started")
-        return f"http://{self.address}"
+        return f"{'https' if self.tls else 'http'}://{self.address}"
 
     def write_kubeconfig(self, path: str | os.PathLike[str]) -> str | os.PathLike[str]:
         """Write a kubeconfig (JSON, valid YAML) pointing at this server; return ``path``."""
