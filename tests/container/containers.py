@@ -26,8 +26,10 @@ IMAGE_USER = "65532:65532"
 
 HARDENED: tuple[str, ...] = (
     "--read-only", "--cap-drop=ALL", "--security-opt=no-new-privileges", f"--user={IMAGE_USER}",
-    # podman here refuses tmpfs uid=/gid= options: a world-writable sticky tmpfs instead
-    "--tmpfs=/tmp:rw,mode=1777", "--tmpfs=/var/cache/gitops-reloader:rw,mode=1777",
+    # podman 4.3 refuses tmpfs uid=/gid= options, and copies the image directory's mode but not
+    # its owner onto a tmpfs mounted over it: /tmp (1777 in the image) keeps its mode, the git
+    # cache (0755, owned by 65532) is chowned to the container user with U instead
+    "--tmpfs=/tmp:rw,mode=1777", "--tmpfs=/var/cache/gitops-reloader:rw,U",
 )
 """How the chart runs the image: uid 65532, read-only root, no capabilities, no privilege
 gain, HOME=/tmp and the git cache on writable scratch space (the chart's emptyDirs)."""

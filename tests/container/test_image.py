@@ -37,6 +37,7 @@ def test_image_holds_the_runtime_and_git_ssh_clients_only(image: str) -> None:
           [ -e "$path" ] && echo "has $path"
         done
         python3 -c 'import gitops_reloader, os; print("package", os.path.dirname(gitops_reloader.__file__))'
+        touch /tmp/written /var/cache/gitops-reloader/written || echo "has a read-only scratch directory"
         id -u; id -g
     """
     out = podman("run", "--rm", *HARDENED, "--entrypoint=sh", image, "-c", probe).stdout.splitlines()

@@ -361,7 +361,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._serve_resource(method, route, params, body)
 
     def _token(self) -> str:
-        return self.fields.get("authorization", "").removeprefix("Bearer ").strip()
+        """The bearer token; the scheme is case-insensitive, as kube-apiserver reads it (the
+        official client's in-cluster config sends ``bearer``)."""
+        scheme, _, token = self.fields.get("authorization", "").strip().partition(" ")
+        return token.strip() if scheme.lower() == "bearer" else ""
 
     def _discovery(self, method: str, doc: dict[str, Any]) -> None:
         if method != "GET":

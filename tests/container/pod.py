@@ -1,0 +1,56 @@
+"""What the kubelet gives the controller's pod, made as files and podman options.
+
+- The ServiceAccount volume at ``/var/run/secrets/kubernetes.io/serviceaccount``: ``token``
+  (0600, owned by the pod's runAsUser, as the kubelet writes a projected token when the pod
+  sets one), ``ca.crt`` and ``namespace`` (0644, root), plus ``KUBERNETES_SERVICE_HOST`` /
+  ``_PORT``: what ``load_incluster_config`` reads.
+- Secret volumes as the chart mounts git credentials: files ``defaultMode: 288`` (0440),
+  group = the pod's ``fsGroup`` 65532, the directory only for that group.
+- Single ConfigMap files (``subPath``): 0644, root.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+RUN_AS_USER = 65532
+FS_GROUP = 65532
+SECRET_MODE = 0o440  # the chart's defaultMode: 288
+
+
+def _write(path: Path, text: str, mode: int, uid: int = 0, gid: int = 0) -> Path:
+    path.write_text(text)
+    os.chown(path, uid, gid)
+    path.chmod(mode)
+    return path
+
+
+def service_account(directory: Path, *, token: str, ca_cert: Path, namespace: str,
+                    api_port: int) -> list[str]:
+    """The ServiceAccount volume and the in-cluster environment, as podman options."""
+    directory.mkdir(parents=True)
+    directory.chmod(0o755)
+    _write(directory / "token", token, 0o600, uid=RUN_AS_USER, gid=FS_GROUP)
+    _write(directory / "ca.crt", ca_cert.read_text(), 0o644)
+    _write(directory / "namespace", namespace, 0o644)
+    return [f"--volume={directory}:{SA_DIR}:ro", "--env=KUBERNETES_SERVICE_HOST=127.0.0.1",
+            f"--env=KUBERNETES_SERVICE_PORT={api_port}"]
+
+
+def secret_volume(directory: Path, files: Mapping[str, str], mount_path: str) -> str:
+    """A Secret mounted as the chart does (0440, group fsGroup); the podman ``--volume``."""
+    directory.mkdir(parents=True)
+    os.chown(directory, 0, FS_GROUP)
+    directory.chmod(0o750)
+    for name, text in files.items():
+        _write(directory / name, text, SECRET_MODE, gid=FS_GROUP)
+    return f"--volume={directory}:{mount_path}:ro"
+
+
+def config_file(path: Path, text: str, mount_path: str) -> str:
+    """One ConfigMap key mounted with ``subPath`` (0644); the podman ``--volume``."""
+    _write(path, text, 0o644)
+    return f"--volume={path}:{mount_path}:ro"

@@ -1,0 +1,194 @@
+"""``gitops-reloader run`` in the image, configured in-cluster exactly as a pod is.
+
+The API test server serves HTTPS with a CA of the test's own and accepts only known bearer
+tokens; the controller finds it through the ServiceAccount volume (token, ``ca.crt``,
+``namespace``) and ``KUBERNETES_SERVICE_HOST``/``_PORT``, as in a pod. The git host
+(HTTPS, the same CA) holds two repositories, one with a GitHub-shaped pull-request API. Git
+tokens are files in Secret volumes with the chart's modes (0440, group fsGroup). The
+container runs hardened (``containers.HARDENED``) on the host's network, so it reaches the
+servers on 127.0.0.1. One ConfigMap change must reach a workload through each sink.
+"""
+
+from __future__ import annotations
+
+import socket
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from containers import HARDENED, Container, running_container
+from kubernetes import client
+from pod import config_file, secret_volume, service_account
+from tls_certs import TlsFiles, make_tls_files
+
+from gitops_reloader.hashing import configmap_hash
+from gitops_reloader.kube.api import KubeApi
+from gitops_reloader.testing.apiserver import ApiServer
+from gitops_reloader.testing.githost import GitHostServer
+from gitops_reloader.testing.harness import deployment, wait_for
+from gitops_reloader.testing.prhost import PrHost
+
+pytestmark = pytest.mark.container
+
+SA_TOKEN = "sa-token-0c4f2e9a"
+GIT_TOKEN = "ghp_containerGitToken_93ad1c"
+CONTROLLER_NS = "gitops-system"
+CONFIG_DIR = "/etc/gitops-reloader"
+CA_IN_POD = "/etc/gitops-reloader-ca/ca.crt"
+HASH_LINE = "gitops-reloader.io/config-hash: "
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def manifest(name: str) -> str:
+    return textwrap.dedent(f"""\
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata:
+          name: {name}
+          namespace: ns
+        spec:
+          selector:
+            matchLabels: {{app: {name}}}
+          template:
+            metadata:
+              labels: {{app: {name}}}
+            spec:
+              containers:
+                - name: app
+                  image: nginx
+        """)
+
+
+@dataclass
+class Cluster:
+    """The servers of one test and a verifying client of the API test server."""
+
+    tls: TlsFiles
+    server: ApiServer
+    githost: GitHostServer
+    prhost: PrHost
+    api: KubeApi
+
+    def get(self, path: str) -> dict[str, Any]:
+        return self.api.request("GET", path)
+
+    def deployment(self, name: str) -> dict[str, Any]:
+        return self.get(f"/apis/apps/v1/namespaces/ns/deployments/{name}")
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    tls = make_tls_files(tmp_path / "tls")
+    with (ApiServer(tls=tls.server_context()) as server,
+          GitHostServer(tmp_path / "git", token=GIT_TOKEN, tls=tls.server_context()) as githost):
+        server.authorizer.authenticate([server.token, SA_TOKEN])
+        cfg = client.Configuration(host=server.url)
+        cfg.proxy = None
+        cfg.ssl_ca_cert = str(tls.ca_cert)
+        cfg.api_key = {"authorization": f"Bearer {server.token}"}
+        with client.ApiClient(cfg) as api_client:
+            yield Cluster(tls, server, githost, PrHost(githost), KubeApi(api_client))
+
+
+def pod_options(cluster: Cluster, tmp_path: Path, git_config: str) -> list[str]:
+    """The pod's volumes and environment, as the chart renders them for these repositories."""
+    creds = tmp_path / "secrets"
+    return [
+        *HARDENED, "--network=host",
+        *service_account(tmp_path / "serviceaccount", token=SA_TOKEN, ca_cert=cluster.tls.ca_cert,
+                         namespace=CONTROLLER_NS, api_port=cluster.server.port),
+        config_file(tmp_path / "git-config.yaml", git_config, f"{CONFIG_DIR}/git-config.yaml"),
+        secret_volume(creds / "manifests", {"token": GIT_TOKEN}, f"{CONFIG_DIR}/credentials/manifests"),
+        secret_volume(creds / "fleet", {"token": GIT_TOKEN}, f"{CONFIG_DIR}/credentials/fleet"),
+        # the git host's CA, as a cluster with a private git host mounts it: git and httpx read
+        # these variables (the API server's CA comes from the ServiceAccount volume)
+        f"--volume={cluster.tls.ca_cert}:{CA_IN_POD}:ro",
+        f"--env=GIT_SSL_CAINFO={CA_IN_POD}", f"--env=SSL_CERT_FILE={CA_IN_POD}",
+        f"--env=POD_NAMESPACE={CONTROLLER_NS}", "--env=POD_NAME=gitops-reloader-5d9c7-x2x4q",
+    ]
+
+
+def wait_ready(pod: Container, port: int) -> None:
+    """Until /readyz answers 200 (caches synced); fails at once with the log if the pod exits."""
+
+    def ready() -> bool:
+        assert pod.running(), pod.logs()
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    wait_for(ready, timeout=90, interval=0.2, message="/readyz of the controller in the container")
+
+
+def test_in_cluster_pod_reloads_through_env_vars_annotations_git_and_pull_request(
+        image: str, cluster: Cluster, tmp_path: Path) -> None:
+    githost, prhost = cluster.githost, cluster.prhost
+    githost.create_repo("manifests", {"apps/gitweb.yaml": manifest("gitweb")})
+    githost.create_repo("org/fleet", {"apps/prweb.yaml": manifest("prweb")})
+    api_url = prhost.mount("github")
+    git_config = textwrap.dedent(f"""\
+        repositories:
+          - name: manifests
+            url: {githost.repo_url("manifests")}
+            branch: main
+            tokenFile: {CONFIG_DIR}/credentials/manifests/token
+          - name: fleet
+            url: {githost.repo_url("org/fleet")}
+            branch: main
+            tokenFile: {CONFIG_DIR}/credentials/fleet/token
+            pullRequest:
+              host: github
+              apiUrl: {api_url}
+        """)
+    reload_on = {"configmap.reloader.stakater.com/reload": "app-config"}
+    cm_path = "/api/v1/namespaces/ns/configmaps"
+    cluster.api.request("POST", cm_path, body={"metadata": {"name": "app-config"}, "data": {"url": "a"}})
+    sink, repo = "gitops-reloader.io/sink", "gitops-reloader.io/git-repo"
+    for name, own in (("envweb", {}), ("annoweb", {sink: "annotations"}),
+                      ("gitweb", {sink: "git", repo: "manifests"}),
+                      ("prweb", {sink: "pull-request", repo: "fleet"})):
+        cluster.api.request("POST", "/apis/apps/v1/namespaces/ns/deployments",
+                            body=deployment(name, annotations={**reload_on, **own}))
+    port = free_port()
+    args = ["run", f"--git-config={CONFIG_DIR}/git-config.yaml", "--git-cache-dir=/var/cache/gitops-reloader",
+            "--coalesce-window=1s", f"--http-address=127.0.0.1:{port}", "--log-format=json"]
+
+    with running_container(image, args, options=pod_options(cluster, tmp_path, git_config)) as pod:
+        wait_ready(pod, port)
+        cluster.api.request("PUT", f"{cm_path}/app-config",
+                            body={**cluster.get(f"{cm_path}/app-config"), "data": {"url": "b"}})
+        digest = configmap_hash({"url": "b"}, None)
+
+        def env_value() -> str | None:
+            container = cluster.deployment("envweb")["spec"]["template"]["spec"]["containers"][0]
+            return {e["name"]: e.get("value") for e in container.get("env") or ()}.get(
+                "STAKATER_APP_CONFIG_CONFIGMAP")
+
+        assert wait_for(env_value, timeout=60, message="env-vars sink") == digest
+        annotations = wait_for(
+            lambda: cluster.deployment("annoweb")["spec"]["template"]["metadata"].get("annotations"),
+            timeout=60, message="annotations sink")
+        reloaded_from = annotations["reloader.stakater.com/last-reloaded-from"]
+        assert f'"hash":"{digest}"' in reloaded_from.replace(" ", "")
+        log = wait_for(lambda: githost.log("manifests") if len(githost.log("manifests")) == 2 else None,
+                       timeout=60, message="git sink commit " + pod.logs())
+        assert log[0][1] == "reload: gitweb (configmap/app-config changed)"
+        assert HASH_LINE in (githost.read_file("manifests", "apps/gitweb.yaml") or b"").decode()
+        pulls = wait_for(lambda: prhost.pulls("org/fleet"), timeout=60, message="pull request")
+        assert [(p["state"], p["base"]) for p in pulls] == [("open", "main")]
+        proposed = githost.read_file("org/fleet", "apps/prweb.yaml", ref=pulls[0]["head"]) or b""
+        assert HASH_LINE in proposed.decode()
+        assert cluster.deployment("gitweb")["spec"]["template"]["metadata"].get("annotations") is None
+        logs = pod.logs()
+    assert GIT_TOKEN not in logs and SA_TOKEN not in logs
+    assert githost.requests[("POST", "git-receive-pack")] >= 2
