@@ -8,8 +8,11 @@ failure instead, so CI cannot go green without having run them.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from cluster import Cluster, running_cluster
 from containers import PodmanUnavailable, check_podman, find_or_build_image
 
 
@@ -23,3 +26,10 @@ def image() -> str:
             pytest.fail(f"REQUIRE_CONTAINER_TESTS=1 but {why}")
         pytest.skip(str(why))
     return find_or_build_image()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    """The API test server and the git host over HTTPS (``cluster.running_cluster``)."""
+    with running_cluster(tmp_path) as running:
+        yield running

@@ -25,7 +25,8 @@ DEFAULT_IMAGE = "localhost/gitops-reloader:ci"
 IMAGE_USER = "65532:65532"
 
 HARDENED: tuple[str, ...] = (
-    "--read-only", "--cap-drop=ALL", "--security-opt=no-new-privileges", f"--user={IMAGE_USER}",
+    "--read-only", "--read-only-tmpfs=false", "--cap-drop=ALL", "--security-opt=no-new-privileges",
+    f"--user={IMAGE_USER}",
     # podman 4.3 refuses tmpfs uid=/gid= options, and copies the image directory's mode but not
     # its owner onto a tmpfs mounted over it: /tmp (1777 in the image) keeps its mode, the git
     # cache (0755, owned by 65532) is chowned to the container user with U instead

@@ -40,13 +40,15 @@ def service_account(directory: Path, *, token: str, ca_cert: Path, namespace: st
             f"--env=KUBERNETES_SERVICE_PORT={api_port}"]
 
 
-def secret_volume(directory: Path, files: Mapping[str, str], mount_path: str) -> str:
-    """A Secret mounted as the chart does (0440, group fsGroup); the podman ``--volume``."""
+def secret_volume(directory: Path, files: Mapping[str, str], mount_path: str, *, mode: int = SECRET_MODE,
+                  group: int = FS_GROUP) -> str:
+    """A Secret volume (by default as the chart mounts it: 0440, group fsGroup); the podman
+    ``--volume``."""
     directory.mkdir(parents=True)
-    os.chown(directory, 0, FS_GROUP)
+    os.chown(directory, 0, group)
     directory.chmod(0o750)
     for name, text in files.items():
-        _write(directory / name, text, SECRET_MODE, gid=FS_GROUP)
+        _write(directory / name, text, mode, gid=group)
     return f"--volume={directory}:{mount_path}:ro"
 
 

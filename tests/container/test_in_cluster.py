@@ -11,41 +11,23 @@ servers on 127.0.0.1. One ConfigMap change must reach a workload through each si
 
 from __future__ import annotations
 
-import socket
 import textwrap
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
-from containers import HARDENED, Container, running_container
-from kubernetes import client
+from cluster import GIT_TOKEN, SA_TOKEN, Cluster, free_port, wait_ready
+from containers import HARDENED, running_container
 from pod import config_file, secret_volume, service_account
-from tls_certs import TlsFiles, make_tls_files
 
 from gitops_reloader.hashing import configmap_hash
-from gitops_reloader.kube.api import KubeApi
-from gitops_reloader.testing.apiserver import ApiServer
-from gitops_reloader.testing.githost import GitHostServer
 from gitops_reloader.testing.harness import deployment, wait_for
-from gitops_reloader.testing.prhost import PrHost
 
 pytestmark = pytest.mark.container
 
-SA_TOKEN = "sa-token-0c4f2e9a"
-GIT_TOKEN = "ghp_containerGitToken_93ad1c"
 CONTROLLER_NS = "gitops-system"
 CONFIG_DIR = "/etc/gitops-reloader"
 CA_IN_POD = "/etc/gitops-reloader-ca/ca.crt"
 HASH_LINE = "gitops-reloader.io/config-hash: "
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def manifest(name: str) -> str:
@@ -68,37 +50,6 @@ def manifest(name: str) -> str:
         """)
 
 
-@dataclass
-class Cluster:
-    """The servers of one test and a verifying client of the API test server."""
-
-    tls: TlsFiles
-    server: ApiServer
-    githost: GitHostServer
-    prhost: PrHost
-    api: KubeApi
-
-    def get(self, path: str) -> dict[str, Any]:
-        return self.api.request("GET", path)
-
-    def deployment(self, name: str) -> dict[str, Any]:
-        return self.get(f"/apis/apps/v1/namespaces/ns/deployments/{name}")
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    tls = make_tls_files(tmp_path / "tls")
-    with (ApiServer(tls=tls.server_context()) as server,
-          GitHostServer(tmp_path / "git", token=GIT_TOKEN, tls=tls.server_context()) as githost):
-        server.authorizer.authenticate([server.token, SA_TOKEN])
-        cfg = client.Configuration(host=server.url)
-        cfg.proxy = None
-        cfg.ssl_ca_cert = str(tls.ca_cert)
-        cfg.api_key = {"authorization": f"Bearer {server.token}"}
-        with client.ApiClient(cfg) as api_client:
-            yield Cluster(tls, server, githost, PrHost(githost), KubeApi(api_client))
-
-
 def pod_options(cluster: Cluster, tmp_path: Path, git_config: str) -> list[str]:
     """The pod's volumes and environment, as the chart renders them for these repositories."""
     creds = tmp_path / "secrets"
@@ -115,19 +66,6 @@ def pod_options(cluster: Cluster, tmp_path: Path, git_config: str) -> list[str]:
         f"--env=GIT_SSL_CAINFO={CA_IN_POD}", f"--env=SSL_CERT_FILE={CA_IN_POD}",
         f"--env=POD_NAMESPACE={CONTROLLER_NS}", "--env=POD_NAME=gitops-reloader-5d9c7-x2x4q",
     ]
-
-
-def wait_ready(pod: Container, port: int) -> None:
-    """Until /readyz answers 200 (caches synced); fails at once with the log if the pod exits."""
-
-    def ready() -> bool:
-        assert pod.running(), pod.logs()
-        try:
-            return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    wait_for(ready, timeout=90, interval=0.2, message="/readyz of the controller in the container")
 
 
 def test_in_cluster_pod_reloads_through_env_vars_annotations_git_and_pull_request(

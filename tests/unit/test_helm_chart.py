@@ -258,6 +258,7 @@ def test_ha_args(rendered: dict[str, list[Obj]]) -> None:
     flags = flag_values(rendered["ha"])
     assert flags["--enable-ha"] == "true"
     assert flags["--lease-name"] == FULLNAME
+    assert flags["--leader-election-release-on-cancel"] == "true"
     for flag in ("--reload-on-create", "--reload-on-delete", "--sync-after-restart",
                  "--auto-reload-all"):
         assert flags[flag] == "true"

@@ -418,6 +418,9 @@ Called with (dict "root" $ "shard" <an entry of gitops-reloader.shards>).
 {{- if $r.enableHA }}
 {{- $args = append $args "--enable-ha=true" }}
 {{- $args = append $args (printf "--lease-name=%s" $shard.lease) }}
+{{- /* A pod stopped by a rollout hands the Lease over at once instead of leaving the
+       standby to wait out the lease duration. */}}
+{{- $args = append $args "--leader-election-release-on-cancel=true" }}
 {{- end }}
 {{- if $r.dryRun }}{{ $args = append $args "--dry-run=true" }}{{ end }}
 {{- with $r.logFormat }}{{ $args = append $args (printf "--log-format=%s" .) }}{{ end }}
