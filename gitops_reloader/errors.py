@@ -12,6 +12,7 @@
     │   └── KubeThrottled         429 (retryable, ``retry_after``)
     ├── GitError                  a git operation failed (retryable)
     │   ├── PushRejected          the remote moved on: re-apply on the new tip (retryable)
+    │   ├── HostKeyRefused        ssh refused the remote's host key: unknown or changed (retryable)
     │   ├── ManifestNotFound      no manifest for the workload (permanent)
     │   │   ├── PolicyDenied      the tenancy policy refuses the write (permanent)
     │   │   └── UnsafePath        the path escapes the clone, is in .git or goes through a symlink
@@ -84,6 +85,19 @@ class GitError(ReloaderError):
 
 class PushRejected(GitError):
     """The remote branch moved on; fetch, re-apply the edit on the new tip, push again."""
+
+
+class HostKeyRefused(GitError):
+    """ssh refused the remote's host key: not in the known_hosts file, or different from it.
+
+    Retryable like any unreachable remote (the mounted known_hosts file may be fixed in
+    place), but never by accepting the key. ``reason`` is ``HostKeyUnknown`` or
+    ``HostKeyChanged`` (a metric label).
+    """
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class ManifestNotFound(GitError):

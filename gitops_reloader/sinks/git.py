@@ -86,6 +86,7 @@ from gitops_reloader.errors import (
     AnnotationError,
     ConfigError,
     GitError,
+    HostKeyRefused,
     ManifestNotFound,
     PolicyDenied,
     PushRejected,
@@ -563,7 +564,8 @@ class GitSink:
         try:
             handle.sync()
         except GitError as exc:
-            self.metrics.git_error(handle.config.name, "sync")
+            reason = exc.reason if isinstance(exc, HostKeyRefused) else "sync"
+            self.metrics.git_error(handle.config.name, reason)
             log.warning("git sync failed", extra={"repo": handle.config.name, "error": str(exc)})
             raise
 

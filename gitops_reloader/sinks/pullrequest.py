@@ -85,6 +85,7 @@ from gitops_reloader.errors import (
     ConfigError,
     GitError,
     HostError,
+    HostKeyRefused,
     ManifestNotFound,
     PushRejected,
     ReloaderError,
@@ -534,7 +535,7 @@ class PullRequestSink:
         try:
             return call()
         except GitError as exc:
-            self.metrics.git_error(repo_name, step)
+            self.metrics.git_error(repo_name, exc.reason if isinstance(exc, HostKeyRefused) else step)
             log.warning("git step of the pull-request sink failed",
                         extra={"repo": repo_name, "step": step, "error": str(exc)})
             raise
