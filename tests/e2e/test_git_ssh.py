@@ -22,13 +22,14 @@ from typing import Any
 
 import pytest
 from kubernetes.client import ApiClient
-from reload_helpers import call, configmap, create
+from reload_helpers import GIT_TOKEN, call, configmap, create
 
 from gitops_reloader.app import App
 from gitops_reloader.config import load_config
 from gitops_reloader.sinks.git import GitSink
 from gitops_reloader.testing.githost import GitHostServer
 from gitops_reloader.testing.harness import deployment, settle, wait_for
+from gitops_reloader.testing.prhost import PrHost
 from gitops_reloader.testing.sshhost import SshGitHost
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("isolated_git")]
@@ -305,3 +306,58 @@ def test_a_clone_owned_by_another_user_is_still_used(api_client: ApiClient, setu
         wait_commits(githost, 3)
         quiet(app)
         assert metric(app, "git_errors_total", repo=REPO, reason="sync") == 0
+
+
+# --------------------------------------------------------------------------- the pull-request sink over SSH
+
+PR_REPO = "org/fleet"
+
+
+@pytest.mark.parametrize("kind", ["github", "gitlab"])
+def test_pull_request_branch_is_pushed_over_ssh_and_the_pull_request_opened(
+        kind: str, api_client: ApiClient, setup: SshSetup, githost: GitHostServer, sshgit: SshGitHost,
+        prhost: PrHost, caplog: pytest.LogCaptureFixture) -> None:
+    """git over SSH with the deploy key; the host's REST API with the token of ``pullRequest.tokenFile``
+    (an SSH repository has no ``tokenFile`` of its own)."""
+    githost.create_repo(PR_REPO, {"apps/web.yaml": manifest("web")})
+    api_url = prhost.mount(kind)
+    token_file = setup.tmp / "api-token"
+    token_file.write_text(GIT_TOKEN + "\n")
+    setup.config_path.write_text(textwrap.dedent(f"""\
+        repositories:
+          - name: fleet
+            url: {sshgit.url(PR_REPO)}
+            branch: main
+            sshKeyFile: {setup.key_file}
+            knownHostsFile: {setup.known_hosts}
+            pullRequest:
+              host: {kind}
+              apiUrl: {api_url}
+              tokenFile: {token_file}
+              repository: {PR_REPO}
+        """))
+    create(api_client, configmap("app-config", {"url": "a"}))
+    create(api_client, deployment("web", annotations={
+        "gitops-reloader.io/sink": "pull-request", "configmap.reloader.stakater.com/reload": "app-config"}))
+    caplog.set_level(logging.DEBUG)
+    config = load_config(setup.flags(), environ={"HOME": os.environ["HOME"], "POD_NAMESPACE": CONTROLLER_NS})
+    app = App(config, api_client=api_client, serve_http=False)
+    app.start()
+    try:
+        put_data(api_client, "app-config", {"url": "b"})
+        pull = wait_for(lambda: next((p for p in prhost.pulls(PR_REPO) if p["state"] == "open"), None),
+                        timeout=30, message="the open pull request")
+        quiet(app)
+    finally:
+        app.stop()
+    assert pull["base"] == "main" and pull["head"] in githost.branches(PR_REPO)
+    assert pull["head_sha"] == githost.branches(PR_REPO)[pull["head"]]  # the branch pushed over SSH
+    assert has_hash(githost.read_file(PR_REPO, "apps/web.yaml", pull["head"]).decode())
+    assert [s for _, s in githost.log(PR_REPO)] == ["initial"]  # the base is untouched
+    assert len(prhost.pulls(PR_REPO)) == 1
+    assert sshgit.sessions() >= 2  # fetch and push over SSH
+    assert metric(app, "pr_operations_total", host=kind, operation="create") == 1.0
+    events_text = str(events(api_client, "web"))
+    for text in (caplog.text, events_text, pull["body"]):
+        assert GIT_TOKEN not in text
+        assert all(line not in text for line in private_key_material(setup))
