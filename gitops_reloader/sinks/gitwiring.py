@@ -73,7 +73,8 @@ def build_repository_handles(git_config: GitConfig, cache_dir: str | Path, *,
     checks raises :class:`ConfigError`. The sinks use :func:`open_repositories`.
     """
     handles, unusable = open_repositories(git_config, cache_dir, repository_class=repository_class)
-    for name, exc in unusable.items():
+    if unusable:
+        name, exc = next(iter(unusable.items()))
         raise ConfigError(f"--git-config repository {name}: {exc}")
     return handles
 
