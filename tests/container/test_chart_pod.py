@@ -5,14 +5,22 @@ on the API test server. The test plays the kubelet: it asks the probes as they a
 and stops the pod with SIGTERM, which must end it within terminationGracePeriodSeconds and
 release the Lease.
 
+The second test runs the same pod against a real sshd (``SshGitHost``) with the chart's
+Secret modes for the key and known_hosts (0440, group fsGroup): one commit reaches the bare
+repository, then a changed host key gives no push and a Warning Event naming the repository.
+
 The container shares the host's network (it reaches the servers on 127.0.0.1), so the
-controller listens on the chart's port 9090 of this machine while the test runs.
+controller listens on the chart's port 9090 of this machine: the tests of this module take
+turns on it through a lock file.
 """
 
 from __future__ import annotations
 
+import fcntl
 import socket
 import subprocess
+import textwrap
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +28,14 @@ import httpx
 import pytest
 import yaml
 from cluster import SA_TOKEN, Cluster, free_port
-from containers import Container, running_container
+from containers import STATE_DIR, Container, running_container
 from helm_tools import CHART_DIR, render, require_helm
 from pod import service_account
-from podspec import HttpProbe, translate
+from podspec import HttpProbe, PodRun, translate
 
 from gitops_reloader.testing.apiserver.authz import PolicyRule, rules_from_role
-from gitops_reloader.testing.harness import wait_for
+from gitops_reloader.testing.harness import deployment, wait_for
+from gitops_reloader.testing.sshhost import SshGitHost
 
 pytestmark = pytest.mark.container
 
@@ -89,42 +98,131 @@ def lease_holder(cluster: Cluster) -> str:
     return str(lease["spec"].get("holderIdentity") or "")
 
 
-def test_chart_pod_with_ssh_and_ha_probes_answer_and_sigterm_releases_the_lease(
-        image: str, cluster: Cluster, tmp_path: Path) -> None:
-    ssh_port = free_port()  # nothing listens there: this test does not push
-    values = tmp_path / "values.yaml"
-    values.write_text(yaml.safe_dump({"reloader": {"enableHA": True, "git": {"repositories": [
-        {"name": "fleet", "url": f"ssh://git@127.0.0.1:{ssh_port}/srv/fleet.git", "branch": "main",
-         "credentialsSecret": "fleet-git"}]}}}))
-    objects = render(require_helm(), CHART_DIR, home=tmp_path / "helm", values_files=[values],
+@pytest.fixture
+def chart_port() -> Iterator[None]:
+    """The chart's port on the host's network, for one test at a time (parallel workers wait)."""
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    with (STATE_DIR / "chart-port.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def chart_pod(cluster: Cluster, tmp_path: Path, values: Mapping[str, Any],
+              secrets: Mapping[str, Mapping[str, str]]) -> PodRun:
+    """``helm template`` with ``values``, the ServiceAccount bound to the chart's RBAC, and
+    the Deployment's pod translated to podman (``--network=host``, hostname = pod name)."""
+    values_file = tmp_path / "values.yaml"
+    values_file.write_text(yaml.safe_dump(values))
+    objects = render(require_helm(), CHART_DIR, home=tmp_path / "helm", values_files=[values_file],
                      release=RELEASE, namespace=NAMESPACE)
-    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    (rendered,) = [o for o in objects if o["kind"] == "Deployment"]
     configmaps = {o["metadata"]["name"]: o["data"] for o in objects if o["kind"] == "ConfigMap"}
     cluster.server.authorizer.restrict(SA_TOKEN, chart_rules(objects), user=SERVICE_ACCOUNT)
     run = translate(
-        deployment, configmaps=configmaps, pod_name=POD_NAME, workdir=tmp_path / "volumes",
-        secrets={"fleet-git": ssh_credentials(tmp_path / "keys", ssh_port)},
+        rendered, configmaps=configmaps, secrets=secrets, pod_name=POD_NAME, workdir=tmp_path / "volumes",
         service_account=service_account(tmp_path / "serviceaccount", token=SA_TOKEN,
                                         ca_cert=cluster.tls.ca_cert, namespace=NAMESPACE,
                                         api_port=cluster.server.port))
-    assert "--enable-ha=true" in run.args
-    probes = run.probes["livenessProbe"], run.probes["readinessProbe"]
-    with socket.socket() as free:  # the chart's port must be ours on the host's network
+    run.options += ["--network=host", f"--hostname={POD_NAME}"]
+    with socket.socket() as free:  # the chart's port must be free on the host's network
         free.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the controller binds it
-        free.bind(("0.0.0.0", probes[0].port))
+        free.bind(("0.0.0.0", run.probes["readinessProbe"].port))
+    return run
 
-    with running_container(image, run.args, options=[*run.options, "--network=host",
-                                                      f"--hostname={POD_NAME}"]) as pod:
-        wait_probe(pod, probes[0], "livenessProbe")
-        wait_probe(pod, probes[1], "readinessProbe")
+
+def stop_within_grace(pod: Container, run: PodRun) -> str:
+    """SIGTERM as the kubelet sends it; the pod must exit 0 within the grace period. Its log."""
+    pod.signal("TERM")
+    wait_for(lambda: pod.exit_code() is not None, timeout=run.grace_seconds, interval=0.1,
+             message=f"exit within terminationGracePeriodSeconds={run.grace_seconds}")
+    logs = pod.logs()
+    assert pod.exit_code() == 0, logs
+    return logs
+
+
+def test_chart_pod_with_ssh_and_ha_probes_answer_and_sigterm_releases_the_lease(
+        image: str, cluster: Cluster, tmp_path: Path, chart_port: None) -> None:
+    ssh_port = free_port()  # nothing listens there: this test does not push
+    values = {"reloader": {"enableHA": True, "git": {"repositories": [
+        {"name": "fleet", "url": f"ssh://git@127.0.0.1:{ssh_port}/srv/fleet.git", "branch": "main",
+         "credentialsSecret": "fleet-git"}]}}}
+    run = chart_pod(cluster, tmp_path, values, {"fleet-git": ssh_credentials(tmp_path / "keys", ssh_port)})
+    assert "--enable-ha=true" in run.args
+
+    with running_container(image, run.args, options=run.options) as pod:
+        wait_probe(pod, run.probes["livenessProbe"], "livenessProbe")
+        wait_probe(pod, run.probes["readinessProbe"], "readinessProbe")
         # the identity is <hostname>-<pid>: the pod's name, and PID 1 in its container
         assert wait_for(lambda: lease_holder(cluster), timeout=60, message="the Lease") == f"{POD_NAME}-1"
-        pod.signal("TERM")
-        wait_for(lambda: pod.exit_code() is not None, timeout=run.grace_seconds, interval=0.1,
-                 message=f"exit within terminationGracePeriodSeconds={run.grace_seconds}")
-        assert pod.exit_code() == 0, pod.logs()
-        logs = pod.logs()
+        logs = stop_within_grace(pod, run)
     assert lease_holder(cluster) == "", logs
     assert "Traceback" not in logs and SA_TOKEN not in logs
     # nothing the chart's RBAC forbids was needed
     assert "403" not in logs and "forbidden" not in logs.lower()
+
+
+MANIFEST = textwrap.dedent("""\
+    apiVersion: apps/v1
+    kind: Deployment
+    metadata:
+      name: web
+      namespace: ns
+    spec:
+      selector:
+        matchLabels: {app: web}
+      template:
+        metadata:
+          labels: {app: web}
+        spec:
+          containers:
+            - name: app
+              image: nginx
+    """)
+
+
+def warning_events(cluster: Cluster, name: str) -> list[dict[str, Any]]:
+    events = cluster.get("/api/v1/namespaces/ns/events")["items"]
+    return [e for e in events if e["involvedObject"]["name"] == name and e["type"] == "Warning"]
+
+
+def test_chart_pod_commits_over_ssh_and_a_changed_host_key_pushes_nothing(
+        image: str, cluster: Cluster, tmp_path: Path, chart_port: None) -> None:
+    githost = cluster.githost
+    githost.create_repo("fleet", {"apps/web.yaml": MANIFEST})
+    with SshGitHost(githost.root, tmp_path / "sshd") as sshgit:
+        key = sshgit.client_key_path.read_text()
+        values = {"reloader": {"git": {"repositories": [
+            {"name": "fleet", "url": sshgit.url("fleet"), "branch": "main",
+             "credentialsSecret": "fleet-git"}]}}}
+        run = chart_pod(cluster, tmp_path, values, {"fleet-git": {
+            "ssh-privatekey": key, "known_hosts": sshgit.known_hosts_line + "\n"}})
+        cm_path = "/api/v1/namespaces/ns/configmaps"
+        cluster.api.request("POST", cm_path, body={"metadata": {"name": "app-config"}, "data": {"url": "a"}})
+        web = deployment("web", annotations={"configmap.reloader.stakater.com/reload": "app-config",
+                                             "gitops-reloader.io/sink": "git",
+                                             "gitops-reloader.io/git-repo": "fleet"})
+        cluster.api.request("POST", "/apis/apps/v1/namespaces/ns/deployments", body=web)
+
+        def change(url: str) -> None:
+            cluster.api.request("PUT", f"{cm_path}/app-config",
+                                body={**cluster.get(f"{cm_path}/app-config"), "data": {"url": url}})
+
+        with running_container(image, run.args, options=run.options) as pod:
+            wait_probe(pod, run.probes["readinessProbe"], "readinessProbe")
+            change("b")
+            wait_for(lambda: len(githost.log("fleet")) == 2, timeout=60, message="one commit over SSH")
+            assert githost.log("fleet")[0][1] == "reload: web (configmap/app-config changed)"
+            assert sshgit.sessions() >= 2  # fetched and pushed over SSH
+            sessions = sshgit.sessions()
+
+            sshgit.change_host_key()
+            change("c")
+            (event,) = wait_for(lambda: [e for e in warning_events(cluster, "web") if "does not match"
+                                         in e["message"]], timeout=60, message="a Warning Event")
+            logs = stop_within_grace(pod, run)
+    assert event["reason"] == "ReloadFailed"
+    assert sshgit.url("fleet") in event["message"]
+    assert len(githost.log("fleet")) == 2 and sshgit.sessions() == sessions  # never past the host key
+    events = str(cluster.get("/api/v1/namespaces/ns/events"))
+    for line in key.splitlines()[1:-1]:  # the key's body, line by line
+        assert line not in logs and line not in events
