@@ -11,7 +11,9 @@
 #   4. `podman build --build-arg BASE_IMAGE=<base>` with cached layers: a second run of an
 #      unchanged tree rebuilds nothing (the script counts the steps taken from the cache)
 #   5. the image size: total and the layers above the base
-# The image is tagged IMAGE (default localhost/gitops-reloader:ci). Safe to run again.
+# The image is tagged IMAGE (default localhost/gitops-reloader:ci). ARCH (default: the
+# machine's, as dpkg names it) builds for another architecture, e.g. ARCH=arm64 under qemu
+# user emulation (.ci/check-image-arm64.sh). Safe to run again.
 # Runs as root (podman with runc and overlay storage; apt-get).
 set -euo pipefail
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,6 +22,7 @@ IMAGE="${IMAGE:-localhost/gitops-reloader:ci}"
 STATE_DIR="${REPO_ROOT}/.tools/podman"
 export CONTAINERS_CONF="${STATE_DIR}/containers.conf"
 SUITE="bookworm"
+ARCH="${ARCH:-$(dpkg --print-architecture)}"
 # The release base python:3.11-slim has python3 with venv and apt; git and ssh are what the
 # Dockerfile adds; passwd gives useradd; ca-certificates the trust store.
 BASE_PACKAGES="python3,python3-venv,git,openssh-client,ca-certificates,passwd"
@@ -66,7 +69,7 @@ local_cas() {  # the machine's extra CA files, sorted
 
 base_key() {  # a digest of everything the base is made from
   {
-    printf '%s\n' "${SUITE}" "${BASE_PACKAGES}"
+    printf '%s\n' "${SUITE}" "${ARCH}" "${BASE_PACKAGES}"
     sed -n '/^make_base()/,/^}/p' "${BASH_SOURCE[0]}"
     local ca
     while read -r ca; do [[ -n "${ca}" ]] && sha256sum < "${ca}"; done < <(local_cas)
@@ -86,14 +89,14 @@ make_base() {  # make_base TAG: mmdebstrap SUITE with BASE_PACKAGES, imported as
   fi
   # Like python:3.11-slim: no manual pages, documentation (copyright files kept) or
   # translations, and no apt lists.
-  mmdebstrap --quiet --variant=apt --include="${BASE_PACKAGES}" \
+  mmdebstrap --quiet --architectures="${ARCH}" --variant=apt --include="${BASE_PACKAGES}" \
     --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
     --dpkgopt='path-include=/usr/share/doc/*/copyright' --dpkgopt='path-exclude=/usr/share/locale/*' \
     "${hooks[@]}" \
     --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*' \
     "${SUITE}" "${tar}"
   # pip inside the build reads the trust store, not its own certifi bundle.
-  podman import --quiet \
+  podman import --quiet --arch="${ARCH}" \
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     --change 'ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt' \
     --change 'CMD ["python3"]' \
@@ -109,19 +112,19 @@ main() {
   install_tools
   write_containers_conf
   local base started log_file
-  base="localhost/gitops-reloader-ci-base:$(base_key)"
+  base="localhost/gitops-reloader-ci-base:$(base_key)-${ARCH}"
   started="$(date +%s)"
   if podman image exists "${base}"; then
     log "base ${base} exists: reused"
   else
-    log "making base ${base} (mmdebstrap ${SUITE}: ${BASE_PACKAGES})"
+    log "making base ${base} (mmdebstrap ${SUITE} ${ARCH}: ${BASE_PACKAGES})"
     make_base "${base}"
     log "base made in $(( $(date +%s) - started )) s"
   fi
   started="$(date +%s)"
   log_file="${STATE_DIR}/build.log"
   log "podman build -t ${IMAGE} (log: ${log_file})"
-  if ! podman build --layers --pull=never --build-arg BASE_IMAGE="${base}" \
+  if ! podman build --layers --pull=never --platform="linux/${ARCH}" --build-arg BASE_IMAGE="${base}" \
       --label org.opencontainers.image.base.name="${base}" \
       --label org.opencontainers.image.base.digest="$(podman image inspect --format '{{.Digest}}' "${base}")" \
       -t "${IMAGE}" . > "${log_file}" 2>&1; then
