@@ -46,8 +46,8 @@ RUN python3 -m venv /opt/build \
        -r requirements/runtime.txt
 COPY pyproject.toml README.md LICENSE ./
 COPY gitops_reloader/ gitops_reloader/
-# The runtime venv has no pip, setuptools or wheels of its own: the build venv's pip installs
-# into it (--python), only from the wheels above (--no-index), checked again against the
+# The runtime venv has no pip, setuptools or wheels of its own: the build venv's pip fills
+# it (--python), only from the wheels above (--no-index), checked again against the
 # lock's hashes; the project's wheel goes in with --no-deps. pip byte-compiles what it
 # installs, so the read-only runtime never writes .pyc files. The venv's interpreter link
 # points at the base's python3, which is at the same path in the runtime stage.
