@@ -203,7 +203,10 @@ install_sshd() {
     return
   fi
   log "installing openssh-server and openssh-client with apt-get (the SSH git host of the tests)"
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+  local sudo=()
+  [[ "$(id -u)" -eq 0 ]] || sudo=(sudo -n)  # CI runners are not root but may sudo
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     openssh-server openssh-client git
 }
 

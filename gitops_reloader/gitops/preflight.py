@@ -4,8 +4,8 @@ A git repository is reached with files a Secret mounts (an SSH key and a known_h
 file, or a token) and cloned into a directory of the cache volume. Each can be wrong
 in ways that would otherwise only show at the first push, long after start-up: a key
 with a mode ssh refuses, a file the process user cannot read, a missing known_hosts,
-a cache directory the process user cannot write. :func:`check_repository` finds them
-before any network access and raises
+a cache directory the process user cannot write, a process uid ssh refuses to run as.
+:func:`check_repository` finds them before any network access and raises
 :class:`~gitops_reloader.errors.RepositoryUnusable` naming the repository, the file
 and why — never the file's content — so that the controller can report the one
 repository and keep everything else running.
@@ -14,19 +14,26 @@ Ownership of an existing clone is not a problem here: git's "dubious ownership" 
 is answered per clone by :class:`~gitops_reloader.gitops.repo.Repository`
 (``safe.directory`` scoped to its own directory), as long as the directory is writable.
 
-Only ``stat``/``access``/``open`` calls: no git, no network.
+Only ``stat``/``access``/``open`` calls and a user-database lookup: no git, no network.
 """
 
 from __future__ import annotations
 
 import os
+import pwd
 from pathlib import Path
 
 from gitops_reloader.errors import ConfigError, RepositoryUnusable
-from gitops_reloader.gitops.auth import CredentialFileError, GitAuth, git_auth_from_files
+from gitops_reloader.gitops.auth import (
+    CredentialFileError,
+    GitAuth,
+    Transport,
+    git_auth_from_files,
+    transport_of,
+)
 from gitops_reloader.gitops.gitconfig import RepositoryConfig
 
-__all__ = ["check_api_token", "check_repository", "check_workdir"]
+__all__ = ["check_api_token", "check_repository", "check_ssh_user", "check_workdir"]
 
 
 def check_repository(config: RepositoryConfig, workdir: Path) -> GitAuth:
@@ -46,8 +53,28 @@ def check_repository(config: RepositoryConfig, workdir: Path) -> GitAuth:
     except ConfigError as exc:
         raise RepositoryUnusable(str(exc), repository=config.name, reason="CredentialsIncomplete",
                                  path="") from None
+    if transport_of(config.url) is Transport.SSH:
+        check_ssh_user(config.name)
     check_workdir(config.name, workdir)
     return auth
+
+
+def check_ssh_user(repository: str) -> None:
+    """The process uid has an entry in the user database, without which ssh will not run.
+
+    OpenSSH's client exits with "No user exists for uid N" otherwise: it happens when
+    the pod runs with a uid the image does not know (OpenShift's random uids, a changed
+    ``runAsUser``). Raises :class:`RepositoryUnusable` with reason ``SshNoUser``.
+    """
+    uid = os.getuid()
+    try:
+        pwd.getpwuid(uid)
+    except KeyError:
+        raise RepositoryUnusable(
+            f"ssh will not run as uid {uid} for repository {repository}: the uid has no entry in the "
+            "user database (/etc/passwd). Run the controller as a uid the image knows (the chart's "
+            "runAsUser 65532) or give it a passwd entry",
+            repository=repository, reason="SshNoUser", path="/etc/passwd") from None
 
 
 def check_api_token(config: RepositoryConfig, token_file: str) -> str:

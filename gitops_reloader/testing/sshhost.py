@@ -19,8 +19,10 @@ reachable both over HTTP and over SSH.
   port with a new host key (the "REMOTE HOST IDENTIFICATION HAS CHANGED" case).
 - **Privileges**: as root, sshd needs its privilege-separation directory
   ``/run/sshd`` (created when missing) and Debian's ``sshd`` user (the package creates
-  it). ``StrictModes`` is off because the files live in a temporary directory under the
-  world-writable ``/tmp``; PAM, passwords, forwarding and ttys are off.
+  it). Not as root, it runs with PAM on (see :meth:`SshGitHost._write_config`), and the
+  account's login shell must run commands (not ``nologin``). ``StrictModes`` is off
+  because the files live in a temporary directory under the world-writable ``/tmp``;
+  passwords, forwarding and ttys are off.
 - **Inspection**: :meth:`SshGitHost.sessions` counts the git commands sshd ran (forced
   command sessions), :meth:`SshGitHost.log_text` is sshd's own log.
 
@@ -219,7 +221,10 @@ class SshGitHost:
             f"PidFile {self._pid_file}",
             f"AuthorizedKeysFile {self._authorized_keys}",
             "StrictModes no",
-            "UsePAM no",
+            # As root, no PAM (nothing of the machine's session stack runs). Not as root,
+            # sshd can't read /etc/shadow and, without PAM, refuses accounts whose password
+            # is locked (CI users often are); with PAM the key alone decides.
+            f"UsePAM {'no' if os.geteuid() == 0 else 'yes'}",
             "PubkeyAuthentication yes",
             "PasswordAuthentication no",
             "KbdInteractiveAuthentication no",

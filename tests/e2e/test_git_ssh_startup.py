@@ -30,8 +30,10 @@ from kubernetes.client import ApiClient
 from processes import ROOT, Cluster, running_cluster, stop_process
 from reload_helpers import call, configmap, create
 
+from gitops_reloader import cli
 from gitops_reloader.app import App
 from gitops_reloader.config import load_config
+from gitops_reloader.testing.apiserver import ApiServer
 from gitops_reloader.testing.githost import GitHostServer
 from gitops_reloader.testing.harness import container_env, deployment, wait_for
 from gitops_reloader.testing.sshhost import SshGitHost
@@ -278,3 +280,25 @@ def test_mounts_the_process_user_cannot_use_are_reported_and_the_rest_works(
     text = (shared_dir / "controller.log").read_text()
     for line in key_lines(key):
         assert line not in text
+
+
+def test_explain_names_the_unusable_repository_and_its_file(
+        tmp_path: Path, api_client: ApiClient, server: ApiServer, githost: GitHostServer, sshgit: SshGitHost,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    githost.create_repo("bad", {"web.yaml": manifest("web")})
+    missing = tmp_path / "no-such-known-hosts"
+    config_file = tmp_path / "git-config.yaml"
+    block = repository_block("bad", sshgit.url("bad"), sshgit.client_key_path, missing)
+    config_file.write_text("repositories:\n" + block)
+    create(api_client, git_workload("web", "bad"))
+    kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig"))
+    code = cli.main(["explain", "deployment/web", "-n", "ns", "--kubeconfig", kubeconfig,
+                     f"--git-config={config_file}", "--output", "json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    found = json.loads(out.out)["manifest"]
+    assert found["repository"] == "bad"
+    assert found["refused"].startswith(
+        "repository bad is unusable (KnownHostsMissing): cannot read known_hosts")
+    assert str(missing) in found["refused"]
+    assert sshgit.sessions() == 0  # nothing was fetched

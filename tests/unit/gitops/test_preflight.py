@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import pwd
 from pathlib import Path
 
 import pytest
@@ -85,3 +87,16 @@ def test_the_api_token_file_is_checked_as_part_of_pull_requests(tmp_path: Path) 
     with pytest.raises(RepositoryUnusable) as refused:
         check_api_token(config, str(tmp_path / "nope"))
     assert refused.value.reason == "TokenFileMissing" and str(refused.value).startswith("pullRequest: ")
+
+
+def test_ssh_needs_a_user_database_entry_for_the_process_uid(tmp_path: Path, ssh_files: tuple[Path, Path],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """OpenSSH exits with "No user exists for uid N" (OpenShift's random uids): said at start-up."""
+    known = {entry.pw_uid for entry in pwd.getpwall()}
+    unknown = next(uid for uid in range(1_000_000_000, 1_000_001_000) if uid not in known)
+    monkeypatch.setattr(os, "getuid", lambda: unknown)
+    with pytest.raises(RepositoryUnusable) as refused:
+        check_repository(repo(*ssh_files), tmp_path / "app")
+    assert refused.value.reason == "SshNoUser" and f"uid {unknown}" in str(refused.value)
+    https = RepositoryConfig(name="app", url="https://git.example.com/org/app.git")
+    assert check_repository(https, tmp_path / "app") == GitAuth()  # only ssh needs it
