@@ -122,7 +122,7 @@ main() {
     log "base made in $(( $(date +%s) - started )) s"
   fi
   started="$(date +%s)"
-  log_file="${STATE_DIR}/build.log"
+  log_file="${STATE_DIR}/build-${ARCH}.log"
   log "podman build -t ${IMAGE} (log: ${log_file})"
   if ! podman build --layers --pull=never --platform="linux/${ARCH}" --build-arg BASE_IMAGE="${base}" \
       --label org.opencontainers.image.base.name="${base}" \
