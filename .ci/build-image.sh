@@ -10,7 +10,8 @@
 #      is made from, so it is made once and reused while that key holds
 #   4. `podman build --build-arg BASE_IMAGE=<base>` with cached layers: a second run of an
 #      unchanged tree rebuilds nothing (the script counts the steps taken from the cache)
-#   5. the image size: total and the layers above the base
+#   5. the image size: total and the layers above the base; images of builds older than a
+#      day are pruned
 # The image is tagged IMAGE (default localhost/gitops-reloader:ci). ARCH (default: the
 # machine's, as dpkg names it) builds for another architecture, e.g. ARCH=arm64 under qemu
 # user emulation (.ci/check-image-arm64.sh). Safe to run again.
@@ -132,6 +133,9 @@ main() {
     log "podman build failed (whole log: ${log_file})"
     exit 1
   fi
+  # Each change of the tree leaves the layers of the build before: those older than a day
+  # go, today's stay as the layer cache of the next build.
+  podman image prune --force --filter until=24h >/dev/null
   local steps cached
   steps="$(grep -E '^\[[0-9]+/[0-9]+\] STEP ' "${log_file}" | grep -c -v -E ': FROM ' || true)"
   cached="$(grep -c -E '^--> Using cache ' "${log_file}" || true)"
