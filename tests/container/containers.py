@@ -57,9 +57,13 @@ def podman(*args: str, timeout: float = 300, check: bool = True) -> subprocess.C
 
 
 def check_podman() -> None:
-    """Raise :class:`PodmanUnavailable` unless podman is installed and answers ``info``."""
+    """Raise :class:`PodmanUnavailable` unless podman is installed, we are root, and it answers
+    ``info``."""
     if shutil.which("podman") is None:
         raise PodmanUnavailable("podman is not installed (bash .ci/build-image.sh installs it)")
+    if os.geteuid() != 0:
+        raise PodmanUnavailable("the container tests run podman as root (runc, overlay storage, "
+                                "volume files owned by the pod's uid)")
     env = podman_env() if CONTAINERS_CONF.exists() else dict(os.environ)
     info = subprocess.run(["podman", "info", "--format", "{{.Host.OCIRuntime.Name}}"], env=env,
                           capture_output=True, text=True, timeout=60, check=False)
