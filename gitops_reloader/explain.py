@@ -450,7 +450,7 @@ def _last_emission(api: KubeApi, config: Config, argocd_namespace: str, handles:
                    request: ReloadRequest, location: Any, value: str | None,
                    sink: SinkName) -> dict[str, Any] | None:
     """Where the value committed at ``location`` stands: the follow-up's verdict, read once."""
-    from gitops_reloader.sinks.follow import Follower
+    from gitops_reloader.control.follower import Follower
 
     if not value:
         return None

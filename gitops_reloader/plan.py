@@ -48,6 +48,7 @@ from gitops_reloader.controller import Controller
 from gitops_reloader.errors import ConfigError, ReloaderError
 from gitops_reloader.gitops import prpolicy
 from gitops_reloader.gitops.digestkey import DigestKey, read_digest_key
+from gitops_reloader.gitops.handle import RepositoryHandle
 from gitops_reloader.gitops.locate import Resolution
 from gitops_reloader.hashing import every_key_changed
 from gitops_reloader.kube.api import KubeApi
@@ -61,7 +62,7 @@ from gitops_reloader.sinks import build_live_sinks
 from gitops_reloader.sinks.annotations import AnnotationsSink, describe_annotation
 from gitops_reloader.sinks.base import Sink
 from gitops_reloader.sinks.envvars import EnvVarsSink
-from gitops_reloader.sinks.git import EditPlan, GitSink, RepositoryHandle, failure_reason
+from gitops_reloader.sinks.git import EditPlan, GitSink, failure_reason
 from gitops_reloader.sinks.gitwiring import build_git_sink, build_pull_request_sink
 from gitops_reloader.sinks.pullrequest import PullRequestSink
 from gitops_reloader.sinks.webhook import WebhookSink

@@ -32,6 +32,7 @@ from gitops_reloader.errors import ConfigError
 from gitops_reloader.gitops.auth import git_auth_from_files
 from gitops_reloader.gitops.digestkey import DigestKeyStore
 from gitops_reloader.gitops.gitconfig import GitConfig, load_git_config
+from gitops_reloader.gitops.handle import RepositoryHandle
 from gitops_reloader.gitops.hosts import GitHost, host_for
 from gitops_reloader.gitops.locate import Locator
 from gitops_reloader.gitops.prbranch import PullRequestRepository
@@ -41,8 +42,7 @@ from gitops_reloader.gitops.scanindex import ScanIndex
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.events import EventRecorder
 from gitops_reloader.observability.metrics import Metrics
-from gitops_reloader.sinks.follow import Follower
-from gitops_reloader.sinks.git import GitSink, RepositoryHandle
+from gitops_reloader.sinks.git import GitSink
 from gitops_reloader.sinks.pullrequest import PullRequestSink
 
 __all__ = ["PULL_REQUEST_CACHE", "build_git_sink", "build_pull_request_sink", "build_repository_handles"]
@@ -90,7 +90,7 @@ def build_git_sink(config: Config, api: KubeApi, metrics: Metrics, recorder: Eve
         raise ConfigError(f"--git-config {gitops.config_file}: no repositories configured")
     digest_keys = DigestKeyStore(api, namespace=gitops.digest_key_namespace, name=gitops.digest_key_secret,
                                  create=not config.runtime.dry_run)
-    sink = GitSink(
+    return GitSink(
         git_config=git_config,
         repositories=build_repository_handles(git_config, gitops.cache_dir),
         locator=Locator(git_config, api, clock=clock),
@@ -100,8 +100,6 @@ def build_git_sink(config: Config, api: KubeApi, metrics: Metrics, recorder: Eve
         refresher=RefreshRequester(api, clock=clock) if gitops.request_refresh else None,
         clock=clock,
     )
-    sink.follower = _follower(config, api, git_config, sink.repositories, metrics, recorder, clock)
-    return sink
 
 
 def build_pull_request_sink(config: Config, api: KubeApi, metrics: Metrics, recorder: EventRecorder | None,
@@ -131,7 +129,7 @@ def build_pull_request_sink(config: Config, api: KubeApi, metrics: Metrics, reco
         repository_class=PullRequestRepository)
     digest_keys = DigestKeyStore(api, namespace=gitops.digest_key_namespace, name=gitops.digest_key_secret,
                                  create=not config.runtime.dry_run)
-    sink = PullRequestSink(
+    return PullRequestSink(
         git_config=git_config,
         repositories=handles,
         hosts=hosts,
@@ -142,16 +140,4 @@ def build_pull_request_sink(config: Config, api: KubeApi, metrics: Metrics, reco
         clock=clock,
         default_grouping=gitops.pr_grouping,
     )
-    sink.follower = _follower(config, api, git_config, sink.repositories, metrics, recorder, clock)
-    return sink
 
-
-def _follower(config: Config, api: KubeApi, git_config: GitConfig, handles: dict[str, RepositoryHandle],
-              metrics: Metrics, recorder: EventRecorder | None, clock: Clock | None) -> Follower | None:
-    """The follow-up of a git sink's emissions (``None``: ``--git-apply-timeout 0`` or ``--dry-run``)."""
-    gitops = config.gitops
-    if gitops.apply_timeout <= 0 or config.runtime.dry_run:
-        return None
-    return Follower(api=api, repositories=handles, metrics=metrics, recorder=recorder,
-                    argocd_namespace=git_config.argocd_namespace, timeout=gitops.apply_timeout,
-                    interval=gitops.follow_interval, clock=clock)

@@ -49,8 +49,8 @@ For one branch (``gitops-reloader/<base>/<key>``), :meth:`emit_batch`:
 A branch whose rebuilt tree equals the base (every edit it held is on the base now) has
 nothing left to propose: its open pull request is closed.
 
-Every edit of a pushed or current pull request is handed to the
-:class:`~gitops_reloader.sinks.follow.Follower` as *waiting for merge*; once the base holds
+Every edit of a pushed or current pull request is handed to the injected
+:class:`~gitops_reloader.sinks.following.CommitFollower` as *waiting for merge*; once the base holds
 it, the commit is followed into the cluster like the git sink's.
 
 **Failures.** Host down, 5xx or rate-limited → the host client's bounded retries, then a
@@ -77,7 +77,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from gitops_reloader.clock import Clock
 from gitops_reloader.errors import (
@@ -93,22 +93,20 @@ from gitops_reloader.errors import (
 from gitops_reloader.gitops import prpolicy
 from gitops_reloader.gitops.digestkey import DigestKey
 from gitops_reloader.gitops.gitconfig import GitConfig, PullRequestConfig
+from gitops_reloader.gitops.handle import RepositoryHandle
 from gitops_reloader.gitops.hosts import GitHost, PullRequest
 from gitops_reloader.gitops.locate import Locator, Resolution
 from gitops_reloader.gitops.prbranch import PullRequestRepository
 from gitops_reloader.kube.events import EventRecorder
 from gitops_reloader.model import ObjectRef, Outcome, OutcomeStatus, ReloadRequest, SinkName
 from gitops_reloader.observability.metrics import Metrics
+from gitops_reloader.sinks.following import CommitFollower
 from gitops_reloader.sinks.git import (
     EditPlan,
     ManifestPlanner,
-    RepositoryHandle,
     UnsupportedWorkload,
     skip_workload,
 )
-
-if TYPE_CHECKING:
-    from gitops_reloader.sinks.follow import Follower
 
 __all__ = ["PullRequestNotConfigured", "PullRequestSink", "require_pull_request_settings"]
 
@@ -188,8 +186,8 @@ class PullRequestSink:
         self.recorder = recorder
         self.default_grouping = default_grouping
         self._fallback_group = git_config.default_repository or "unresolved"
-        self.follower: Follower | None = None
-        """Follows each edit until merged, then into the cluster (:mod:`gitops_reloader.sinks.follow`)."""
+        self.follower: CommitFollower | None = None
+        """Follows each edit until merged, then into the cluster (injected, :mod:`.following`)."""
 
     def repository(self, name: str) -> RepositoryHandle:
         """The handle of a repository with pull requests (KeyError if unknown)."""

@@ -39,9 +39,9 @@ from test_pull_request_sink import PrSetup, pr_controller, wait_open_pull
 
 from gitops_reloader import cli
 from gitops_reloader.app import App
+from gitops_reloader.control.follower import Followed
 from gitops_reloader.model import ObjectRef
 from gitops_reloader.observability.metrics import Metrics
-from gitops_reloader.sinks.follow import Followed
 from gitops_reloader.testing.apiserver import ApiServer
 from gitops_reloader.testing.githost import GitHostServer
 from gitops_reloader.testing.harness import settle, wait_for
