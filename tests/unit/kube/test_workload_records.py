@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from gitops_reloader.kube.workloads import SlimObject, adapters_for
-from gitops_reloader.model import SourceKind
+from gitops_reloader.model import CONFIG_HASH_KEY, SourceKind
 from gitops_reloader.rollout.completion import Phase
 from gitops_reloader.sinks.envvars import container_env
 
@@ -154,3 +154,34 @@ def test_a_marked_record_reads_its_rollout_by_its_kinds_rule(adapters: dict[str,
            "status": status}
     record = adapter.record(raw)
     assert record.rollout is not None and record.rollout.phase is Phase.COMPLETE, record.rollout
+
+
+@pytest.mark.parametrize(("kind", "status", "phase"), [
+    ("Deployment", {"observedGeneration": 3, "replicas": 2, "updatedReplicas": 1, "availableReplicas": 1},
+     Phase.PROGRESSING),
+    ("Deployment", {"observedGeneration": 3, "replicas": 2, "updatedReplicas": 2, "availableReplicas": 2},
+     Phase.COMPLETE),
+    ("StatefulSet", STS_STATUS, Phase.COMPLETE),
+    ("StatefulSet.apps.kruise.io", STS_STATUS, Phase.COMPLETE),
+])
+def test_a_template_with_a_git_digest_keeps_its_rollout_verdict_not_its_status(
+        adapters: dict[str, Any], kind: str, status: dict[str, Any], phase: Phase) -> None:
+    """The git follow-up reads the rollout of a workload whose template carries the committed
+    digest from the cache: the record keeps the kind's verdict, computed on arrival."""
+    adapter = adapters[kind]
+    group, version = adapter.resource.group, adapter.resource.version
+    raw = {"apiVersion": f"{group}/{version}" if group else version, "kind": adapter.resource.kind,
+           "metadata": {"name": "db", "namespace": "ns", "generation": 3},
+           "spec": {"replicas": 2 if kind == "Deployment" else 3, "template": {
+               "metadata": {"annotations": {CONFIG_HASH_KEY: "d1"}},
+               "spec": {"containers": [{"name": "app", "image": "x"}]}}},
+           "status": status}
+    record = adapter.record(raw)
+    assert record.rollout is not None and record.rollout.phase is phase, record.rollout
+    assert record.template_annotations[CONFIG_HASH_KEY] == "d1"
+    assert "status" not in record.raw
+
+
+def test_a_workload_with_neither_marker_nor_digest_keeps_no_verdict(adapters: dict[str, Any]) -> None:
+    record = adapters["Deployment"].record(deployment())
+    assert record.rollout is None
