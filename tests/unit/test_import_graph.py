@@ -30,11 +30,10 @@ def _is_package(name: str) -> bool:
     return MODULES.get(name, Path()).name == "__init__.py"
 
 
-def _imported(path: Path) -> Iterator[str]:
-    """The absolute names ``path`` imports (``from a import b``: ``a.b`` and ``a``)."""
-    name = module_name(path)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+def imports_in(source: str, name: str, *, is_package: bool = False) -> Iterator[str]:
+    """The absolute names module ``name`` imports (``from a import b``: ``a.b`` and ``a``)."""
+    package = name if is_package else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source, name)):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -59,7 +58,7 @@ def graph() -> dict[str, set[str]]:
     edges: dict[str, set[str]] = {}
     for name, path in MODULES.items():
         targets: set[str] = set()
-        for imported in _imported(path):
+        for imported in imports_in(path.read_text(), name, is_package=path.name == "__init__.py"):
             if imported == ROOT or imported.startswith(ROOT + "."):
                 targets.update(m for m in _with_packages(imported) if m in MODULES)
         own_packages = set(_with_packages(name))
@@ -133,9 +132,23 @@ def test_the_walk_finds_a_circle_and_names_it() -> None:
     assert circles(edges) == [["p.a", "p.b", "p.c", "p.a"]]
 
 
-def test_the_walk_sees_relative_and_type_checking_imports() -> None:
+def test_the_walk_sees_relative_type_checking_and_late_imports() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "from . import sibling\n"
+        "from ..other import thing\n"
+        "if TYPE_CHECKING:\n"
+        "    from p.typed import Hint\n"
+        "def late():\n"
+        "    import p.late.module\n"
+    )
+    found = set(imports_in(source, "p.sub.mod"))
+    assert {"p.sub.sibling", "p.other", "p.other.thing", "p.typed", "p.late.module"} <= found
+    assert set(imports_in("from .inner import x\n", "p.sub", is_package=True)) >= {"p.sub.inner"}
+
+
+def test_the_graph_holds_the_package_and_only_the_package() -> None:
     edges = graph()
-    # relative: control/caches.py imports ``.changes``
-    assert f"{ROOT}.control.changes" in edges[f"{ROOT}.control.caches"]
-    # every module is a node, and edges point only at modules of the package
+    assert f"{ROOT}.control.changes" in edges[f"{ROOT}.control.caches"]  # ``from .changes import``
+    assert f"{ROOT}.control.follower" in edges[f"{ROOT}.app"]
     assert all(target in MODULES for targets in edges.values() for target in targets)
