@@ -122,7 +122,8 @@ def one_mode(url: str, api: KubeApi, caches: Caches, count: int, rounds: int, *,
             requests = server_requests(url)
             workload_gets.append(requests.get(("get", "deployments"), 0))
             engine_gets.append(requests.get(("get", "kustomizations"), 0))
-        stages = {entry.state.stage.value for entry in follower._followed.values()}
+        stages = {entry.state.stage.value if (entry := follower.state_of(
+            ObjectRef("Deployment", "bench", f"web-{index}"))) else None for index in range(count)}
         assert stages == {"in-template"}, stages  # every workload read and judged each round
     finally:
         follower.stop()
