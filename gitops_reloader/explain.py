@@ -407,7 +407,7 @@ def _without_credentials(url: str) -> str:
 def _matched(git_config: GitConfig, repo: RepositoryConfig, source_url: str) -> str:
     """Which spelling of ``repo`` the Application / GitRepository / annotation URL matched."""
     spelling = git_config.spelling(repo, source_url)
-    which = "url" if spelling == repo.url else f"alias {spelling}" if spelling else "url"
+    which = f"alias {spelling}" if spelling and spelling != repo.url else "url"
     return f"{display_url(source_url.strip())} (as its {which})"
 
 
