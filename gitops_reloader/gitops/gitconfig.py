@@ -288,6 +288,8 @@ class GitConfig:
     """``argocd.instanceLabelKey``: used when ``argocd-cm`` can't be read (``""``: Argo CD's default)."""
     _spellings: dict[str, tuple[int, ...]] = field(init=False, repr=False, compare=False)
     """Normalized ``url`` or alias → indexes of the entries it finds (every branch of that remote)."""
+    _places: dict[str, tuple[int, ...]] = field(init=False, repr=False, compare=False)
+    """Host and path (:func:`_place`) of a ``url`` or alias → indexes of the entries (for hints)."""
 
     def __post_init__(self) -> None:
         remotes: dict[str, list[int]] = {}
@@ -302,7 +304,13 @@ class GitConfig:
             for i in indexes:
                 for alias in self.repositories[i].aliases:
                     spellings.setdefault(normalize_git_url_allow_invalid(alias), entries)
+        places: dict[str, list[int]] = {}
+        for i, repo in enumerate(self.repositories):
+            for place in dict.fromkeys(_place(spelling) for spelling in (repo.url, *repo.aliases)):
+                if place:
+                    places.setdefault(place, []).append(i)
         object.__setattr__(self, "_spellings", spellings)
+        object.__setattr__(self, "_places", {place: tuple(found) for place, found in places.items()})
 
     def get(self, name: str) -> RepositoryConfig | None:
         """The repository called ``name``, or ``None``."""
@@ -355,13 +363,15 @@ class GitConfig:
         """Repositories on the same host and path as ``url`` but not :meth:`by_url`'s (for hints).
 
         The port is ignored (SSH and HTTPS often listen on different ones), and so are the
-        scheme, the user, case, a trailing ``.git`` and slashes.
+        scheme, the user, case, a trailing ``.git`` and slashes. A URL longer than any
+        alias may be is near nothing (no alias could make it match).
         """
+        if len(url.strip()) > MAX_ALIAS_CHARS:
+            return []
         wanted = _place(url)
         if not wanted or self.by_url(url):
             return []
-        return [r for r in self.repositories
-                if any(_place(spelling) == wanted for spelling in (r.url, *r.aliases))]
+        return [self.repositories[i] for i in self._places.get(wanted, ())]
 
     def alias_line(self, repo: RepositoryConfig, url: str) -> str:
         """The ``aliases:`` line that makes ``url`` find ``repo`` (``""`` if ``url`` can't be an alias).
