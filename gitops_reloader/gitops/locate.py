@@ -1208,9 +1208,13 @@ def _refresh_of(deployer: Resolution | None) -> tuple[RefreshTarget, ...]:
 def _alias_hint(git_config: GitConfig, repo: RepositoryConfig, url: str) -> str:
     """What to add to ``repo`` in ``--git-config`` so that ``url`` finds it: the exact line."""
     line = git_config.alias_line(repo, url)
-    add = (f"if it is the same repository, give repository {repo.name} this line in --git-config: {line}"
-           if line else f"if it is the same repository, list this URL, without credentials, in the aliases "
-           f"of repository {repo.name} in --git-config")
+    if line:
+        add = f"if it is the same repository, give repository {repo.name} this line in --git-config: {line}"
+    elif display_url(url) != url:
+        add = ("its URL carries credentials, which an alias may not hold: take them out of the URL (Argo CD "
+               f"and Flux read them from a Secret), then list it in the aliases of repository {repo.name}")
+    else:
+        add = f"if it is the same repository, list this URL in the aliases of repository {repo.name}"
     return (f"; repository {repo.name} has the same host and path in another spelling (repository URLs "
             "compare as Argo CD compares them: only case, a trailing .git and the scp-like SSH form may "
             f"differ); {add}")

@@ -262,6 +262,24 @@ def test_without_the_alias_the_refusal_names_the_line_to_add(engine: str, url: s
     assert f'give repository fleet this line in --git-config: aliases: ["{url}"]' in message
 
 
+def test_a_url_with_credentials_is_never_offered_as_an_alias_nor_echoed() -> None:
+    config = parse_git_config(f"repositories:\n  - {{name: fleet, url: '{SSH}'}}\n")
+    with pytest.raises(ManifestNotFound) as caught:
+        resolve(config, "argocd", "https://bot:ghp_s3cr3t@github.com/org/fleet.git")
+    message = str(caught.value)
+    assert "ghp_s3cr3t" not in message and "aliases: [" not in message
+    assert "its URL carries credentials, which an alias may not hold" in message
+
+
+def test_a_url_too_long_to_be_an_alias_gets_no_hint() -> None:
+    config = parse_git_config(f"repositories:\n  - {{name: fleet, url: '{HTTPS}'}}\n")
+    long_url = SSH + "/" * MAX_ALIAS_CHARS
+    assert config.same_place(long_url) == [] and config.same_place(long_url[:MAX_ALIAS_CHARS])
+    with pytest.raises(ManifestNotFound) as caught:
+        resolve(config, "flux", long_url)
+    assert str(caught.value).endswith("which is not in --git-config")
+
+
 def test_an_annotated_url_spelled_as_an_alias_names_the_repository() -> None:
     config = parse_git_config(CONFIG)
     annotations = {GIT_REPO_ANNOTATION: SCP, "gitops-reloader.io/git-path": "apps/web.yaml"}
