@@ -23,7 +23,7 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from prometheus_client import CollectorRegistry
@@ -34,6 +34,7 @@ from gitops_reloader.control.caches import source_transform
 from gitops_reloader.control.reconciler import choose_sink
 from gitops_reloader.csi import pod_status_record, spc_record
 from gitops_reloader.errors import ConfigError, KubeNotFound, ReloaderError
+from gitops_reloader.gitops.auth import display_url
 from gitops_reloader.hashing import env_var_name
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.resources import (
@@ -54,6 +55,9 @@ from gitops_reloader.rollout.marker import MARKER_ANNOTATION, parse_marker
 from gitops_reloader.shard import shard_of
 from gitops_reloader.sinks import build_live_sinks
 from gitops_reloader.sinks.pullrequest import PullRequestNotConfigured, require_pull_request_settings
+
+if TYPE_CHECKING:
+    from gitops_reloader.gitops.gitconfig import GitConfig, RepositoryConfig
 
 __all__ = ["Explanation", "SourceReport", "explain", "main", "render_text", "rule_text"]
 
@@ -400,6 +404,13 @@ def _without_credentials(url: str) -> str:
     return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
+def _matched(git_config: GitConfig, repo: RepositoryConfig, source_url: str) -> str:
+    """Which spelling of ``repo`` the Application / GitRepository / annotation URL matched."""
+    spelling = git_config.spelling(repo, source_url)
+    which = f"alias {spelling}" if spelling and spelling != repo.url else "url"
+    return f"{display_url(source_url.strip())} (as its {which})"
+
+
 def _manifest(api: KubeApi, config: Config, record: WorkloadRecord, sink: SinkName) -> dict[str, Any]:
     """Where the git / pull-request sink would write, found as the sink finds it."""
     from gitops_reloader.gitops.gitconfig import load_git_config
@@ -420,7 +431,10 @@ def _manifest(api: KubeApi, config: Config, record: WorkloadRecord, sink: SinkNa
                            "found_by": [str(t) for t in resolution.refresh], "notes": list(resolution.notes)}
     repo_config = git_config.get(resolution.repo_name)
     if repo_config is not None:
-        out.update(url=_without_credentials(repo_config.url), branch=repo_config.branch)
+        out.update(url=_without_credentials(repo_config.url), branch=repo_config.branch,
+                   aliases=list(git_config.aliases(repo_config)))
+        if resolution.source_url:
+            out["matched"] = _matched(git_config, repo_config, resolution.source_url)
         if sink is SinkName.PULL_REQUEST:
             try:
                 require_pull_request_settings(git_config, record.ref, repo_config.name)
@@ -583,8 +597,12 @@ def render_text(result: Explanation) -> str:
     if result.manifest is not None:
         found = result.manifest
         lines.append("  manifest:")
-        for key in ("repository", "url", "branch", "path", "document", "yaml_path", "rule"):
-            if found.get(key) is not None:
+        for key in ("repository", "url", "aliases", "matched", "branch", "path", "document", "yaml_path",
+                    "rule"):
+            if key == "aliases":
+                if found.get(key):
+                    lines.append(f"    aliases: {', '.join(found[key])}")
+            elif found.get(key) is not None:
                 lines.append(f"    {key}: {found[key]}")
         if found.get("found_by"):
             lines.append(f"    via: {', '.join(found['found_by'])}")
