@@ -128,6 +128,8 @@ class ChangeReport:
     counts: dict[str, int] = field(default_factory=dict)
     workloads: list[Entry] = field(default_factory=list)
     left_out: int = 0
+    key: str = field(default="", repr=False)
+    """The change id itself (a Secret's hash prefix included): never printed."""
 
 
 @dataclass(slots=True)
@@ -179,20 +181,26 @@ def assign_waves(budget: Budget, waiting: Iterable[Waiting]) -> dict[ObjectRef, 
     waves: dict[ObjectRef, int] = {}
     in_wave: Counter[int] = Counter()
     in_namespace: Counter[tuple[str, int]] = Counter()
-    namespace_from: dict[str, int] = {}
-    first_open = 1
+    namespace_from: dict[str, int] = {}  # per namespace: no room before this wave
+    first_open = 1  # no room in the cluster before this wave
+
+    def full(namespace: str, wave: int) -> bool:
+        return (0 < budget.total <= in_wave[wave]) or (
+            0 < budget.per_namespace <= in_namespace[namespace, wave])
+
     for entry in ordered:
         namespace = entry.ref.namespace
         wave = max(first_open, namespace_from.get(namespace, 1))
-        while budget.total > 0 and in_wave[wave] >= budget.total:
+        while full(namespace, wave):
             wave += 1
         waves[entry.ref] = wave
         in_wave[wave] += 1
         in_namespace[namespace, wave] += 1
-        if budget.per_namespace > 0 and in_namespace[namespace, wave] >= budget.per_namespace \
-                and namespace_from.get(namespace, 1) == wave:
-            namespace_from[namespace] = wave + 1
-        while budget.total > 0 and in_wave[first_open] >= budget.total:
+        start = namespace_from.get(namespace, 1)
+        while 0 < budget.per_namespace <= in_namespace[namespace, start]:
+            start += 1
+        namespace_from[namespace] = start
+        while 0 < budget.total <= in_wave[first_open]:
             first_open += 1
     return waves
 
@@ -264,7 +272,8 @@ def census(workloads: Iterable[Workload], *, budget: Budget, hold: bool, timeout
         if entry.ref in held_refs:
             continue
         wave = waves.get(entry.ref)
-        reason, message = (("WaitingForBudget", f"waits for the budget: wave {wave}") if budget.enabled
+        reason, message = (("WaitingForBudget", f"waits for the budget: wave {wave}")
+                           if budget.enabled and wave is not None
                            else ("NotWrittenYet", "not given this change yet"))
         for change in entry.changes:
             entries.setdefault(change, []).append(Entry(str(entry.ref), State.WAITING, wave, None,
@@ -275,13 +284,14 @@ def census(workloads: Iterable[Workload], *, budget: Budget, hold: bool, timeout
         counts = Counter(e.state.value for e in listed)
         if not (counts[State.ROLLING] or counts[State.FAILED] or counts[State.HELD] or counts[State.WAITING]):
             continue  # history: every rollout of it completed
-        listed.sort(key=lambda e: (_ORDER[e.state], e.wave or 0, -e.priority, e.workload))
+        listed.sort(key=lambda e: (_ORDER[e.state], 1 << 30 if e.wave is None else e.wave, -e.priority,
+                                   e.workload))
         changes.append(ChangeReport(shown_change(change), _source_of(change), first_at.get(change),
                                     {s.value: counts[s.value] for s in State}, listed[:limit],
-                                    max(0, len(listed) - limit)))
+                                    max(0, len(listed) - limit), key=change))
     changes.sort(key=lambda c: (-c.counts[State.FAILED] - c.counts[State.HELD], c.first_at or now, c.change))
 
-    totals = Counter(e.state.value for listed in entries.values() for e in listed)
+    totals = Counter(e.state.value for c in changes for e in entries[c.key])
     budget_view: dict[str, object] = {
         "max_concurrent": budget.total, "max_per_namespace": budget.per_namespace, "hold": hold,
         "in_use": sum(rolling.values()),
@@ -392,5 +402,8 @@ def entries_of(ref: ObjectRef, report: Report) -> list[tuple[str, Entry]]:
 
 
 def as_dict(report: Report) -> Mapping[str, object]:
-    """The census as plain data (``--output json``)."""
-    return asdict(report)
+    """The census as plain data (``--output json``); change ids as shown, never their key."""
+    data = asdict(report)
+    for change in data["changes"]:
+        del change["key"]
+    return data
