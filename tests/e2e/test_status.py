@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 from engines import EnginePlayer, complete_rollout
 from git_setup import REPO, GitSetup
-from kubernetes.client import ApiClient, CoreV1Api
+from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api
 from reload_helpers import create, secret
 from test_git_follow import FOLLOW, change_config, flux_web
-from test_git_sink import git_controller
+from test_git_sink import git_controller, metric
 
 from gitops_reloader import cli
 from gitops_reloader.hashing import secret_hash
@@ -68,6 +68,15 @@ def held_events(api_client: ApiClient) -> set[str]:
     return {e.involved_object.name for e in listed.items}
 
 
+def player_done(api_client: ApiClient, name: str) -> bool:
+    """The player's last status write for the Deployment's generation is in (its rollout
+    complete by the player's one replica)."""
+    live = AppsV1Api(api_client).read_namespaced_deployment(name, "ns")
+    status = live.status
+    return bool(status and status.observed_generation == live.metadata.generation
+                and status.replicas == status.updated_replicas == 1)
+
+
 def change_of(report: dict[str, Any], source: str) -> dict[str, Any]:
     found = [c for c in report["changes"] if c["source"] == source]
     assert len(found) == 1, report["changes"]
@@ -81,7 +90,10 @@ def test_status_explain_and_plan_during_a_held_wave_and_a_followed_git_commit(
     engine = EnginePlayer(api_client, host, REPO, tmp_path)
     flux_web(api_client, git, engine)  # Deployment ns/web on the git sink, applied by Flux
     create_fleet(api_client)
-    with git_controller(api_client, git, *FOLLOW, *BUDGET):
+    with git_controller(api_client, git, *FOLLOW, *BUDGET) as (app, _), DeploymentPlayer(
+            api_client, complete_after=0.3, fail_after=0.1,
+            fails=lambda name, generation: name == "web-00" and generation == 2) as player:
+        wait_for(player.settled, message="the Deployment player's first status writes")
         # 1. A git commit pushed, not applied by the engine yet.
         sha = change_config(api_client, host)
         report = status_json(capsys, kubeconfig, git)
@@ -90,24 +102,36 @@ def test_status_explain_and_plan_during_a_held_wave_and_a_followed_git_commit(
         assert commit["workloads"][0]["workload"] == "ns/Deployment/web"
         assert commit["workloads"][0]["engine"] == "Kustomization flux-system/web"
 
-        # 2. Flux applies it (the marker reaches the cluster), the Deployment controller rolls it out.
+        # 2. Flux applies it: the marker reaches the cluster and web's rollout (2 replicas, the
+        # player writes 1) holds the budget of 1; the Secret changes meanwhile: its 3 reloads wait.
         engine.reconcile_kustomization("web", "apps/web")
+        wait_for(lambda: player_done(api_client, "web"), message="web rolling, 1 of 2 replicas updated")
+        CoreV1Api(api_client).patch_namespaced_secret("db", "ns", {"stringData": {"password": "bad"}})
+        wait_for(lambda: metric(app, "rollouts", state="queued") == 3, message="three reloads waiting")
         report = status_json(capsys, kubeconfig, git)
         assert report["commits"][0]["stages"] == {"in-template": 1}
         assert report["budget"]["in_use"] == 1
         rolling, = change_of(report, "ns/ConfigMap/app-config")["workloads"]
         assert (rolling["workload"], rolling["state"], rolling["wave"]) == ("ns/Deployment/web", "rolling", 0)
-        complete_rollout(api_client, "web")
-        report = status_json(capsys, kubeconfig, git)
-        assert report["commits"][0]["stages"] == {"rolled": 1}
-        assert report["changes"] == []  # nothing in flight: the git change's rollout completed
+        waiting = change_of(report, "ns/Secret/db")["workloads"]
+        assert [(w["workload"], w["state"], w["wave"], w["reason"]) for w in waiting] == [
+            (f"ns/Deployment/{n}", "waiting", wave, "WaitingForBudget") for wave, n in enumerate(FLEET, 1)]
+        text = status(capsys, kubeconfig, git).splitlines()
+        assert text[0] == "budget: 1 of 1 in use, holds on failed rollouts"
+        assert "change ns/Secret/db@(secret: not shown): 3 waiting" in text
+        assert "  waiting  ns/Deployment/web-02  wave 3" in text
+        assert any(line.startswith("  rolling  ns/Deployment/web  wave 0, started ") for line in text)
+        assert f"git commit {sha[:12]} ({REPO}): 1 in-template" in text
+        explain = ("explain", "deployment/web-01", "-n", "ns", "--kubeconfig", kubeconfig, *BUDGET)
+        waits, = json.loads(run_cli(capsys, *explain, "--output", "json"))["rollout"]["pending"]
+        assert (waits["state"], waits["wave"], waits["held_by"]) == ("waiting", 2, [])
+        assert ("  WAITING: ns/Secret/db@(secret: not shown) waits for the rollout budget "
+                "(1 rolling in this namespace, wave 2 in this namespace)") in run_cli(capsys, *explain)
 
-        # 3. The Secret changes; web-00 rolls first (budget 1) and fails: web-01 and web-02 are held.
-        with DeploymentPlayer(api_client, complete_after=0.3, fail_after=0.1,
-                              fails=lambda name, generation: name == "web-00" and generation == 2):
-            CoreV1Api(api_client).patch_namespaced_secret("db", "ns", {"stringData": {"password": "bad"}})
-            wait_for(lambda: held_events(api_client) == {"web-01", "web-02"}, timeout=30,
-                     message="ReloadHeld on the two reloads not started")
+        # 3. web rolls out; web-00 rolls next (budget 1) and fails: web-01 and web-02 are held.
+        complete_rollout(api_client, "web")
+        wait_for(lambda: held_events(api_client) == {"web-01", "web-02"}, timeout=30,
+                 message="ReloadHeld on the two reloads not started")
 
         report = status_json(capsys, kubeconfig, git)
         assert report["budget"]["max_concurrent"] == 1 and report["budget"]["hold"] is True
@@ -140,7 +164,6 @@ def test_status_explain_and_plan_during_a_held_wave_and_a_followed_git_commit(
         assert other["changes"] == [] and other["commits"] == []
 
         # explain on a held workload: held, by which failed rollout, since when.
-        explain = ("explain", "deployment/web-01", "-n", "ns", "--kubeconfig", kubeconfig, *BUDGET)
         out = json.loads(run_cli(capsys, *explain, "--output", "json"))
         hold, = out["rollout"]["pending"]
         assert (hold["state"], hold["held_by"], hold["change"]) == (
