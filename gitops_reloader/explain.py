@@ -240,7 +240,7 @@ def pending_state(api: KubeApi, config: Config, record: WorkloadRecord) -> dict[
     from gitops_reloader.rollout.census import State, entries_of
     from gitops_reloader.status import read_census
 
-    report = read_census(api, config, namespace=record.ref.namespace)
+    report = read_census(api, config, namespace=record.ref.namespace, git=False)
     pending = [{"change": change, "state": entry.state.value, "wave": entry.wave, "since": entry.since,
                 "held_by": list(entry.held_by), "reason": entry.reason, "message": entry.message}
                for change, entry in entries_of(record.ref, report)

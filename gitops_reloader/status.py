@@ -28,7 +28,8 @@ import json
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -36,6 +37,7 @@ from prometheus_client import CollectorRegistry
 from gitops_reloader.config import Config, load_config
 from gitops_reloader.controller import Controller
 from gitops_reloader.errors import ConfigError, KubeError, ReloaderError
+from gitops_reloader.kinds import kube_kind
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.events import COMPONENT
 from gitops_reloader.kube.resources import EVENTS
@@ -134,8 +136,12 @@ def _workloads(controller: Controller) -> Iterator[Workload]:
                        gated=sink in LIVE_SINKS and record.ref.kind not in _AT_WRITE_KINDS)
 
 
-def _events(api: KubeApi, namespace: str | None) -> Iterator[Event]:
-    """The controller's ``ReloadHeld`` and ``RolloutFailed`` Events (bounded)."""
+def _events(api: KubeApi, namespace: str | None, refs: Iterable[ObjectRef]) -> Iterator[Event]:
+    """The controller's ``ReloadHeld`` and ``RolloutFailed`` Events (bounded) on ``refs``.
+
+    An Event names the object's own ``kind`` (``StatefulSet`` for the controller's
+    ``StatefulSet.apps.kruise.io``): it is matched back to the workload's reference."""
+    by_object = {(kube_kind(ref.kind), ref.namespace, ref.name): ref for ref in refs}
     for reason in (HELD_EVENT, FAILED_EVENT):
         token = ""
         for _ in range(MAX_EVENT_PAGES):
@@ -143,8 +149,9 @@ def _events(api: KubeApi, namespace: str | None) -> Iterator[Event]:
                             continue_token=token)
             for item in page.get("items") or ():
                 event = _event(item, reason)
-                if event is not None:
-                    yield event
+                ref = by_object.get((event.ref.kind, event.ref.namespace, event.ref.name)) if event else None
+                if event is not None and ref is not None:
+                    yield dataclasses.replace(event, ref=ref)
             token = str((page.get("metadata") or {}).get("continue") or "")
             if not token:
                 break
@@ -166,8 +173,6 @@ def _event(item: Mapping[str, Any], reason: str) -> Event | None:
 
 def _seconds(stamp: Any) -> float | None:
     """Unix seconds of an RFC 3339 time (None: absent or unreadable)."""
-    from datetime import datetime
-
     if not isinstance(stamp, str) or len(stamp) > 64:
         return None
     try:
@@ -221,16 +226,16 @@ def _emissions(api: KubeApi, config: Config, controller: Controller) -> Iterator
 
 
 def read_census(api: KubeApi, config: Config, *, namespace: str | None = None, limit: int = DEFAULT_LIMIT,
-                now: float | None = None) -> Report:
-    """Read the cluster (and the repositories) once and take the census (reads only)."""
+                now: float | None = None, git: bool = True) -> Report:
+    """Read the cluster (and, with ``git``, the repositories) once and take the census (reads only)."""
     scoped = _scoped(config, namespace)
     metrics = Metrics(CollectorRegistry())
     controller = _controller(scoped, api, metrics)
     try:
         controller.start(activate=False)  # caches only: no worker, no write
         workloads = list(_workloads(controller))
-        events = list(_events(api, namespace))
-        emissions = list(_emissions(api, scoped, controller))
+        events = list(_events(api, namespace, (w.ref for w in workloads)))
+        emissions = list(_emissions(api, scoped, controller)) if git else []
     finally:
         controller.stop()
     rollouts = config.rollouts
