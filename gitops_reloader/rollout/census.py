@@ -205,6 +205,28 @@ def assign_waves(budget: Budget, waiting: Iterable[Waiting]) -> dict[ObjectRef, 
     return waves
 
 
+@dataclass(frozen=True, slots=True)
+class _Hold:
+    """What holds one set of changes: the failed workloads, per change and in all."""
+
+    names: tuple[str, ...]
+    by_change: Mapping[str, tuple[str, ...]]
+    earliest: int
+    """The earliest failed write among them (an older Event is of another incident)."""
+    announced: float | None
+    """The earliest ``RolloutFailed`` Event of theirs after their write."""
+
+
+def _hold(changes: frozenset[str], failed: Iterable[tuple[Workload, Marker, RolloutStatus]],
+          by_event: Mapping[tuple[ObjectRef, str], list[Event]]) -> _Hold:
+    culprits = [(w, m) for w, m, _ in failed if m.changes & changes]
+    announced = [t for w, m in culprits
+                 if (t := _first(by_event.get((w.ref, FAILED_EVENT), ()), m.at)) is not None]
+    return _Hold(tuple(sorted(str(w.ref) for w, _ in culprits)),
+                 {c: tuple(sorted(str(w.ref) for w, m in culprits if c in m.changes)) for c in changes},
+                 min(m.at for _, m in culprits), min(announced, default=None))
+
+
 def _first(events: Iterable[Event], not_before: float) -> float | None:
     times = [event.at for event in events if event.at >= not_before]
     return min(times) if times else None
@@ -249,24 +271,23 @@ def census(workloads: Iterable[Workload], *, budget: Budget, hold: bool, timeout
     held_refs = {q.ref for q in held}
     gated = {w.ref for w in workloads if w.gated}
     waves = assign_waves(budget, (q for q in queue if q.ref not in held_refs and q.ref in gated))
+    holds: dict[frozenset[str], _Hold] = {}  # the reloads of one change share the work
     for entry in held:
-        culprits = [(w, m) for w, m, _ in failed if m.changes & entry.changes]
-        earliest = min(m.at for _, m in culprits)
-        since = _first(by_event.get((entry.ref, HELD_EVENT), ()), earliest)
+        hold_of = holds.get(entry.changes)
+        if hold_of is None:
+            hold_of = holds[entry.changes] = _hold(entry.changes, failed, by_event)
+        since = _first(by_event.get((entry.ref, HELD_EVENT), ()), hold_of.earliest)
         if since is None:
-            since = min((t for w, m in culprits
-                         if (t := _first(by_event.get((w.ref, FAILED_EVENT), ()), m.at)) is not None),
-                        default=None)
-        names = tuple(sorted(str(w.ref) for w, _ in culprits))
+            since = hold_of.announced
         for change in entry.changes:
-            holders = tuple(sorted(str(w.ref) for w, m in culprits if change in m.changes))
+            holders = hold_of.by_change[change]
             state = State.HELD if holders else State.WAITING
             entries.setdefault(change, []).append(Entry(
                 str(entry.ref), state, None if holders else waves.get(entry.ref),
                 int(since) if since is not None and holders else None,
                 "HeldByFailedRollout" if holders else "WaitingForBudget",
                 (f"held: the rollout of this change failed in {', '.join(holders[:5])}" if holders
-                 else f"waiting: its other change is held by {', '.join(names[:5])}"),
+                 else f"waiting: its other change is held by {', '.join(hold_of.names[:5])}"),
                 holders[:limit], entry.priority))
     for entry in queue:
         if entry.ref in held_refs:
