@@ -49,6 +49,7 @@ from gitops_reloader.model import ReloadOn, ReloadRequest, SinkName, SourceKind
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.regex import RegexError, compile_linear
 from gitops_reloader.rollout.budget import PRIORITY_ANNOTATION, parse_priority
+from gitops_reloader.rollout.census import shown_change
 from gitops_reloader.rollout.completion import Phase, with_deadline
 from gitops_reloader.rollout.marker import MARKER_ANNOTATION, parse_marker
 from gitops_reloader.shard import shard_of
@@ -200,13 +201,6 @@ def pause_state(record: WorkloadRecord, config: Config) -> dict[str, Any]:
     return state
 
 
-def _shown_change(change: str) -> str:
-    """A marker's change id; a Secret's hash prefix is never printed (as for hashes)."""
-    source, _, digest = change.rpartition("@")
-    kind = source.split("/")[1] if source.count("/") >= 2 else ""
-    return f"{source}@{HIDDEN}" if kind == SourceKind.SECRET.kube_kind and digest else change
-
-
 def rollout_state(record: WorkloadRecord, config: Config, now: float) -> dict[str, Any]:
     """With a rollout budget: the workload's priority and its last controlled rollout."""
     rollouts = config.rollouts
@@ -222,7 +216,7 @@ def rollout_state(record: WorkloadRecord, config: Config, now: float) -> dict[st
     marker = parse_marker(record.annotations.get(MARKER_ANNOTATION))
     if marker is not None and record.rollout is not None:
         status = with_deadline(record.rollout, now - marker.at, rollouts.timeout)
-        state.update(started_at=marker.at, changes=sorted(_shown_change(c) for c in marker.changes),
+        state.update(started_at=marker.at, changes=sorted(shown_change(c) for c in marker.changes),
                      phase=status.phase.value,
                      reason=status.reason, message=status.message,
                      holds=status.phase is Phase.FAILED and rollouts.hold_on_failure)

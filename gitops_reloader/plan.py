@@ -17,6 +17,9 @@ hypothetical hash), the command answers with the controller's own code, never a 
   requests the branch, title and body (against the base branch: an open pull request's
   earlier entries are not read).
 
+With a rollout budget among the flags, each write the budget gates says the wave it would
+start in (:func:`~gitops_reloader.rollout.census.assign_waves`, the waves' own order).
+
 Contracts: **writes nothing** — no API write (the digest-key Secret is read, never
 created), no push, no PR host call. **Secrets stay secret** — every Secret hash in the
 output is replaced by ``<secret-hash>``; git diffs carry only keyed digests. **Exit code**
