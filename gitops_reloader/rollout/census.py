@@ -43,6 +43,9 @@ HIDDEN = "(secret: not shown)"
 HELD_EVENT = "ReloadHeld"
 FAILED_EVENT = "RolloutFailed"
 DEFAULT_LIMIT = 50
+NO_BUDGET_NOTE = ("workloads carry the controller's rollout marker but no budget flag was given: pass the "
+                  "flags the controller runs with (--max-concurrent-rollouts, --rollout-timeout, "
+                  "--hold-on-failed-rollout)")
 
 
 class State(StrEnum):
@@ -154,6 +157,7 @@ class Report:
     commits: list[CommitReport] = field(default_factory=list)
     changes_left_out: int = 0
     commits_left_out: int = 0
+    notes: list[str] = field(default_factory=list)
 
 
 def shown_change(change: str) -> str:
@@ -319,9 +323,10 @@ def census(workloads: Iterable[Workload], *, budget: Budget, hold: bool, timeout
         "busiest_namespaces": dict(sorted(rolling.items(), key=lambda kv: (-kv[1], kv[0]))[:5]),
     }
     commits = _commits(emissions, limit)
+    notes = [NO_BUDGET_NOTE] if started and not budget.enabled else []
     return Report(int(now), budget_view, {s.value: totals[s.value] for s in State},
                   changes[:limit], commits[:limit], max(0, len(changes) - limit),
-                  max(0, len(commits) - limit))
+                  max(0, len(commits) - limit), notes)
 
 
 _STAGE_ORDER = ("failed", "not-applied", "pushed", "waiting-for-merge", "in-template", "rolled")
@@ -368,6 +373,7 @@ def render_text(report: Report) -> str:
     totals = report.totals
     lines = [f"budget: {', '.join(limits)}",
              "workloads: " + ", ".join(f"{totals[s.value]} {s.value}" for s in State)]
+    lines += [f"note: {note}" for note in report.notes]
     if not report.changes:
         lines.append("no source change in flight")
     for change in report.changes:

@@ -12,6 +12,7 @@ from gitops_reloader.rollout.census import (
     FAILED_EVENT,
     HELD_EVENT,
     HIDDEN,
+    NO_BUDGET_NOTE,
     Emission,
     Event,
     State,
@@ -252,3 +253,11 @@ def test_text_and_entries_of() -> None:
     assert entries_of(ref("zzz"), report) == []
     unlimited = render_text(take([started("a", ROLLING, at=9_990)], budget=Budget(), hold=False)).splitlines()
     assert unlimited[0] == "budget: 1 rolling, no cluster limit, no holds"
+
+
+def test_markers_without_budget_flags_are_noted() -> None:
+    report = take([started("a", ROLLING, at=9_990)], budget=Budget(), hold=False)
+    assert report.notes == [NO_BUDGET_NOTE]
+    assert f"note: {NO_BUDGET_NOTE}" in render_text(report).splitlines()
+    assert take([started("a", ROLLING, at=9_990)]).notes == []
+    assert take([pending("a")], budget=Budget()).notes == []
