@@ -133,7 +133,7 @@ def test_status_explain_and_plan_during_a_held_wave_and_a_followed_git_commit(
         wait_for(lambda: held_events(api_client) == {"web-01", "web-02"}, timeout=30,
                  message="ReloadHeld on the two reloads not started")
 
-        report = status_json(capsys, kubeconfig, git)
+        report = json.loads(status(capsys, kubeconfig, git, "-A", "-o", "json"))  # -A: the default
         assert report["budget"]["max_concurrent"] == 1 and report["budget"]["hold"] is True
         assert report["budget"]["in_use"] == 0  # the failed rollout freed its slot
         change = change_of(report, "ns/Secret/db")
