@@ -181,8 +181,12 @@ def _seconds(stamp: Any) -> float | None:
         return None
 
 
-def _emissions(api: KubeApi, config: Config, controller: Controller) -> Iterator[Emission]:
-    """The git sinks' workloads: the commit that last wrote each one's digest and its stage."""
+def _emissions(api: KubeApi, config: Config, controller: Controller, notes: list[str]) -> Iterator[Emission]:
+    """The git sinks' workloads: the commit that last wrote each one's digest and its stage.
+
+    A repository that cannot be fetched is tried once and named in ``notes`` (its workloads
+    are left out); a workload whose manifest cannot be located is left out (``explain``
+    says why)."""
     from gitops_reloader.gitops.gitconfig import load_git_config
     from gitops_reloader.gitops.locate import Locator
     from gitops_reloader.sinks.follow import Follower
@@ -200,16 +204,23 @@ def _emissions(api: KubeApi, config: Config, controller: Controller) -> Iterator
                             recorder=None, argocd_namespace=git_config.argocd_namespace,
                             timeout=config.gitops.apply_timeout, interval=config.gitops.follow_interval)
         synced: set[str] = set()
+        unreadable: set[str] = set()
         for record in sorted(records, key=lambda r: r.ref.key):
             sink = controller.sink_name(record) or SinkName.GIT
             request = ReloadRequest(record.ref, record, (), 0)
             try:
                 resolution = locator.resolve(record)
                 handle = handles.get(resolution.repo_name)
-                if handle is None:
+                if handle is None or resolution.repo_name in unreadable:
                     continue
                 if resolution.repo_name not in synced:
-                    handle.sync()
+                    try:
+                        handle.sync()
+                    except ReloaderError as exc:
+                        unreadable.add(resolution.repo_name)
+                        notes.append(f"repository {resolution.repo_name} could not be read, its commits "
+                                     f"are not shown: {str(exc)[:200]}")
+                        continue
                     synced.add(resolution.repo_name)
                 location = locator.locate(record, resolution, handle.index, confirm=True)
                 value = ManifestPlanner.committed_value(handle, request, location)
@@ -235,13 +246,16 @@ def read_census(api: KubeApi, config: Config, *, namespace: str | None = None, l
         controller.start(activate=False)  # caches only: no worker, no write
         workloads = list(_workloads(controller))
         events = list(_events(api, namespace, (w.ref for w in workloads)))
-        emissions = list(_emissions(api, scoped, controller)) if git else []
+        notes: list[str] = []
+        emissions = list(_emissions(api, scoped, controller, notes)) if git else []
     finally:
         controller.stop()
     rollouts = config.rollouts
-    return census(workloads, budget=Budget(rollouts.max_concurrent, rollouts.max_per_namespace),
-                  hold=rollouts.hold_on_failure, timeout=rollouts.timeout,
-                  now=time.time() if now is None else now, events=events, emissions=emissions, limit=limit)
+    report = census(workloads, budget=Budget(rollouts.max_concurrent, rollouts.max_per_namespace),
+                    hold=rollouts.hold_on_failure, timeout=rollouts.timeout,
+                    now=time.time() if now is None else now, events=events, emissions=emissions, limit=limit)
+    report.notes.extend(notes)
+    return report
 
 
 def main(argv: Sequence[str]) -> int:

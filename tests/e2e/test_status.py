@@ -21,8 +21,8 @@ from engines import EnginePlayer, complete_rollout
 from git_setup import REPO, GitSetup
 from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api
 from reload_helpers import create, secret
-from test_git_follow import FOLLOW, change_config, flux_web
-from test_git_sink import git_controller, metric
+from test_git_follow import FOLLOW, TENANTS, change_config, flux_web
+from test_git_sink import git_controller, git_workload, metric
 
 from gitops_reloader import cli
 from gitops_reloader.hashing import secret_hash
@@ -180,3 +180,21 @@ def test_status_explain_and_plan_during_a_held_wave_and_a_followed_git_commit(
             "ns/Deployment/web-00": 1, "ns/Deployment/web-01": 2, "ns/Deployment/web-02": 3}
         text = run_cli(capsys, "plan", "--secret", "ns/db", "--kubeconfig", kubeconfig, *BUDGET, expect=1)
         assert "ns/Deployment/web-02 [env-vars] would-write, wave 3" in text
+
+
+def test_a_repository_that_cannot_be_read_is_named_once_without_its_token(
+        server: ApiServer, api_client: ApiClient, git: GitSetup, host: GitHostServer, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig"))
+    flux_web(api_client, git, EnginePlayer(api_client, host, REPO, tmp_path))
+    create(api_client, git_workload("api"))  # a second git workload in the same repository
+    wrong = tmp_path / "wrong-token"
+    wrong.write_text("not-the-token-5f3a9\n")
+    git.configure(token_file=wrong, extra=TENANTS)
+    report = status_json(capsys, kubeconfig, git)
+    assert report["commits"] == []
+    assert len(report["notes"]) == 1 and report["notes"][0].startswith(
+        f"repository {REPO} could not be read, its commits are not shown: ")
+    text = status(capsys, kubeconfig, git)
+    assert f"note: repository {REPO} could not be read" in text
+    assert "not-the-token-5f3a9" not in text + json.dumps(report)
