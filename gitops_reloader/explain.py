@@ -50,6 +50,7 @@ from gitops_reloader.model import ReloadOn, ReloadRequest, SinkName, SourceKind
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.regex import RegexError, compile_linear
 from gitops_reloader.rollout.budget import PRIORITY_ANNOTATION, parse_priority
+from gitops_reloader.rollout.census import shown_change
 from gitops_reloader.rollout.completion import Phase, with_deadline
 from gitops_reloader.rollout.marker import MARKER_ANNOTATION, parse_marker
 from gitops_reloader.shard import shard_of
@@ -204,13 +205,6 @@ def pause_state(record: WorkloadRecord, config: Config) -> dict[str, Any]:
     return state
 
 
-def _shown_change(change: str) -> str:
-    """A marker's change id; a Secret's hash prefix is never printed (as for hashes)."""
-    source, _, digest = change.rpartition("@")
-    kind = source.split("/")[1] if source.count("/") >= 2 else ""
-    return f"{source}@{HIDDEN}" if kind == SourceKind.SECRET.kube_kind and digest else change
-
-
 def rollout_state(record: WorkloadRecord, config: Config, now: float) -> dict[str, Any]:
     """With a rollout budget: the workload's priority and its last controlled rollout."""
     rollouts = config.rollouts
@@ -226,7 +220,7 @@ def rollout_state(record: WorkloadRecord, config: Config, now: float) -> dict[st
     marker = parse_marker(record.annotations.get(MARKER_ANNOTATION))
     if marker is not None and record.rollout is not None:
         status = with_deadline(record.rollout, now - marker.at, rollouts.timeout)
-        state.update(started_at=marker.at, changes=sorted(_shown_change(c) for c in marker.changes),
+        state.update(started_at=marker.at, changes=sorted(shown_change(c) for c in marker.changes),
                      phase=status.phase.value,
                      reason=status.reason, message=status.message,
                      holds=status.phase is Phase.FAILED and rollouts.hold_on_failure)
@@ -234,6 +228,22 @@ def rollout_state(record: WorkloadRecord, config: Config, now: float) -> dict[st
 
 
 # --- I/O: reading the cluster and the repository --------------------------------------
+
+
+def pending_state(api: KubeApi, config: Config, record: WorkloadRecord) -> dict[str, Any]:
+    """With a rollout budget: the changes this workload has not been given yet — held by a
+    failed rollout (which, since when) or waiting for the budget — from the census of its
+    namespace (a source reloads only workloads of its own namespace, so the failed rollout
+    that holds a change is there too)."""
+    from gitops_reloader.rollout.census import State, entries_of
+    from gitops_reloader.status import read_census
+
+    report = read_census(api, config, namespace=record.ref.namespace, git=False)
+    pending = [{"change": change, "state": entry.state.value, "wave": entry.wave, "since": entry.since,
+                "held_by": list(entry.held_by), "reason": entry.reason, "message": entry.message}
+               for change, entry in entries_of(record.ref, report)
+               if entry.state in (State.HELD, State.WAITING)]
+    return {"pending": pending, "in_use_in_namespace": report.budget["in_use"]}
 
 
 def _find_adapter(kind: str, config: Config) -> tuple[WorkloadAdapter | None, WorkloadAdapter | None]:
@@ -511,6 +521,8 @@ def explain(api: KubeApi, config: Config, kind: str, namespace: str, name: str, 
     if invalid is not None:
         result.reload_on += f" (annotation {config.keys.reload_on}={invalid!r} names no mode: ignored)"
     result.rollout = rollout_state(record, config, time.time())
+    if result.rollout and result.watched:
+        result.rollout.update(pending_state(api, config, record))
     view = policy.WorkloadView(record.ref, record.annotations, record.template_annotations, record.refs)
     try:
         for source_kind, source_ns, source_name, listed in _candidates(api, record, view, config, extra):
@@ -560,6 +572,16 @@ def _rollout_lines(rollout: Mapping[str, Any]) -> list[str]:
         if rollout["holds"]:
             lines.append("    it failed: the not-yet-started reloads of the same change are held "
                          "until the source changes again or this workload becomes healthy")
+    for item in rollout.get("pending") or ():
+        since = f" since {rfc3339(item['since'])}" if item["since"] is not None else ""
+        if item["state"] == "held":
+            lines.append(f"  HELD: {item['change']} is held by the failed rollout of "
+                         f"{', '.join(item['held_by'])}{since}; a new change of the source, or that "
+                         "workload becoming healthy, releases it")
+        else:
+            wave = f", wave {item['wave']} in this namespace" if item["wave"] is not None else ""
+            lines.append(f"  WAITING: {item['change']} waits for the rollout budget "
+                         f"({rollout['in_use_in_namespace']} rolling in this namespace{wave})")
     return lines
 
 
