@@ -429,7 +429,10 @@ def _indent(text: str, prefix: str) -> str:
 # --------------------------------------------------------------------------- wiring
 
 
-def _controller(config: Config, api: KubeApi, sinks: Mapping[str, Sink], metrics: Metrics) -> Controller:
+def read_only_controller(config: Config, api: KubeApi, metrics: Metrics,
+                         sinks: Mapping[str, Sink] | None = None) -> Controller:
+    """A controller over ``config``'s caches with no recorder, for commands that write nothing
+    (``plan``, ``status``): the live sinks, plus ``sinks`` where given; never activated."""
     behaviour = config.behaviour
     openshift = behaviour.is_openshift
     if openshift is None:
@@ -437,7 +440,7 @@ def _controller(config: Config, api: KubeApi, sinks: Mapping[str, Sink], metrics
     adapters = adapters_for(argo_rollouts=behaviour.is_argo_rollouts, openshift=openshift,
                             ignored=config.filters.ignored_workload_types, kinds=behaviour.kinds)
     all_sinks = dict(build_live_sinks(config, api, adapters, metrics=metrics))
-    all_sinks.update(sinks)
+    all_sinks.update(sinks or {})
     return Controller(config, api, sinks=all_sinks, metrics=metrics, recorder=None, adapters=adapters)
 
 
@@ -479,7 +482,7 @@ def plan_change(args: PlanArgs, config: Config, api: KubeApi, out: Any) -> int:
         git_sinks = _git_sinks(config, api, metrics, cache)
         for close in _closing(git_sinks):
             stack.callback(close)
-        controller = _controller(config, api, git_sinks, metrics)
+        controller = read_only_controller(config, api, metrics, git_sinks)
         stack.callback(controller.stop)
         controller.start(activate=False)  # caches only: no worker, no write
         requests = controller.requests_for_change(new, previous=old)

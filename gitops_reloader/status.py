@@ -41,9 +41,10 @@ from gitops_reloader.kinds import kube_kind
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.events import COMPONENT
 from gitops_reloader.kube.resources import EVENTS
-from gitops_reloader.kube.workloads import WorkloadRecord, adapters_for
+from gitops_reloader.kube.workloads import WorkloadRecord
 from gitops_reloader.model import ObjectRef, ReloadRequest, SinkName, Source
 from gitops_reloader.observability.metrics import Metrics
+from gitops_reloader.plan import read_only_controller
 from gitops_reloader.rollout.budget import PRIORITY_ANNOTATION, Budget, parse_priority
 from gitops_reloader.rollout.census import (
     DEFAULT_LIMIT,
@@ -58,7 +59,6 @@ from gitops_reloader.rollout.census import (
     render_text,
 )
 from gitops_reloader.rollout.marker import MARKER_ANNOTATION, Marker, change_id, parse_marker
-from gitops_reloader.sinks import build_live_sinks
 
 __all__ = ["main", "read_census"]
 
@@ -88,17 +88,6 @@ def _scoped(config: Config, namespace: str | None) -> Config:
                               "the controller does not watch it")
         filters = dataclasses.replace(filters, namespaces=(namespace,))
     return dataclasses.replace(config, behaviour=behaviour, filters=filters)
-
-
-def _controller(config: Config, api: KubeApi, metrics: Metrics) -> Controller:
-    behaviour = config.behaviour
-    openshift = behaviour.is_openshift
-    if openshift is None:
-        openshift = api.discover_group("apps.openshift.io")
-    adapters = adapters_for(argo_rollouts=behaviour.is_argo_rollouts, openshift=openshift,
-                            ignored=config.filters.ignored_workload_types, kinds=behaviour.kinds)
-    sinks = build_live_sinks(config, api, adapters, metrics=metrics)
-    return Controller(config, api, sinks=sinks, metrics=metrics, recorder=None, adapters=adapters)
 
 
 def _priority(record: WorkloadRecord) -> int:
@@ -241,7 +230,7 @@ def read_census(api: KubeApi, config: Config, *, namespace: str | None = None, l
     """Read the cluster (and, with ``git``, the repositories) once and take the census (reads only)."""
     scoped = _scoped(config, namespace)
     metrics = Metrics(CollectorRegistry())
-    controller = _controller(scoped, api, metrics)
+    controller = read_only_controller(scoped, api, metrics)
     try:
         controller.start(activate=False)  # caches only: no worker, no write
         workloads = list(_workloads(controller))
