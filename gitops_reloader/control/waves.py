@@ -135,11 +135,15 @@ class Waves:
                 self._announce_pause(ref, marker, status)
 
     def _announce_pause(self, ref: ObjectRef, marker: Marker, status: RolloutStatus) -> None:
-        """A rollout its owner paused holds its slot (and so the wave): say so once per rollout."""
+        """A rollout its owner paused holds its slot (and so the wave): say so once per rollout.
+        Seen before :meth:`activate` (a restart's initial list, an HA standby), it is only
+        recorded: the instance that saw it begin announced it."""
         with self._lock:
-            if not self._active or self._paused.get(ref.key) == marker.at:
+            if self._paused.get(ref.key) == marker.at:
                 return
             self._paused[ref.key] = marker.at
+            if not self._active:
+                return
         self.warn(ref, "RolloutPaused",
                   f"rollout paused by the workload's owner ({status.message}); it keeps its place in "
                   f"the rollout budget until it is resumed and completes, or fails at --rollout-timeout "

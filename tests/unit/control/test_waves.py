@@ -147,9 +147,13 @@ def test_a_paused_rollout_holds_its_slot_and_is_announced_once_per_rollout() -> 
     assert h.warnings == [("a", "RolloutPaused"), ("b", "RolloutPaused")]
 
 
-def test_a_pause_seen_before_activation_is_not_announced() -> None:
+def test_a_pause_seen_before_activation_is_recorded_not_announced() -> None:
+    """A restart's initial list (or an HA standby) shows a pause already announced."""
+    paused = RolloutStatus(Phase.PROGRESSING, PAUSED, "paused")
     h = Harness(budget=1, active=False)
     park(h, ["a"], V1)
     assert h.next() == ["a"]
-    h.write("a", V1, RolloutStatus(Phase.PROGRESSING, PAUSED, "paused"))
+    h.write("a", V1, paused)
+    h.waves.activate()
+    h.finish("a", V1, paused)  # the same rollout, seen again once active
     assert h.warnings == []
