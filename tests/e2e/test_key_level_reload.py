@@ -280,3 +280,53 @@ def test_plan_never_prints_a_secret_s_used_key_hash(server: ApiServer, api_clien
     used_hash = used_key_hash(key_digests(SourceKind.SECRET, {"data": new}), {"password"})
     assert used_hash is not None and used_hash not in plan.stdout
     assert "STAKATER_DB_SECRET=<secret-hash>" in plan.stdout
+
+
+def c_reader(annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    """Reads key ``c`` of ``shared`` if it exists (``optional``): today it does not."""
+    env = [{"name": "C", "valueFrom": {"configMapKeyRef": {"name": "shared", "key": "c", "optional": True}}}]
+    return deployment("c-reader", annotations={**AUTO, **(annotations or {})},
+                      containers=[{"name": "app", "image": "x", "env": env}])
+
+
+DELETE_NAMES = (*NAMES, "c-reader")
+DELETES = ["--reload-on-delete", "--reload-strategy=annotations"]
+
+
+@pytest.mark.parametrize("mode", ["flag", "annotation", "any-change"])
+def test_a_delete_reloads_only_the_workloads_whose_keys_it_removes(
+        server: ApiServer, api_client: ApiClient, three: None, mode: str) -> None:
+    """``--reload-on-delete``: a deletion is judged like a change in which every key
+    disappears. a-reader, b-reader and whole read keys the ConfigMap had: they reload (the
+    annotations sink records the deletion); c-reader reads only ``c``, which the ConfigMap
+    never had, so in ``used-keys`` mode (flag, or its own annotation) the deletion touches
+    nothing it reads and it is left alone and counted; in ``any-change`` mode it reloads
+    as with Stakater."""
+    opted_in = {"gitops-reloader.io/reload-on": "used-keys"} if mode == "annotation" else {}
+    create(api_client, c_reader(opted_in))
+    flags = [*DELETES, *(USED_KEYS if mode == "flag" else [])]
+    with running_controller(api_client, flags) as app:
+        call(api_client, "DELETE", "/api/v1/namespaces/ns/configmaps/shared")
+        wait_for(lambda: all(g == 2 for n, g in generations(server, DELETE_NAMES).items() if n != "c-reader"),
+                 timeout=10, message="the readers of the deleted ConfigMap's keys reloaded")
+        settle(app)
+        key_level = mode != "any-change"
+        assert generations(server, DELETE_NAMES) == {"a-reader": 2, "b-reader": 2, "whole": 2,
+                                                     "c-reader": 1 if key_level else 2}
+        assert skipped(app) == (1 if key_level else 0)
+    recorded = json.loads(workload(server, "Deployment", "a-reader")["spec"]["template"]["metadata"]
+                          ["annotations"]["reloader.stakater.com/last-reloaded-from"])
+    assert recorded["name"] == "shared"  # the deletion, recorded as Stakater records it
+
+
+def test_a_delete_reloads_a_workload_whose_optional_key_the_configmap_had(
+        server: ApiServer, api_client: ApiClient) -> None:
+    """The same rule the other way: once ``c`` exists, deleting the ConfigMap removes it."""
+    create(api_client, configmap("shared", {"a": "1", "c": "1"}))
+    create(api_client, c_reader())
+    with running_controller(api_client, [*DELETES, *USED_KEYS]) as app:
+        call(api_client, "DELETE", "/api/v1/namespaces/ns/configmaps/shared")
+        wait_for(lambda: generations(server, ("c-reader",)) == {"c-reader": 2}, timeout=10,
+                 message="c-reader reloaded")
+        settle(app)
+        assert skipped(app) == 0
