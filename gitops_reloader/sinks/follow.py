@@ -143,12 +143,16 @@ class Follower:
 
     ``repositories``: the sink's clone handles by repository name (read under their lock).
     ``timeout``: ``--git-apply-timeout``; ``interval``: ``--git-follow-interval``.
+    ``adapters``: the workload kinds by name (default: the core and built-in kinds); the
+    controller passes its own table, so a ``--workload-kinds-config`` kind is read (and
+    its rollout judged, by its ``completesLike``) like any other.
     """
 
     def __init__(self, *, api: KubeApi, repositories: Mapping[str, RepositoryHandle], metrics: Metrics,
                  recorder: EventRecorder | None, argocd_namespace: str, timeout: float, interval: float,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, adapters: Mapping[str, WorkloadAdapter] | None = None) -> None:
         self.api = api
+        self.adapters = dict(adapters) if adapters is not None else _ADAPTERS
         self.repositories = dict(repositories)
         self.metrics = metrics
         self.recorder = recorder
@@ -299,7 +303,7 @@ class Follower:
     def assess(self, entry: Followed) -> FollowState:
         """Read the engine, then the workload and its rollout; the verdict of ``entry`` now."""
         engine = self._engine_report(entry.engine)
-        adapter = _ADAPTERS.get(entry.ref.kind)
+        adapter = self.adapters.get(entry.ref.kind)
         if adapter is None:
             raise KubeError(f"{entry.ref}: no adapter for kind {entry.ref.kind}")
         try:

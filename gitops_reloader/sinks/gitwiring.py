@@ -40,6 +40,7 @@ from gitops_reloader.gitops.repo import Author, Repository
 from gitops_reloader.gitops.scanindex import ScanIndex
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.events import EventRecorder
+from gitops_reloader.kube.workloads import adapters_for
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.sinks.follow import Follower
 from gitops_reloader.sinks.git import GitSink, RepositoryHandle
@@ -154,4 +155,5 @@ def _follower(config: Config, api: KubeApi, git_config: GitConfig, handles: dict
         return None
     return Follower(api=api, repositories=handles, metrics=metrics, recorder=recorder,
                     argocd_namespace=git_config.argocd_namespace, timeout=gitops.apply_timeout,
-                    interval=gitops.follow_interval, clock=clock)
+                    interval=gitops.follow_interval, clock=clock,
+                    adapters=adapters_for(argo_rollouts=True, openshift=True, kinds=config.behaviour.kinds))

@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from git_setup import GitSetup
 from kubernetes.client import ApiClient, CoreV1Api
 from reload_helpers import call, configmap, create
-from test_git_sink import events, wait_event
+from test_git_sink import events, file_at, git_controller, wait_commits, wait_event
 from test_workload_kinds import WORKER_CRD
 
 from gitops_reloader.errors import KubeError
@@ -30,9 +32,10 @@ from gitops_reloader.model import ObjectRef
 from gitops_reloader.rollout.completion import PAUSED, RolloutStatus
 from gitops_reloader.rollout.marker import MARKER_ANNOTATION
 from gitops_reloader.testing.apiserver import ApiServer
+from gitops_reloader.testing.githost import GitHostServer
 from gitops_reloader.testing.harness import App, running_controller, wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("isolated_git")]
 
 CM_ENV = "STAKATER_APP_CFG_CONFIGMAP"
 PRIORITY = "gitops-reloader.io/rollout-priority"
@@ -306,3 +309,47 @@ def test_the_kruise_crds_keep_the_strategy_fields_the_rules_read(kruise, api_cli
     ds = call(api_client, "GET", "/apis/apps.kruise.io/v1alpha1/namespaces/ns/daemonsets/ds")
     assert ds["spec"]["updateStrategy"]["rollingUpdate"] == {
         "rollingUpdateType": "Standard", "partition": "25%", "paused": True}
+
+
+def test_the_git_follow_up_judges_a_custom_kinds_rollout_by_its_completes_like(
+        kruise, api_client, git: GitSetup, host: GitHostServer, tmp_path) -> None:
+    """A Worker on the git sink (``completesLike: Deployment``), its manifest found by the
+    repository scan, no engine: the test applies the commit as it is (a plain file, as
+    ``kubectl apply`` would) and writes the Worker's status as its operator would. The
+    follow-up reads the Worker through the controller's own kind table and reports
+    ``Applied`` once its status is complete by the Deployment rule, not before."""
+    crunch = Workload("example.com/v1", "Worker", "workers", "crunch", "Worker.example.com", "podTemplate")
+    body = {"apiVersion": "example.com/v1", "kind": "Worker",
+            "metadata": {"name": "crunch", "namespace": "ns",
+                         "annotations": {"reloader.stakater.com/auto": "true",
+                                         "gitops-reloader.io/sink": "git"}},
+            "spec": {"queue": "jobs", "podTemplate": template("crunch")}}
+    git.create({"workers/crunch.yaml": yaml.safe_dump(body, sort_keys=False)})
+    git.configure()
+    create(api_client, configmap("app-cfg", {"v": "1"}))
+    create(api_client, body)
+    flags = (kinds_config(tmp_path, "Deployment"), "--git-follow-interval=100ms", "--git-apply-timeout=5m")
+    with git_controller(api_client, git, *flags) as (app, _):
+        change_configmap(api_client)
+        wait_commits(host, 2)
+        committed = yaml.safe_load(file_at(host, "workers/crunch.yaml"))
+        call(api_client, "PATCH", f"{crunch.url}?fieldManager=kubectl",
+             {"spec": committed["spec"]}, content_type=MERGE)  # the commit applied, as it is
+        follower = app.controller.sinks["git"].follower  # type: ignore[attr-defined]
+
+        def following(reason: str) -> bool:
+            followed = follower.state_of(crunch.ref)
+            return followed is not None and followed.state.message.startswith(f"rolling: {reason}")
+
+        wait_for(lambda: following("ObservedGenerationBehind"), timeout=20,
+                 message="the follow-up sees the digest applied and the operator not caught up")
+        generation = crunch.generation(api_client)
+        crunch.write_status(api_client, {"observedGeneration": generation, "replicas": 2,
+                                         "updatedReplicas": 0, "readyReplicas": 1, "availableReplicas": 1})
+        wait_for(lambda: following("UpdatingReplicas"), timeout=20,
+                 message="the follow-up sees the Worker rolling by the Deployment rule")
+        assert "Applied" not in reasons(api_client, "crunch")
+        crunch.write_status(api_client, {"observedGeneration": generation, "replicas": 1,
+                                         "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1})
+        event = wait_event(api_client, "crunch", "Applied")
+        assert event["involvedObject"]["kind"] == "Worker" and "rolled out" in event["message"]
