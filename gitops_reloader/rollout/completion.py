@@ -23,7 +23,8 @@ those of the tools people already trust:
   ``ProgressDeadlineExceeded`` is a failure, then ``updatedReplicas`` and
   ``updatedReadyReplicas`` reach ``spec.replicas`` - ``spec.updateStrategy.partition``
   (an int, or a percentage of the replicas rounded up as OpenKruise's
-  ``CalculatePartitionReplicas``). ``OnDelete``: done at the write.
+  ``CalculatePartitionReplicas``) and no surplus pod (``maxSurge``) is left, as its own
+  ``CloneSetAvailable`` asks ``replicas`` = ``spec.replicas``. ``OnDelete``: done at the write.
 - OpenKruise Advanced StatefulSet: the StatefulSet rule (``rollingUpdate.partition`` is an
   int there too). Advanced DaemonSet: the DaemonSet rule with ``rollingUpdate.partition``
   (an int, or a percentage of ``desiredNumberScheduled`` rounded down, as its controller).
@@ -287,6 +288,9 @@ def cloneset_rule(obj: JSON) -> RolloutStatus:
         waiting = _progressing("UpdatingReplicas", f"{updated} of {expected} pods updated{kept}")
     elif ready < expected:
         waiting = _progressing("UpdatedPodsNotReady", f"{ready} of {expected} updated pods ready")
+    elif _int(status, "replicas") > wanted:
+        surplus = _int(status, "replicas") - wanted
+        waiting = _progressing("OldReplicasPending", f"{surplus} surplus pods pending deletion (maxSurge)")
     else:
         return _COMPLETE
     return _unless_paused(waiting, strategy.get("paused"))

@@ -81,6 +81,8 @@ CLONESET_CASES = [
     ("paused, generation lags", obj(3, cloneset({"paused": True}), cs_status(2, 4, 4)),
      P, "ObservedGenerationBehind"),
     ("paused but already complete", obj(3, cloneset({"paused": True}), cs_status(3, 4, 4)), C, OK),
+    ("maxSurge: a surplus pod not deleted yet",
+     obj(3, cloneset({"maxSurge": 1}), cs_status(3, 4, 4, replicas=5)), P, "OldReplicasPending"),
     ("progress deadline exceeded", obj(3, cloneset(), cs_status(3, 1, 1, conditions=[DEADLINE])),
      F, "ProgressDeadlineExceeded"),
     ("OnDelete", obj(3, cloneset({"type": "OnDelete"}), cs_status(2, 0, 0)), C, "OnDelete"),
