@@ -186,7 +186,8 @@ class Controller:
             stale = out_of_date(self.caches, self.reconciler, state if loaded else None)
             for key, sources in stale.items():
                 self._add_pending(key, sources)
-            deleted = deleted_while_down(self.caches, self.index, state) if loaded and state else {}
+            deleted = (deleted_while_down(self.caches, self.index, state, self.reconciler)
+                       if loaded and state else {})
             for key, sources in deleted.items():
                 self._add_pending(key, sources)
             log.info("sync after restart", extra={"workloads_out_of_date": len(stale),

@@ -23,7 +23,7 @@ from reload_helpers import call, configmap, create, env_of, secret, workload
 
 from gitops_reloader import cli
 from gitops_reloader.hashing import configmap_hash, key_digests, used_key_hash
-from gitops_reloader.model import SourceKind
+from gitops_reloader.model import SourceKind, SourceRef
 from gitops_reloader.testing.apiserver import ApiServer
 from gitops_reloader.testing.harness import deployment, running_controller, settle, wait_for
 
@@ -330,3 +330,31 @@ def test_a_delete_reloads_a_workload_whose_optional_key_the_configmap_had(
                  message="c-reader reloaded")
         settle(app)
         assert skipped(app) == 0
+
+
+def test_a_delete_while_down_leaves_a_workload_that_ran_without_its_keys_alone(
+        server: ApiServer, api_client: ApiClient) -> None:
+    """The state store names ``shared`` deleted while the controller was down; its keys are
+    not known any more. a-reader last ran with key ``a`` present (its marker): it reloads.
+    c-reader's first-sight entry says it ran with ``c`` absent, so the deletion removed
+    nothing it reads: left alone, as a live delete would leave it."""
+    names = ("a-reader", "c-reader")
+    create(api_client, configmap("shared", {"a": "1", "b": "1"}))
+    create(api_client, a_reader())
+    create(api_client, c_reader())
+    flags = [*USED_KEYS, *STORE, *DELETES]
+    with running_controller(api_client, flags) as app:
+        set_data(api_client, {"a": "2"})
+        wait_for(lambda: generations(server, names) == {"a-reader": 2, "c-reader": 1}, timeout=10,
+                 message="a-reader reloaded")
+        settle(app)
+        state = app.controller.state
+        wait_for(lambda: state.batch.dirty() == 0 and state.batch.stored_workload("ns/Deployment/c-reader"),
+                 timeout=10, message="c-reader's first entry written")
+
+    call(api_client, "DELETE", "/api/v1/namespaces/ns/configmaps/shared")
+    with running_controller(api_client, flags) as app:
+        settle(app)
+        assert app.controller.state.deleted_while_down() == (SourceRef(SourceKind.CONFIGMAP, "ns", "shared"),)
+        assert reloads(app) == 1
+    assert generations(server, names) == {"a-reader": 3, "c-reader": 1}
