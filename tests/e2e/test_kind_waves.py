@@ -25,6 +25,7 @@ from reload_helpers import call, configmap, create
 from test_git_sink import events, file_at, git_controller, wait_commits, wait_event
 from test_workload_kinds import WORKER_CRD
 
+from gitops_reloader import cli
 from gitops_reloader.errors import KubeError
 from gitops_reloader.hashing import configmap_hash
 from gitops_reloader.kube.api import MERGE
@@ -353,3 +354,11 @@ def test_the_git_follow_up_judges_a_custom_kinds_rollout_by_its_completes_like(
                                          "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1})
         event = wait_event(api_client, "crunch", "Applied")
         assert event["involvedObject"]["kind"] == "Worker" and "rolled out" in event["message"]
+
+
+def test_an_unknown_completes_like_stops_start_up_naming_the_file_and_entry(tmp_path, capsys) -> None:
+    flag = kinds_config(tmp_path, "Rollout")
+    assert cli.main(["run", flag]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"gitops-reloader: {tmp_path / 'kinds.yaml'} entry 1 (Worker): completesLike must be one of "
+        "Deployment, StatefulSet, DaemonSet, Ready-condition, none, got 'Rollout'")
