@@ -186,7 +186,8 @@ class Controller:
             stale = out_of_date(self.caches, self.reconciler, state if loaded else None)
             for key, sources in stale.items():
                 self._add_pending(key, sources)
-            deleted = deleted_while_down(self.caches, self.index, state) if loaded and state else {}
+            deleted = (deleted_while_down(self.caches, self.index, state, self.reconciler)
+                       if loaded and state else {})
             for key, sources in deleted.items():
                 self._add_pending(key, sources)
             log.info("sync after restart", extra={"workloads_out_of_date": len(stale),
@@ -311,13 +312,16 @@ class Controller:
         """A source's data changed: make every workload that may use it pending.
 
         ``previous`` is the source before the change (None: unknown); a ``used-keys``
-        workload none of whose keys it touched is left alone.
+        workload none of whose keys it touched is left alone. A deletion (``deleted``,
+        ``meta`` the source as it was) is judged by the same rule, as every key
+        disappearing: it touches a workload whose keys the source had.
         """
         self.metrics.change_detected(meta.ref.kind.kube_kind)
         candidates = self.index.candidates(meta.ref)
         log.debug("source changed", extra={"object": str(meta.ref), "candidates": len(candidates)})
+        after = SourceMeta(meta.ref) if deleted else meta
         for key in candidates:
-            if previous is not None and not deleted and not self.touches(key, previous, meta):
+            if previous is not None and not self.touches(key, previous, after):
                 continue
             self._add_pending(key, {meta.ref: PendingSource(
                 meta, deleted, detected=self.clock.monotonic())})

@@ -194,7 +194,9 @@ class Follower:
     ``repositories``: the sink's clone handles by repository name (read under their lock).
     ``timeout``: ``--git-apply-timeout``; ``interval``: ``--git-follow-interval``.
     ``workloads``: where workloads are read (the controller's caches); without it each is
-    one GET (``explain``). ``adapters``: the workload kinds (default: the core kinds).
+    one GET (``explain``). ``adapters``: the workload kinds by name (default: the core and
+    built-in kinds); the controller passes its own table, so a ``--workload-kinds-config`` kind
+    is read (and its rollout judged, by its ``completesLike``) like any other.
     """
 
     def __init__(self, *, api: KubeApi, repositories: Mapping[str, RepositoryHandle], metrics: Metrics,

@@ -40,7 +40,7 @@ from gitops_reloader.kube.resources import (
     ResourceKind,
 )
 from gitops_reloader.model import CONFIG_HASH_KEY, EMPTY_MAP, ObjectRef, PodRefs, TemplateEdit
-from gitops_reloader.rollout.completion import RolloutStatus, rollout_status
+from gitops_reloader.rollout.completion import COMPLETES_LIKE, RolloutStatus, rollout_status
 from gitops_reloader.rollout.marker import MARKER_ANNOTATION
 
 _DROP_METADATA = ("managedFields",)
@@ -292,11 +292,10 @@ class WorkloadAdapter:
 
     def rollout_status(self, raw: Mapping[str, Any]) -> RolloutStatus:
         """Where this workload's rollout stands, by its kind's completion rule: for a row that
-        names ``completes_like``, the rule of that ``apps/v1`` kind (an Advanced StatefulSet's
-        status reads like a StatefulSet's)."""
-        if self.spec is not None and self.spec.completes_like:
-            return rollout_status("apps", self.spec.completes_like, raw)
-        return rollout_status(self.resource.group, self.resource.kind, raw)
+        names ``completes_like`` (a configured kind's ``completesLike``), that rule."""
+        named = self.spec.completes_like if self.spec is not None else ""
+        rule = COMPLETES_LIKE[named] if named else None
+        return rollout_status(self.resource.group, self.resource.kind, raw, rule=rule)
 
     def refusal(self, record: WorkloadRecord) -> tuple[str, str] | None:
         """(Event reason, message) when no template change may be written to this workload.

@@ -134,17 +134,21 @@ STS_STATUS = {"observedGeneration": 3, "replicas": 3, "readyReplicas": 3, "updat
               "currentRevision": "db-7f1", "updateRevision": "db-7f1"}
 DS_STATUS = {"observedGeneration": 3, "desiredNumberScheduled": 2, "updatedNumberScheduled": 2,
              "numberAvailable": 2}
+CS_STATUS = {"observedGeneration": 3, "replicas": 3, "readyReplicas": 3, "availableReplicas": 3,
+             "updatedReplicas": 3, "updatedReadyReplicas": 3}
 
 
 @pytest.mark.parametrize(("kind", "status"), [
     ("StatefulSet.apps.kruise.io", STS_STATUS), ("DaemonSet.apps.kruise.io", DS_STATUS),
+    ("CloneSet.apps.kruise.io", CS_STATUS),
     ("StatefulSet", STS_STATUS), ("DaemonSet", DS_STATUS),
 ])
 def test_a_marked_record_reads_its_rollout_by_its_kinds_rule(adapters: dict[str, Any], kind: str,
                                                               status: dict[str, Any]) -> None:
     """OpenKruise's Advanced StatefulSet/DaemonSet report the apps/v1 status fields, no Ready
-    condition: they complete by the StatefulSet/DaemonSet rule (their row's completes_like),
-    not by the generic rule, which would wait for --rollout-timeout and call them failed."""
+    condition: they complete by their own rules (the StatefulSet/DaemonSet rule with OpenKruise's
+    partition and paused), not by the generic rule, which would wait for --rollout-timeout and
+    call them failed."""
     adapter = adapters[kind]
     group, version = adapter.resource.group, adapter.resource.version
     marker = {"gitops-reloader.io/rollout": '{"at":1,"changes":["ns/ConfigMap/c@a"]}'}

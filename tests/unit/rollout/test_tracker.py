@@ -85,8 +85,14 @@ def test_the_informer_quicker_than_the_writer() -> None:
 
 
 def test_complete_before_the_writer_returns() -> None:
-    """E.g. a StatefulSet with OnDelete: complete at the write, seen before begin()."""
-    t, _ = tracker()
+    """E.g. a StatefulSet with OnDelete or a kind with ``completesLike: none``: complete at the
+    write, seen before begin(). begin() announces it (once): the waves' dispatcher hears the
+    slot is free, or the next wave would wait for a wake-up at the timeout."""
+    t, heard = tracker()
     t.observe(REF, MARK, DONE, 1001)
+    assert heard == []  # nothing tracked it yet
     t.begin(REF, MARK)
     assert t.rollouts(1002) == [] and t.next_deadline() is None
+    assert [(r.ref, r.status.phase) for r in heard] == [(REF, Phase.COMPLETE)]
+    t.observe(REF, MARK, DONE, 1003)  # seen again: nothing new
+    assert len(heard) == 1
