@@ -32,6 +32,7 @@ from gitops_reloader.control.caches import Caches
 from gitops_reloader.control.changes import ChangeDetector, PendingChanges, PendingSource
 from gitops_reloader.control.pause import UNPAUSE_PREFIX, PauseScheduler
 from gitops_reloader.control.reconciler import Reconciler, view
+from gitops_reloader.control.resume import Resumer
 from gitops_reloader.control.startup import deleted_while_down, out_of_date, used_key_sources
 from gitops_reloader.control.waves import WAVES_KEY, Waves
 from gitops_reloader.errors import ReloaderError
@@ -109,6 +110,8 @@ class Controller:
         self.reconciler = Reconciler(config, self.caches, self.pending, self.queue, sinks=self.sinks,
                                      adapters=self.adapters, metrics=metrics, clock=self.clock,
                                      recorder=recorder, listeners=listeners, waves=self.waves)
+        self.resumer = Resumer(self.caches, self.reconciler, api=api, adapters=self.adapters,
+                               waves=self.waves, clock=self.clock)
         self.pauses = PauseScheduler(config, api, self.caches, self.queue, self.adapters,
                                      self.clock, self.reconciler.warn)
         self.discovery: KindDiscovery | None = None
@@ -172,7 +175,9 @@ class Controller:
 
         With ``--sync-after-restart``, or ``resync`` (a standby taking over from a leader
         that may have died with changes in its queue), first reload the workloads whose
-        recorded hash is out of date.
+        recorded hash is out of date. Whatever the flags, continue what an earlier instance
+        left under way (:mod:`.control.resume`: the git follow-up, and the waves of the
+        changes its markers name), derived from the cluster and the repositories.
         """
         if self._active.is_set():
             return
@@ -192,6 +197,13 @@ class Controller:
             log.info("sync after restart", extra={"workloads_out_of_date": len(stale),
                                                   "deleted_while_down": len(deleted),
                                                   "state_store": loaded})
+        resumed = self.resumer.run()
+        for key, sources in resumed.pending.items():
+            self._add_pending(key, sources)
+        if resumed.pending or resumed.restored or resumed.followed:
+            log.info("resuming after restart", extra={
+                "changes_in_flight": resumed.in_flight, "workloads_waiting": len(resumed.pending),
+                "rollouts_restored": resumed.restored, "git_follow_ups": resumed.followed})
         if state is not None and loaded:
             for record in self.workloads():
                 self._assume_current(record)
