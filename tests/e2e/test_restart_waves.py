@@ -24,10 +24,11 @@ import pytest
 from engines import EnginePlayer
 from git_setup import REPO, GitSetup
 from kubernetes.client import ApiClient, CoreV1Api
-from processes import Cluster, Controller, stop_process
+from processes import Cluster, Controller, running_cluster, stop_process
 from reload_helpers import call, configmap, create, env_of, secret
 from test_git_follow import KUSTOMIZE_DEPLOYMENT, TENANTS, hash_of
 from test_git_sink import CONTROLLER_NS, commits, events, put_data
+from test_rollout_waves import change_secret, create_fleet, hashes, names
 
 from gitops_reloader.hashing import configmap_hash, secret_hash
 from gitops_reloader.rollout.marker import MARKER_ANNOTATION
@@ -185,3 +186,57 @@ def test_killed_mid_git_wave_and_mid_live_wave_restarted_without_flags_finishes_
             if second is not None:
                 stop_process(second.proc)
             cluster.http.close()
+
+
+def event_count(api_client: ApiClient, name: str, reason: str) -> int:
+    return len(reasons(api_client, name, "ns", (reason,)))
+
+
+def test_a_hold_in_force_survives_a_restart_without_flags_and_is_announced_once(tmp_path: Path) -> None:
+    """web-00's rollout of the bad Secret fails and holds the rest of its change; the controller
+    is SIGKILLed and restarted without --sync-after-restart: the hold is derived again from the
+    cluster (marker and status), nothing is reloaded and nothing announced a second time; the
+    fix then reaches every Deployment in waves, each held one rolled once."""
+    flags = ("--coalesce-window=0", "--max-concurrent-rollouts=2")
+    fleet = names(8)
+    with running_cluster(tmp_path) as cluster, DeploymentPlayer(
+            cluster.api_client, complete_after=0.6, fail_after=0.2,
+            fails=lambda name, generation: name == "web-00" and generation == 2) as player:
+        create_fleet(cluster.api_client, 8)
+        first = Controller(cluster, tmp_path / "first.jsonl", flags)
+        second: Controller | None = None
+        try:
+            first.wait_ready(cluster.http)
+            v1 = change_secret(cluster.api_client, "bad")
+            wait_for(lambda: event_count(cluster.api_client, "web-00", "RolloutFailed") == 1, timeout=30,
+                     message="RolloutFailed on web-00")
+            reloaded = {n for n, h in hashes(cluster, 8).items() if h == v1}
+            held = set(fleet) - reloaded
+            wait_for(lambda: all(event_count(cluster.api_client, n, "ReloadHeld") == 1 for n in held),
+                     timeout=30, message="ReloadHeld on every reload not started")
+            wait_for(lambda: player.settled(), timeout=30, message="the other first rollouts done")
+            os.kill(first.pid, signal.SIGKILL)
+            first.proc.wait(10)
+
+            second = Controller(cluster, tmp_path / "second.jsonl", flags)
+            second.wait_ready(cluster.http)
+            record = wait_for(lambda: resumed_record(second), timeout=30, message="the restart resumed")
+            assert record["workloads_waiting"] == len(held)
+            held_metric = 'gitops_reloader_rollouts{state="held"}'
+            wait_for(lambda: second.sample(cluster.http, held_metric) == len(held), timeout=30,
+                     message="the resumed reloads held again")
+            assert {n for n, h in hashes(cluster, 8).items() if h == v1} == reloaded
+            assert event_count(cluster.api_client, "web-00", "RolloutFailed") == 1
+            assert all(event_count(cluster.api_client, n, "ReloadHeld") == 1 for n in held)
+
+            v2 = change_secret(cluster.api_client, "fixed")
+            wait_for(lambda: set(hashes(cluster, 8).values()) == {v2} and player.settled(), timeout=60,
+                     message="the fix reaches every Deployment")
+            assert player.peak <= 2
+            assert all(player.started[name] == [2] for name in held)  # never given the bad value
+            assert player.started["web-00"] == [2, 3]
+            assert event_count(cluster.api_client, "web-00", "RolloutFailed") == 1
+        finally:
+            stop_process(first.proc)
+            if second is not None:
+                stop_process(second.proc)
