@@ -144,7 +144,15 @@ def test_killed_mid_git_wave_and_mid_live_wave_restarted_without_flags_finishes_
             assert record["rollouts_restored"] == 2  # git wave 1: committed, not in the cluster yet
             assert record["git_follow_ups"] >= 2
             assert record["workloads_waiting"] == len(GIT) - 2 + len(LIVE) - given
-            assert len(commits(host)) == 2  # wave 1 still counts: no second wave before it is applied
+            # The live wave finishes while Flux has not applied git wave 1: that commit's two
+            # rollouts count from the repository's markers, so no second git wave is committed.
+            wait_for(lambda: all(env_of(live(api_client, n)).get(ENV) == v1 for n in LIVE)
+                     and live_rollouts.settled(), timeout=60, message="the live wave finished")
+            rolling = 'gitops_reloader_rollouts{state="rolling"}'
+            wait_for(lambda: second.sample(cluster.http, rolling) == 2, timeout=20,
+                     message="git wave 1 counted as rolling")
+            assert second.metric(cluster.http, 'gitops_reloader_rollouts{state="queued"}') == len(GIT) - 2
+            assert len(commits(host)) == 2 and not git_rollouts.started
 
             def finished() -> bool:
                 return (all("Applied" in reasons(api_client, n, "ns", ("Applied",)) for n in GIT)
@@ -176,8 +184,8 @@ def test_killed_mid_git_wave_and_mid_live_wave_restarted_without_flags_finishes_
             # The change made while no controller ran was not reloaded.
             bystander = live(api_client, "bystander")
             assert bystander["metadata"]["generation"] == 1
-            assert wait_for(lambda: second.sample(cluster.http, 'gitops_reloader_rollouts{state="rolling"}')
-                            == 0, timeout=20, message="nothing rolling any more")
+            assert wait_for(lambda: second.sample(cluster.http, rolling) == 0, timeout=20,
+                            message="nothing rolling any more")
             count = len(commits(host))
             assert second.metric(cluster.http, 'gitops_reloader_rollouts{state="queued"}') == 0
             assert len(commits(host)) == count
