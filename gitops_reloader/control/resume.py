@@ -90,11 +90,15 @@ class Resumer:
 
     def run(self) -> Resumed:
         """Resume the follow-up, restore unseen writes, and list the workloads a wave still owes."""
-        records = [r for r in self.caches.workloads() if self.caches.namespace_allowed(r.ref.namespace)]
         git = self.reconciler.sinks.get(SinkName.GIT.value)
+        reads_git = isinstance(git, GitSink) and (git.follower is not None or self.waves is not None)
         resumed = Resumed()
+        if not reads_git and self.waves is None:
+            return resumed  # no budget, no git follow-up: nothing can be under way
+        records = [r for r in self.caches.workloads() if self.caches.namespace_allowed(r.ref.namespace)]
         committed: dict[ObjectRef, Committed] = {}
-        if isinstance(git, GitSink) and (git.follower is not None or self.waves is not None):
+        if reads_git:
+            assert isinstance(git, GitSink)
             mine = [r for r in records if self.reconciler.sink_for(r) is git and r.ref.kind != "Job"]
             committed = self._read_git(git, mine, resumed)
         waves = self.waves

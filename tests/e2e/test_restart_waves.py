@@ -21,12 +21,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from engines import EnginePlayer
+from engines import EnginePlayer, complete_rollout
 from git_setup import REPO, GitSetup
 from kubernetes.client import ApiClient, CoreV1Api
 from processes import Cluster, Controller, running_cluster, stop_process
 from reload_helpers import call, configmap, create, env_of, secret
-from test_git_follow import KUSTOMIZE_DEPLOYMENT, TENANTS, hash_of
+from test_git_follow import FOLLOW, KUSTOMIZE_DEPLOYMENT, TENANTS, change_config, flux_web, hash_of
 from test_git_sink import CONTROLLER_NS, commits, events, put_data
 from test_rollout_waves import change_secret, create_fleet, hashes, names
 
@@ -248,3 +248,46 @@ def test_a_hold_in_force_survives_a_restart_without_flags_and_is_announced_once(
             stop_process(first.proc)
             if second is not None:
                 stop_process(second.proc)
+
+
+def ended_follow_up(controller: Controller) -> dict | None:
+    return next((r for r in controller.log() if r["msg"] == "followed emission ended"), None)
+
+
+def test_killed_while_following_a_commit_restarted_without_flags_reports_applied_once(
+        server: ApiServer, api_client: ApiClient, git: GitSetup, host: GitHostServer, tmp_path: Path) -> None:
+    """No budget, no flag: the follow-up of a pushed commit is found again from the repository;
+    Flux and the rollout finish while no controller runs; the next instance reports Applied,
+    the one after it finds that Event and reports nothing; no commit is made again."""
+    player = EnginePlayer(api_client, host, REPO, tmp_path)
+    flux_web(api_client, git, player)
+    cluster = Cluster("", str(server.write_kubeconfig(tmp_path / "kubeconfig")), api_client, httpx.Client())
+    flags = git.flags(*FOLLOW, f"--lease-namespace={CONTROLLER_NS}")
+    first = Controller(cluster, tmp_path / "first.jsonl", flags)
+    try:
+        first.wait_ready(cluster.http)
+        sha = change_config(api_client, host)
+        wait_for(lambda: any(r["msg"] == "following emission" for r in first.log()), timeout=20,
+                 message="the first instance following the commit")
+        os.kill(first.pid, signal.SIGKILL)
+        first.proc.wait(10)
+    finally:
+        stop_process(first.proc)
+    assert reasons(api_client, "web", "ns", ("Applied", "NotApplied")) == []
+    player.reconcile_kustomization("web", "apps/web")
+    complete_rollout(api_client, "web")
+    count = len(commits(host))
+    for name in ("second", "third"):
+        again = Controller(cluster, tmp_path / f"{name}.jsonl", flags)
+        try:
+            again.wait_ready(cluster.http)
+            ended = wait_for(lambda c=again: ended_follow_up(c), timeout=30,
+                             message=f"the {name} instance ended the resumed follow-up")
+            assert ended["commit"] == sha[:12] and ended["outcome"] == "rolled"
+        finally:
+            stop_process(again.proc)
+        applied = [e for e in events(api_client, "web", "ns") if e["reason"] == "Applied"]
+        assert len(applied) == 1 and f"commit {sha[:12]}" in applied[0]["message"]
+        assert reasons(api_client, "web", "ns", ("NotApplied", "RolloutFailed")) == []
+        assert len(commits(host)) == count
+    cluster.http.close()
