@@ -197,13 +197,7 @@ class Controller:
             log.info("sync after restart", extra={"workloads_out_of_date": len(stale),
                                                   "deleted_while_down": len(deleted),
                                                   "state_store": loaded})
-        resumed = self.resumer.run()
-        for key, sources in resumed.pending.items():
-            self._add_pending(key, sources)
-        if resumed.pending or resumed.restored or resumed.followed:
-            log.info("resuming after restart", extra={
-                "changes_in_flight": resumed.in_flight, "workloads_waiting": len(resumed.pending),
-                "rollouts_restored": resumed.restored, "git_follow_ups": resumed.followed})
+        self._resume()
         if state is not None and loaded:
             for record in self.workloads():
                 self._assume_current(record)
@@ -213,6 +207,21 @@ class Controller:
             thread = threading.Thread(target=self._worker, name=f"worker-{number}", daemon=True)
             thread.start()
             self._workers.append(thread)
+
+    def _resume(self) -> None:
+        """Continue what an earlier instance left under way (:mod:`.control.resume`); a failure
+        there is logged and start-up goes on (the next change of each source still reloads)."""
+        try:
+            resumed = self.resumer.run()
+        except Exception:  # a bug must not keep the controller from starting
+            log.exception("cannot resume what was under way; carrying on")
+            return
+        for key, sources in resumed.pending.items():
+            self._add_pending(key, sources)
+        if resumed.pending or resumed.restored or resumed.followed:
+            log.info("resuming after restart", extra={
+                "changes_in_flight": resumed.in_flight, "workloads_waiting": len(resumed.pending),
+                "rollouts_restored": resumed.restored, "git_follow_ups": resumed.followed})
 
     def stop(self, *, drain: bool = False, timeout: float = 10.0) -> None:
         if self.discovery is not None:
