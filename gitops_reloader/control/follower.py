@@ -36,8 +36,9 @@ rendered into the pod template, the engine is suspended, its sync failed, auto-s
 or nothing within ``--git-apply-timeout``) or a Warning ``RolloutFailed``; metric
 ``git_follow_outcomes_total{sink, outcome, reason}``.
 
-**Restarts.** Nothing is kept only here: a new instance's start-up check (or a take-over)
-hands every git workload whose value is already committed to :meth:`Follower.resume`,
+**Restarts.** Nothing is kept only here: every activation of an instance (any flags: a
+restart or a take-over; :mod:`gitops_reloader.control.resume`) hands every git workload
+whose value is already committed to :meth:`Follower.resume`,
 which follows it from the commit that last wrote the file when that commit is younger than
 ``--git-apply-timeout`` (an older one was answered before), and reports its end unless an
 Event with the same reason and commit is already on the workload. It never commits.

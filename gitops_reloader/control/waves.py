@@ -123,6 +123,12 @@ class Waves:
         if unused:
             self.schedule(WAVES_KEY, 0.0)
 
+    def assume_announced(self, key: str, changes: frozenset[str]) -> None:
+        """A restart resumes ``key``'s reload carrying ``changes`` while a failed rollout of
+        them holds it: the instance before announced that hold (``ReloadHeld``), not again."""
+        with self._lock:
+            self._announced[key] = changes
+
     # --- the informer's news ----------------------------------------------------------
 
     def observe(self, ref: ObjectRef, annotations: Mapping[str, str], status: RolloutStatus | None) -> None:

@@ -79,6 +79,17 @@ class Tracker:
                 self._begun[ref] = marker
         self._notify(done)
 
+    def restore(self, ref: ObjectRef, marker: Marker, now: float) -> None:
+        """A write an earlier instance made that the cache has not shown yet (a marker committed
+        to git, the engine not having applied it): counted as :meth:`begin` counts it. One
+        already past ``--rollout-timeout`` is failed without being announced again (the earlier
+        instance announced it, or died before it could: either way not twice)."""
+        self.begin(ref, marker)
+        if self.timeout > 0 and now - marker.at >= self.timeout:
+            with self._lock:
+                if ref in self._begun:
+                    self._failed.add(ref)
+
     def observe(self, ref: ObjectRef, marker: Marker | None, status: RolloutStatus | None,
                 now: float) -> None:
         """The workload as the informer sees it: its marker and its kind's verdict."""

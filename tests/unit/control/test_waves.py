@@ -157,3 +157,16 @@ def test_a_pause_seen_before_activation_is_recorded_not_announced() -> None:
     h.waves.activate()
     h.finish("a", V1, paused)  # the same rollout, seen again once active
     assert h.warnings == []
+
+def test_a_hold_announced_before_a_restart_is_not_announced_again() -> None:
+    """The restart resumes b's reload while a's failure still holds the change: the earlier
+    instance said ReloadHeld on b, this one does not; a new change still releases it."""
+    h = Harness(budget=1, active=False)
+    h.finish("a", V1, FAILED)
+    h.waves.activate()
+    h.waves.assume_announced("ns/Deployment/b", frozenset({"ns/Secret/db@111111111111"}))
+    park(h, ["b", "c"], V1)
+    assert h.next() == []
+    assert h.warnings == [("c", "ReloadHeld")]
+    park(h, ["b"], V2)
+    assert h.next() == ["b"]
