@@ -295,12 +295,13 @@ class PullRequestSink:
                      digest_key: DigestKey) -> dict[int, Outcome]:
         name = handle.config.name
         base = handle.config.branch
-        branch = prpolicy.branch_name(base, key)
         repo = _branch_repository(handle)
         slug = target.config.repository
         host = target.host
         with handle.lock:
             base_sha = self._git_step(name, "sync", handle.sync)
+            generation = self._generation(handle, key)
+            branch = prpolicy.generation_branch(base, key, generation)
             pull = self._host_step(name, lambda: host.find_open(slug, head=branch, base=base))
             remote_sha = self._git_step(name, "fetch", lambda: repo.fetch_branch(branch))
 
@@ -322,10 +323,21 @@ class PullRequestSink:
                 decision = prpolicy.branch_ownership(ahead, key=digest_key.value)
                 if not decision.ours:
                     self.metrics.pr_operation(host.kind, "skip")
-                    note = self._cancel_auto_merge(name, target, pull, branch)
-                    for position, request, _ in located:
-                        outcomes[position] = self._foreign(request, name, branch, pull, decision, note)
-                    return outcomes
+                    note, cancelled = self._cancel_auto_merge(name, target, pull, branch)
+                    if not cancelled or generation >= prpolicy.MAX_GENERATION:
+                        # Its auto-merge may still merge foreign content: stay on it until
+                        # that is cancelled (tried again on the next change).
+                        for position, request, _ in located:
+                            outcomes[position] = self._foreign(request, name, branch, pull, decision, note)
+                        return outcomes
+                    successor = prpolicy.generation_branch(base, key, generation + 1)
+                    self._disown(name, target, pull, branch, successor, decision, digest_key)
+                    for _, request, _ in located:
+                        self._foreign(request, name, branch, pull, decision, note, successor=successor)
+                    branch, pull, remote_sha, ahead = successor, None, None, []
+                    if not wanted.changed:  # already on the base: nothing for a new pull request
+                        outcomes.update(wanted.outcomes)
+                        return outcomes
 
             # Rebuild: one commit on the latest base = previous commit carried over + this batch.
             previous = remote_sha if pull is not None and len(ahead) == 1 else None
@@ -378,9 +390,9 @@ class PullRequestSink:
         """Plan the branch's edits against the base; read the host, write nothing."""
         name = handle.config.name
         base = handle.config.branch
-        branch = prpolicy.branch_name(base, key)
         with handle.lock:
             self._git_step(name, "sync", handle.sync)
+            branch = prpolicy.generation_branch(base, key, self._generation(handle, key))
             pull = self._host_step(name, lambda: target.host.find_open(
                 target.config.repository, head=branch, base=base))
             wanted = self.planner.plan(handle, items, digest_key)
@@ -483,14 +495,16 @@ class PullRequestSink:
             log.info("auto-merge not available on this host or repository",
                      extra={"repo": name, "number": pull.number})
 
-    def _cancel_auto_merge(self, name: str, target: _Target, pull: PullRequest, branch: str) -> str:
+    def _cancel_auto_merge(self, name: str, target: _Target, pull: PullRequest,
+                           branch: str) -> tuple[str, bool]:
         """Cancel the auto-merge we may have armed on a branch that is not ours any more.
 
-        Returns the sentence for the ``ForeignCommits`` Event (``""`` without ``autoMerge``).
-        A failure is logged and counted, never raised: the next change tries again.
+        Returns the sentence for the ``ForeignCommits`` Event (``""`` without ``autoMerge``)
+        and whether no auto-merge of ours is left armed. A failure is logged and counted,
+        never raised: the next change tries again.
         """
         if not target.config.auto_merge:
-            return ""
+            return "", True
         fields = {"repo": name, "branch": branch, "number": pull.number}
         try:
             cancelled = target.host.cancel_auto_merge(target.config.repository, pull.number)
@@ -499,13 +513,56 @@ class PullRequestSink:
             log.warning("could not cancel the auto-merge of a pull request with foreign commits; "
                         "tried again on the next change", extra={**fields, "error": str(exc)})
             return (f" Its auto-merge could NOT be cancelled ({_short_error(exc)}): cancel it by hand; "
-                    "it is tried again on the next change.")
+                    "it is tried again on the next change."), False
         if cancelled:
             self.metrics.pr_operation(target.host.kind, "cancel-auto-merge")
             log.warning("auto-merge cancelled: the pull-request branch has foreign commits", extra=fields)
-            return " Its auto-merge was cancelled."
+            return " Its auto-merge was cancelled.", True
         log.info("no auto-merge armed on the pull request with foreign commits", extra=fields)
-        return " There was no auto-merge of ours to cancel."
+        return " There was no auto-merge of ours to cancel.", True
+
+    def _generation(self, handle: RepositoryHandle, key: str) -> int:
+        """The newest generation of ``key``'s branch on the remote (0 when there is none)."""
+        repo = _branch_repository(handle)
+        first = prpolicy.branch_name(handle.config.branch, key)
+        heads = self._git_step(handle.config.name, "inspect", lambda: repo.branches_starting(first))
+        return max(prpolicy.generations(handle.config.branch, key, heads), default=0)
+
+    def _disown(self, name: str, target: _Target, pull: PullRequest, branch: str, successor: str,
+                decision: prpolicy.BranchDecision, digest_key: DigestKey) -> None:
+        """Say on ``pull`` (once) that the controller no longer vouches for it, and label it.
+
+        The notice ends with a marker keyed with the digest key
+        (:func:`~gitops_reloader.gitops.prpolicy.foreign_notice_marker`), so a restart or the
+        next change finds it and does not comment again, and nobody else's comment passes
+        for it. A host error that retrying can fix is raised (nothing is pushed yet, the
+        retry finds what was done); a refusal (no right to comment or label) is logged and
+        counted, and the reload goes on.
+        """
+        host = target.host
+        slug = target.config.repository
+        fields = {"repo": name, "branch": branch, "number": pull.number, "successor": successor}
+        marker = prpolicy.foreign_notice_marker(digest_key.value, slug, pull.number, branch)
+        try:
+            bodies = self._host_step(name, lambda: host.comments(slug, pull.number))
+            if not prpolicy.has_notice(bodies, marker):
+                notice = prpolicy.foreign_notice(branch=branch, decision=decision, successor=successor,
+                                                 marker=marker)
+                self._host_step(name, lambda: host.add_comment(slug, pull.number, notice))
+                self.metrics.pr_foreign_commits(host.kind)
+                self.metrics.pr_operation(host.kind, "comment")
+                log.warning("pull request with foreign commits commented; the reload moves to a new branch",
+                            extra=fields)
+            label = [prpolicy.FOREIGN_LABEL]
+            if prpolicy.FOREIGN_LABEL not in pull.labels and self._host_step(
+                    name, lambda: host.add_labels(slug, pull.number, label)):
+                self.metrics.pr_operation(host.kind, "label")
+        except HostError as exc:
+            if exc.retryable:
+                raise
+            self.metrics.git_error(name, "foreign-notice")
+            log.warning("could not comment on or label the pull request with foreign commits",
+                        extra={**fields, "error": str(exc)})
 
     def _close_obsolete(self, name: str, target: _Target, pull: PullRequest | None, branch: str) -> None:
         """Every edit of the branch is on the base now: close its open pull request."""
@@ -551,13 +608,19 @@ class PullRequestSink:
     # -- reporting ------------------------------------------------------------------------------
 
     def _foreign(self, request: ReloadRequest, repo_name: str, branch: str, pull: PullRequest,
-                 decision: prpolicy.BranchDecision, auto_merge_note: str = "") -> Outcome:
+                 decision: prpolicy.BranchDecision, auto_merge_note: str = "", *,
+                 successor: str = "") -> Outcome:
+        if successor:
+            then = (f"Pull request #{pull.number} is theirs now: gitops-reloader said so on it and no longer "
+                    f"updates it; the reload goes to a new pull request from branch {successor}.")
+        else:
+            then = (f"Pull request #{pull.number} is theirs now: merge or close it, and the next change "
+                    "opens a new one.")
         message = (f"pull-request sink, repository {repo_name}: branch {branch} has commits from someone "
-                   f"else ({decision.reason}); not updated. Pull request #{pull.number} is theirs now: "
-                   f"merge or close it, and the next change opens a new one.{auto_merge_note}")
+                   f"else ({decision.reason}); not updated. {then}{auto_merge_note}")
         log.warning("pull-request branch has commits from someone else; not updated", extra={
             "object": request.ref.key, "sink": self.name, "repo": repo_name, "branch": branch,
-            "number": pull.number, "reason": decision.reason})
+            "number": pull.number, "reason": decision.reason, "successor": successor})
         self.metrics.git_error(repo_name, "ForeignCommits")
         if self.recorder is not None:
             self.recorder.warning(request.ref, "ForeignCommits", message, uid=str(request.workload.uid))
