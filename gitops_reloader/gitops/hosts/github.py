@@ -139,7 +139,7 @@ class GitHubHost(_RestHost):
             response = self._request("GET", path, repo=repo, params={"per_page": _PAGE, "page": page})
             items = self._list(response, repo)
             bodies += [str(item.get("body") or "") for item in items if isinstance(item, dict)]
-            if len(items) < _PAGE or 'rel="next"' not in response.headers.get("Link", ""):
+            if not items or 'rel="next"' not in response.headers.get("Link", ""):  # pages may be capped
                 break
         return bodies
 

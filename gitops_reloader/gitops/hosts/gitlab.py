@@ -210,7 +210,7 @@ class GitLabHost(_RestHost):
             items = self._list(response, repo)
             bodies += [str(item.get("body") or "") for item in items
                        if isinstance(item, dict) and not item.get("system")]
-            if not response.headers.get("X-Next-Page", "").strip() or len(items) < _PAGE:
+            if not items or not response.headers.get("X-Next-Page", "").strip():
                 break
         return bodies
 
