@@ -34,6 +34,15 @@ it no longer verifies. :func:`branch_ownership` lets the controller rebuild a br
 only when it has at most one commit on top of the base and that commit's seal verifies;
 anything else (whatever its author) is someone else's.
 
+**Someone else's branch.** The controller then stops vouching for that pull request: it
+posts :func:`foreign_notice` on it once — recognised again only by
+:func:`foreign_notice_marker`, an HMAC over the repository, number and branch keyed with
+the digest key, so nobody else's comment passes for it — adds :data:`FOREIGN_LABEL`, and
+moves the reload to the next *generation* of the branch key, :func:`generation_branch`
+(``<branch>-<n>``, up to :data:`MAX_GENERATION`). The generation in use is the newest one
+on the remote (:func:`generations` reads them from branch names), so a restart finds the
+same new pull request.
+
 **Carry-over.** When a branch is rebuilt on a new base, only the changes of lines
 holding ``gitops-reloader.io/config-hash`` (plus the bare ``annotations:``/``metadata:``
 keys and the flow entries the editor inserts for a new one) are carried over:
@@ -594,9 +603,10 @@ def _assemble(rows: Sequence[str], total: int, items: Sequence[str], *, branch: 
         "it changes when the data changes and reveals nothing about it.",
         "",
         "**To stop gitops-reloader touching this pull request**, push a commit of your own to "
-        f"`{branch}`: gitops-reloader then leaves the branch alone and reports a Warning event on the "
-        "workload instead. **Close it without merging** to drop it: it is not reopened, and the next "
-        "change opens a new pull request. To stop pull requests for a workload altogether, remove its "
+        f"`{branch}`: gitops-reloader then leaves the branch alone, says so here, reports a Warning "
+        "event on the workload and opens a new pull request for the reload. **Close it without "
+        "merging** to drop it: it is not reopened, and the next change opens a new pull request. "
+        "To stop pull requests for a workload altogether, remove its "
         "`gitops-reloader.io/sink: pull-request` annotation.",
         "",
         f"<!-- {_MARKER}:branch={branch} -->",

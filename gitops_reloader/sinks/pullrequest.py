@@ -10,23 +10,31 @@ digest into ``gitops-reloader.io/config-hash``, every other byte unchanged); onl
 goes differs. Branch names, title, body and the "is this branch still ours" decision are
 pure functions in :mod:`gitops_reloader.gitops.prpolicy`.
 
-For one branch (``gitops-reloader/<base>/<key>``), :meth:`emit_batch`:
+For one branch (``gitops-reloader/<base>/<key>``, or its newest generation
+``<branch>-<n>`` on the remote), :meth:`emit_batch`:
 
-1. syncs the base branch, asks the host for the *open* pull request of the branch
-   (``find_open``; no local state: the branch name is the key), and fetches the branch;
+1. syncs the base branch, lists the remote's generations of the branch (one
+   ``ls-remote``) and takes the newest, asks the host for the *open* pull request of
+   that branch (``find_open``; no local state: the branch name is the key), and fetches it;
 2. plans the batch's edits against the base. Nothing to change and no open pull request
    → ``already-current``: no branch, no pull request;
 3. with an open pull request, checks the branch is still ours
    (:func:`~gitops_reloader.gitops.prpolicy.branch_ownership`: at most one commit on top
    of the base, carrying a valid seal — an HMAC over its tree and parent keyed with the
    digest key, which only the controller holds; names and e-mails are never trusted).
-   If anyone else pushed to it, the branch is left alone: a ``ForeignCommits`` Warning
-   Event on each workload, outcome ``skipped``, no push, no commit, no auto-merge. With
+   If anyone else pushed to it, the branch is left alone: no push, no commit, no
+   auto-merge, and a ``ForeignCommits`` Warning Event on each workload. With
    ``autoMerge`` on, the auto-merge asked for earlier is cancelled
    (:meth:`~gitops_reloader.gitops.hosts.GitHost.cancel_auto_merge`), so foreign content is
    never merged on the controller's authority; the Event says whether it was cancelled,
    none was armed, or cancelling failed (``git_errors_total{reason="cancel-auto-merge"}``;
-   tried again on the next change, the other workloads carry on);
+   then the batch is ``skipped`` and the cancel tried again on the next change, the other
+   workloads carry on). Otherwise the controller stops vouching for that pull request
+   (:meth:`PullRequestSink._disown`: one comment ending with a marker keyed with the digest
+   key, found again on the host so it is never repeated, and the
+   ``gitops-reloader/foreign-commits`` label; ``pr_foreign_commits_total{host}``) and the
+   batch goes on with the next generation, ``<branch>-<n+1>``, as a branch without a pull
+   request;
 4. **rebuilds the branch as one sealed commit on the latest base**: the config-hash
    changes of the previous commit of the open pull request are carried over file by file
    (a file whose change is anything else is refused and logged; unchanged by the base
@@ -60,7 +68,8 @@ token (:class:`~gitops_reloader.errors.HostAuthError`) is permanent: Warning Eve
 each workload, ``skipped``. Per-workload problems (no manifest, unparsable file, ...)
 skip that workload only, as in the git sink. Metrics:
 ``pr_operations_total{host, operation}`` (``create``, ``update``, ``skip``, ``close``,
-``auto-merge``, ``cancel-auto-merge``) and ``git_errors_total{repo, reason}``.
+``auto-merge``, ``cancel-auto-merge``, ``comment``, ``label``),
+``pr_foreign_commits_total{host}`` and ``git_errors_total{repo, reason}``.
 
 **Secrets.** Only keyed digests are written; the body shows their first 12 hex digits.
 Titles, bodies, commit messages, logs and events carry kind/namespace/name only. Tokens
