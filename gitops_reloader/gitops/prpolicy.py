@@ -90,6 +90,7 @@ __all__ = [
     "is_sealed",
     "marker_branch",
     "merge_entries",
+    "own_commit",
     "parse_entries",
     "render_body",
     "render_title",
@@ -497,6 +498,15 @@ def foreign_notice(*, branch: str, decision: BranchDecision, successor: str, mar
         marker,
         "",
     ])
+
+
+def own_commit(commits: Sequence[CommitInfo], *, key: bytes) -> str | None:
+    """The newest of ``commits`` sealed by us (:func:`is_sealed`), ``None`` if none is.
+
+    On a branch someone else committed to, that commit's config-hash lines may still be
+    carried over to the next generation: the seal proves its tree is what we committed.
+    """
+    return next((commit.sha for commit in commits if is_sealed(commit, key)), None)
 
 
 def hash_only_diff(diff: str) -> bool:

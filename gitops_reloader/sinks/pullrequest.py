@@ -343,55 +343,73 @@ class PullRequestSink:
                     self._disown(name, target, pull, branch, successor, decision, digest_key)
                     for _, request, _ in located:
                         self._foreign(request, name, branch, pull, decision, note, successor=successor)
-                    branch, pull, remote_sha, ahead = successor, None, None, []
-                    if not wanted.changed:  # already on the base: nothing for a new pull request
-                        outcomes.update(wanted.outcomes)
-                        return outcomes
+                    # The new branch starts from the base with only our own sealed commit's
+                    # config-hash lines carried over (earlier workloads of a grouped pull
+                    # request keep their edit); nothing the other person pushed.
+                    previous = prpolicy.own_commit(ahead, key=digest_key.value)
+                    return self._rebuild(handle, target, successor, base_sha, None, None, previous,
+                                         wanted, located, outcomes, digest_key,
+                                         earlier=pull.body if previous is not None else "")
 
-            # Rebuild: one commit on the latest base = previous commit carried over + this batch.
             previous = remote_sha if pull is not None and len(ahead) == 1 else None
-            carried = self._rebuild_start(handle, branch, base_sha, previous)
-            rebuilt = self.planner.plan(handle, located, digest_key)
-            for position, request, exc in rebuilt.skipped:  # the carried text broke the edit
-                outcomes[position] = self._skip(request, name, exc)
-            entries = prpolicy.merge_entries(
-                prpolicy.parse_entries(pull.body) if pull is not None else (),
-                [prpolicy.entry_for(request, wanted.values[position])
-                 for position, request, _ in wanted.applied if position not in outcomes],
-                drop=[request.ref.key for position, request, _ in located if position in wanted.outcomes])
-            head = self._commit(handle, rebuilt, carried, entries, digest_key)
-            tree = repo.tree(head)
-            if tree == repo.tree(base_sha):
-                self._close_obsolete(name, target, pull, branch)
-                for position, _, _ in located:
-                    outcomes.setdefault(position, wanted.outcomes.get(position) or Outcome(
-                        OutcomeStatus.ALREADY_CURRENT, self.name, f"{name}:{base} already has this edit"))
-                return outcomes
+            return self._rebuild(handle, target, branch, base_sha, pull, remote_sha, previous,
+                                 wanted, located, outcomes, digest_key,
+                                 earlier=pull.body if pull is not None else "")
 
-            pushed = remote_sha is None or repo.tree(remote_sha) != tree
-            if pushed:
-                self._push(handle, branch, remote_sha)
-            pull, changed = self._open_or_update(name, target, pull, branch, base, entries)
-
-            for position, _, _ in wanted.applied:
-                if position in outcomes:
-                    continue
-                if pushed or changed:
-                    outcomes[position] = Outcome(OutcomeStatus.APPLIED, self.name,
-                                                 f"pull request #{pull.number} ({branch} into {base})")
-                else:
-                    outcomes[position] = Outcome(OutcomeStatus.ALREADY_CURRENT, self.name,
-                                                 f"pull request #{pull.number} already has this edit")
-            for position, outcome in wanted.outcomes.items():
-                outcomes.setdefault(position, outcome)
-            if self.follower is not None:
-                for position, request, location in wanted.applied:
-                    if outcomes[position].status in (OutcomeStatus.APPLIED, OutcomeStatus.ALREADY_CURRENT):
-                        self.follower.await_merge(request, location, wanted.values[position], sink=self.name)
-            log.info("pull request branch handled", extra={
-                "repo": name, "branch": branch, "number": pull.number, "pushed": pushed,
-                "pr_changed": changed, "workloads": len(entries)})
+    def _rebuild(self, handle: RepositoryHandle, target: _Target, branch: str, base_sha: str,
+                 pull: PullRequest | None, remote_sha: str | None, previous: str | None,
+                 wanted: EditPlan, located: Sequence[tuple[int, ReloadRequest, Resolution]],
+                 outcomes: dict[int, Outcome], digest_key: DigestKey, *, earlier: str) -> dict[int, Outcome]:
+        """Rebuild ``branch`` as one sealed commit on the base, push it if it changed, open or
+        update its pull request. ``previous``: our commit whose config-hash lines are carried
+        over; ``earlier``: the body whose workload entries the new body keeps listing. Runs
+        under the handle's lock (the caller holds it)."""
+        name = handle.config.name
+        base = handle.config.branch
+        repo = _branch_repository(handle)
+        # Rebuild: one commit on the latest base = previous commit carried over + this batch.
+        carried = self._rebuild_start(handle, branch, base_sha, previous)
+        rebuilt = self.planner.plan(handle, located, digest_key)
+        for position, request, exc in rebuilt.skipped:  # the carried text broke the edit
+            outcomes[position] = self._skip(request, name, exc)
+        entries = prpolicy.merge_entries(
+            prpolicy.parse_entries(earlier),
+            [prpolicy.entry_for(request, wanted.values[position])
+             for position, request, _ in wanted.applied if position not in outcomes],
+            drop=[request.ref.key for position, request, _ in located if position in wanted.outcomes])
+        head = self._commit(handle, rebuilt, carried, entries, digest_key)
+        tree = repo.tree(head)
+        if tree == repo.tree(base_sha):
+            self._close_obsolete(name, target, pull, branch)
+            for position, _, _ in located:
+                outcomes.setdefault(position, wanted.outcomes.get(position) or Outcome(
+                    OutcomeStatus.ALREADY_CURRENT, self.name, f"{name}:{base} already has this edit"))
             return outcomes
+
+        pushed = remote_sha is None or repo.tree(remote_sha) != tree
+        if pushed:
+            self._push(handle, branch, remote_sha)
+        pull, changed = self._open_or_update(name, target, pull, branch, base, entries)
+
+        for position, _, _ in wanted.applied:
+            if position in outcomes:
+                continue
+            if pushed or changed:
+                outcomes[position] = Outcome(OutcomeStatus.APPLIED, self.name,
+                                             f"pull request #{pull.number} ({branch} into {base})")
+            else:
+                outcomes[position] = Outcome(OutcomeStatus.ALREADY_CURRENT, self.name,
+                                             f"pull request #{pull.number} already has this edit")
+        for position, outcome in wanted.outcomes.items():
+            outcomes.setdefault(position, outcome)
+        if self.follower is not None:
+            for position, request, location in wanted.applied:
+                if outcomes[position].status in (OutcomeStatus.APPLIED, OutcomeStatus.ALREADY_CURRENT):
+                    self.follower.await_merge(request, location, wanted.values[position], sink=self.name)
+        log.info("pull request branch handled", extra={
+            "repo": name, "branch": branch, "number": pull.number, "pushed": pushed,
+            "pr_changed": changed, "workloads": len(entries)})
+        return outcomes
 
     def _preview_branch(self, handle: RepositoryHandle, target: _Target, key: str,
                         items: Sequence[tuple[int, ReloadRequest, Resolution]],

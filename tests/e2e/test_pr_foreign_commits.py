@@ -21,6 +21,7 @@ import test_pull_request_sink as sink_tests
 from kubernetes.client import ApiClient
 from reload_helpers import configmap, create
 from test_pull_request_sink import (
+    ALL_BRANCH,
     CLUSTER_ROLE_BINDING,
     REPO,
     WEB_BRANCH,
@@ -213,3 +214,44 @@ def test_a_comment_someone_else_wrote_with_a_marker_does_not_pass_for_the_notice
         comments = pull_on(prhost, WEB_BRANCH)["comments"]  # type: ignore[index]
         assert len(comments) == 2 and NOTICE in comments[1]
         assert metric(app, "pr_foreign_commits_total", host=kind) == 1.0
+
+
+@pytest.mark.parametrize("kind", ["gitea"])
+def test_a_grouped_pull_request_moves_on_with_our_earlier_edits_and_none_of_theirs(
+        api_client: ApiClient, setup: PrSetup, githost: GitHostServer, prhost: PrHost, kind: str) -> None:
+    """With ``grouping: repository`` the old pull request held two workloads' edits; the new one
+    keeps the edit of the one that did not change again (carried from our own sealed commit, found
+    below the person's commit) and lists it, and takes nothing the person pushed."""
+    setup.create({"apps/web.yaml": manifest("web"), "apps/api.yaml": manifest("api")})
+    setup.configure(grouping="repository")
+    create(api_client, configmap("app-config", {"url": "a"}))
+    create(api_client, configmap("api-config", {"url": "a"}))
+    create(api_client, pr_workload("web"))
+    create(api_client, pr_workload("api", sources="api-config"))
+    with pr_controller(api_client, setup) as (app, _):
+        put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
+        put_data(api_client, "ConfigMap", "api-config", {"url": "b"})
+        wait_pull_on(prhost, ALL_BRANCH, lambda p: "`ns/Deployment/api`" in p["body"]
+                     and "`ns/Deployment/web`" in p["body"])
+        quiet(app)
+        api_digest = hash_value(file_at(githost, "apps/api.yaml", ALL_BRANCH))
+        assert api_digest is not None
+        ours = file_at(githost, "apps/web.yaml", ALL_BRANCH)
+        api_before = file_at(githost, "apps/api.yaml", ALL_BRANCH)
+        theirs = githost.commit_directly(REPO, {
+            "apps/web.yaml": ours.replace("image: nginx:1.25", "image: evil.example/miner:1"),
+            "apps/api.yaml": api_before.replace("replicas: 1", "replicas: 9"),
+        }, branch=ALL_BRANCH, message="review: tweaks")
+
+        put_data(api_client, "ConfigMap", "app-config", {"url": "c"})
+        new = wait_pull_on(prhost, ALL_BRANCH + "-1")
+        quiet(app)
+        assert "`ns/Deployment/api`" in new["body"] and "`ns/Deployment/web`" in new["body"]
+        api = file_at(githost, "apps/api.yaml", ALL_BRANCH + "-1")
+        web = file_at(githost, "apps/web.yaml", ALL_BRANCH + "-1")
+        assert hash_value(api) == api_digest and "replicas: 9" not in api
+        assert hash_value(web) not in (None, hash_value(ours)) and "evil.example" not in web
+        [subject] = commits_ahead(githost, ALL_BRANCH + "-1")  # one commit: ours, sealed
+        assert subject.startswith("reload: ") and "web" in subject and "api" in subject
+        assert githost.branches(REPO)[ALL_BRANCH] == theirs
+        assert len(pull_on(prhost, ALL_BRANCH)["comments"]) == 1  # type: ignore[index]

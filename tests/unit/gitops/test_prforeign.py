@@ -108,3 +108,14 @@ def test_the_decision_names_the_first_unsealed_commit() -> None:
     assert prpolicy.branch_ownership([sealed], key=KEY).commit == ""
     two = prpolicy.branch_ownership([sealed, sealed], key=KEY)
     assert not two.ours and two.commit == "a" * 40  # the tip
+
+
+def test_own_commit_is_the_newest_sealed_one_whatever_else_the_branch_holds() -> None:
+    tree, parent = "t" * 40, "p" * 40
+    sealed = CommitInfo("a" * 40, tree, (parent,), (prpolicy.commit_seal(KEY, tree, (parent,)),))
+    copied = CommitInfo("c" * 40, "v" * 40, (parent,), sealed.seals)  # the seal on another tree
+    theirs = CommitInfo("b" * 40, "u" * 40, ("a" * 40,))
+    assert prpolicy.own_commit([theirs, sealed], key=KEY) == "a" * 40
+    assert prpolicy.own_commit([theirs, copied], key=KEY) is None
+    assert prpolicy.own_commit([sealed], key=b"other key") is None
+    assert prpolicy.own_commit([], key=KEY) is None
