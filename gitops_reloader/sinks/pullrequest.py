@@ -563,33 +563,41 @@ class PullRequestSink:
         (:func:`~gitops_reloader.gitops.prpolicy.foreign_notice_marker`), so a restart or the
         next change finds it and does not comment again, and nobody else's comment passes
         for it. A host error that retrying can fix is raised (nothing is pushed yet, the
-        retry finds what was done); a refusal (no right to comment or label) is logged and
-        counted, and the reload goes on.
+        retry finds what was done); a refusal (no right to comment, or to label) is logged
+        and counted, the other step is still tried, and the reload goes on.
         """
         host = target.host
         slug = target.config.repository
         fields = {"repo": name, "branch": branch, "number": pull.number, "successor": successor}
         marker = prpolicy.foreign_notice_marker(digest_key.value, slug, pull.number, branch)
-        try:
+
+        def comment() -> None:
             bodies = self._host_step(name, lambda: host.comments(slug, pull.number))
-            if not prpolicy.has_notice(bodies, marker):
-                notice = prpolicy.foreign_notice(branch=branch, decision=decision, successor=successor,
-                                                 marker=marker)
-                self._host_step(name, lambda: host.add_comment(slug, pull.number, notice))
-                self.metrics.pr_foreign_commits(host.kind)
-                self.metrics.pr_operation(host.kind, "comment")
-                log.warning("pull request with foreign commits commented; the reload moves to a new branch",
-                            extra=fields)
-            label = [prpolicy.FOREIGN_LABEL]
-            if prpolicy.FOREIGN_LABEL not in pull.labels and self._host_step(
-                    name, lambda: host.add_labels(slug, pull.number, label)):
+            if prpolicy.has_notice(bodies, marker):
+                return
+            notice = prpolicy.foreign_notice(branch=branch, decision=decision, successor=successor,
+                                             marker=marker)
+            self._host_step(name, lambda: host.add_comment(slug, pull.number, notice))
+            self.metrics.pr_foreign_commits(host.kind)
+            self.metrics.pr_operation(host.kind, "comment")
+            log.warning("pull request with foreign commits commented; the reload moves to a new branch",
+                        extra=fields)
+
+        def label() -> None:
+            if prpolicy.FOREIGN_LABEL in pull.labels:
+                return
+            if self._host_step(name, lambda: host.add_labels(slug, pull.number, [prpolicy.FOREIGN_LABEL])):
                 self.metrics.pr_operation(host.kind, "label")
-        except HostError as exc:
-            if exc.retryable:
-                raise
-            self.metrics.git_error(name, "foreign-notice")
-            log.warning("could not comment on or label the pull request with foreign commits",
-                        extra={**fields, "error": str(exc)})
+
+        for step, what in ((comment, "comment on"), (label, "label")):
+            try:
+                step()
+            except HostError as exc:
+                if exc.retryable:
+                    raise
+                self.metrics.git_error(name, "foreign-notice")
+                log.warning(f"could not {what} the pull request with foreign commits",
+                            extra={**fields, "error": str(exc)})
 
     def _close_obsolete(self, name: str, target: _Target, pull: PullRequest | None, branch: str) -> None:
         """Every edit of the branch is on the base now: close its open pull request."""

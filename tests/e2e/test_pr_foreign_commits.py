@@ -255,3 +255,30 @@ def test_a_grouped_pull_request_moves_on_with_our_earlier_edits_and_none_of_thei
         assert subject.startswith("reload: ") and "web" in subject and "api" in subject
         assert githost.branches(REPO)[ALL_BRANCH] == theirs
         assert len(pull_on(prhost, ALL_BRANCH)["comments"]) == 1  # type: ignore[index]
+
+
+@pytest.mark.parametrize("kind", ["github"])
+def test_a_refused_comment_is_reported_and_the_reload_still_moves_on(
+        api_client: ApiClient, setup: PrSetup, githost: GitHostServer, prhost: PrHost, kind: str) -> None:
+    """A token that may open pull requests but not comment (GitHub answers 403): logged and
+    counted as ``git_errors_total{reason="foreign-notice"}``; the label is still added and the
+    reload is not held up."""
+    setup.create({"apps/web.yaml": manifest("web")})
+    setup.configure()
+    create(api_client, configmap("app-config", {"url": "a"}))
+    create(api_client, pr_workload("web"))
+    with pr_controller(api_client, setup) as (app, _):
+        put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
+        wait_pull_on(prhost, WEB_BRANCH)
+        quiet(app)
+        theirs = push_foreign_commit(githost)
+        prhost.answer_next(1, 403, {"message": "Resource not accessible by personal access token"},
+                           method="POST", path="/comments", kind="github")
+        put_data(api_client, "ConfigMap", "app-config", {"url": "c"})
+        wait_pull_on(prhost, NEXT_BRANCH)
+        quiet(app)
+        old = pull_on(prhost, WEB_BRANCH)
+        assert old is not None and old["comments"] == [] and prpolicy.FOREIGN_LABEL in old["labels"]
+        assert metric(app, "git_errors_total", repo=sink_tests.NAME, reason="foreign-notice") == 1.0
+        assert metric(app, "pr_foreign_commits_total", host=kind) == 0.0
+        assert githost.branches(REPO)[WEB_BRANCH] == theirs

@@ -123,3 +123,13 @@ def test_comments_on_a_missing_pull_request_are_a_404(prhost: PrHost, push: _Pus
     opened(prhost, push, kind)
     with pytest.raises(HostError):
         _host(prhost, kind).comments(REPO, 99)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_comment_list_that_is_not_a_list_is_an_error_not_no_comments(
+        prhost: PrHost, push: _Pusher, kind: str) -> None:
+    number = opened(prhost, push, kind)
+    prhost.answer_next(1, 200, {"values": "nope"} if kind != "bitbucket" else ["nope"],
+                       method="GET", path="/comments" if kind != "gitlab" else "/notes", kind=kind)
+    with pytest.raises(HostError):
+        _host(prhost, kind).comments(REPO, number)
