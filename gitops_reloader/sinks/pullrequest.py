@@ -334,8 +334,8 @@ class PullRequestSink:
                     self.metrics.pr_operation(host.kind, "skip")
                     note, cancelled = self._cancel_auto_merge(name, target, pull, branch)
                     if not cancelled or generation >= prpolicy.MAX_GENERATION:
-                        # Its auto-merge may still merge foreign content: stay on it until
-                        # that is cancelled (tried again on the next change).
+                        # Our auto-merge may still merge foreign content (the cancel is tried
+                        # again on the next change), or there is no generation left: report only.
                         for position, request, _ in located:
                             outcomes[position] = self._foreign(request, name, branch, pull, decision, note)
                         return outcomes
