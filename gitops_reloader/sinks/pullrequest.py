@@ -419,7 +419,7 @@ class PullRequestSink:
         base = handle.config.branch
         with handle.lock:
             self._git_step(name, "sync", handle.sync)
-            branch = prpolicy.generation_branch(base, key, self._generation(handle, key))
+            branch = self.branch_for(handle, key)
             pull = self._host_step(name, lambda: target.host.find_open(
                 target.config.repository, head=branch, base=base))
             wanted = self.planner.plan(handle, items, digest_key)
@@ -547,6 +547,11 @@ class PullRequestSink:
             return " Its auto-merge was cancelled.", True
         log.info("no auto-merge armed on the pull request with foreign commits", extra=fields)
         return " There was no auto-merge of ours to cancel.", True
+
+    def branch_for(self, handle: RepositoryHandle, key: str) -> str:
+        """The branch the next change of branch key ``key`` goes to: its newest generation on
+        the remote (one ``git ls-remote``; the host's API is not asked)."""
+        return prpolicy.generation_branch(handle.config.branch, key, self._generation(handle, key))
 
     def _generation(self, handle: RepositoryHandle, key: str) -> int:
         """The newest generation of ``key``'s branch on the remote (0 when there is none)."""
