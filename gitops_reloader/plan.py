@@ -321,7 +321,7 @@ def git_plans(sink: GitSink | PullRequestSink, requests: Sequence[ReloadRequest]
         if isinstance(sink, PullRequestSink):
             entries = [prpolicy.entry_for(request, plan.values[position])
                        for position, request, _ in plan.applied]
-            entry.branch = prpolicy.branch_name(base, branch_key)
+            entry.branch = sink.branch_for(handle, branch_key)  # its newest generation
             entry.title = prpolicy.render_title(entries)
             entry.body = prpolicy.render_body(entries, branch=entry.branch, base=base)
             entry.message = sink.commit_message(handle, entries)
