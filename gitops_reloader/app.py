@@ -81,6 +81,11 @@ class App:
         pr_sink = build_pull_request_sink(config, self.api, self.metrics, self.recorder, clock=self.clock)
         if pr_sink is not None:
             sinks[pr_sink.name] = pr_sink
+        self.readiness_problems: tuple[str, ...] = tuple(
+            f"{sink.name} sink: repository {name} unusable ({exc.reason}): {exc}"
+            for sink in (git_sink, pr_sink) if sink is not None for name, exc in sink.unusable.items())
+        """Why ``/readyz`` fails although the caches synced: repositories that failed their
+        start-up checks (files named, never their content). Everything else keeps running."""
         if config.runtime.dry_run:
             sinks = dry_run_sinks(sinks, webhook_url=config.behaviour.webhook_url)
             log.info("dry run: reloads are decided and reported as WouldReload events; "
@@ -101,7 +106,8 @@ class App:
                     argocd_namespace=git.git_config.argocd_namespace, workloads=self.controller.caches,
                     adapters=self.adapters, metrics=self.metrics, recorder=self.recorder, clock=self.clock)
         addresses = [a for a in (config.runtime.http_address, config.runtime.health_address) if a]
-        self.http_servers = ([HttpServer(address, registry=self.registry, ready=self.controller.ready)
+        self.http_servers = ([HttpServer(address, registry=self.registry, ready=self.controller.ready,
+                                         problems=lambda: self.readiness_problems)
                               for address in addresses] if serve_http else [])
         for flag in config.inert_flags:
             log.warning("flag accepted for Stakater compatibility but has no effect here: %s "

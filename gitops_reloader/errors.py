@@ -12,6 +12,9 @@
     │   └── KubeThrottled         429 (retryable, ``retry_after``)
     ├── GitError                  a git operation failed (retryable)
     │   ├── PushRejected          the remote moved on: re-apply on the new tip (retryable)
+    │   ├── HostKeyRefused        ssh refused the remote's host key: unknown or changed (retryable)
+    │   ├── RepositoryUnusable    a mounted credential or the clone directory failed the start-up
+    │   │                         checks (permanent until the pod restarts with it fixed)
     │   ├── ManifestNotFound      no manifest for the workload (permanent)
     │   │   ├── PolicyDenied      the tenancy policy refuses the write (permanent)
     │   │   └── UnsafePath        the path escapes the clone, is in .git or goes through a symlink
@@ -84,6 +87,37 @@ class GitError(ReloaderError):
 
 class PushRejected(GitError):
     """The remote branch moved on; fetch, re-apply the edit on the new tip, push again."""
+
+
+class HostKeyRefused(GitError):
+    """ssh refused the remote's host key: not in the known_hosts file, or different from it.
+
+    Retryable like any unreachable remote (the mounted known_hosts file may be fixed in
+    place), but never by accepting the key. ``reason`` is ``HostKeyUnknown`` or
+    ``HostKeyChanged`` (a metric label).
+    """
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class RepositoryUnusable(GitError):
+    """A configured repository can't be used: a start-up check of its mounts failed.
+
+    ``repository`` is its name in ``--git-config``, ``reason`` a short CamelCase word
+    (``SshKeyPermissions``, ``KnownHostsMissing``, ``CacheNotWritable`` ...) for metrics
+    and Events, ``path`` the file or directory concerned. The message names the file,
+    never its content. Permanent: the checks run once, at start-up.
+    """
+
+    retryable = False
+
+    def __init__(self, message: str, *, repository: str, reason: str, path: str) -> None:
+        super().__init__(message)
+        self.repository = repository
+        self.reason = reason
+        self.path = path
 
 
 class ManifestNotFound(GitError):

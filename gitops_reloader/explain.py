@@ -426,7 +426,7 @@ def _manifest(api: KubeApi, config: Config, record: WorkloadRecord, sink: SinkNa
     from gitops_reloader.gitops.gitconfig import load_git_config
     from gitops_reloader.gitops.locate import Locator
     from gitops_reloader.sinks.git import ManifestPlanner
-    from gitops_reloader.sinks.gitwiring import build_repository_handles
+    from gitops_reloader.sinks.gitwiring import open_repositories
 
     if not config.gitops.config_file:
         return {"refused": "no --git-config: the git and pull-request sinks are not configured"}
@@ -451,7 +451,11 @@ def _manifest(api: KubeApi, config: Config, record: WorkloadRecord, sink: SinkNa
             except PullRequestNotConfigured as exc:
                 out["refused"] = str(exc)
     with tempfile.TemporaryDirectory(prefix="gitops-reloader-explain-") as cache:
-        handles = build_repository_handles(git_config, cache)
+        handles, unusable = open_repositories(git_config, cache)
+        if resolution.repo_name in unusable:  # the start-up checks of its mounts (key, known_hosts, token)
+            problem = unusable[resolution.repo_name]
+            return {**out, "refused": f"repository {resolution.repo_name} is unusable ({problem.reason}): "
+                                      f"{problem}"}
         handle = handles.get(resolution.repo_name)
         if handle is None:
             return {**out, "refused": f"repository {resolution.repo_name} is not configured"}

@@ -27,6 +27,7 @@ import re
 import shlex
 import stat
 import urllib.parse
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -35,6 +36,8 @@ from gitops_reloader.errors import ConfigError
 from gitops_reloader.regex import compile_linear
 
 __all__ = [
+    "SSH_CONNECT_TIMEOUT",
+    "CredentialFileError",
     "GitAuth",
     "Transport",
     "display_url",
@@ -47,11 +50,39 @@ __all__ = [
 
 _REDACTED = "***"
 
+SSH_CONNECT_TIMEOUT = 30
+"""Seconds ssh waits for the TCP connection and the SSH handshake of a git remote."""
+
+_SSH_OPTIONS = (
+    "StrictHostKeyChecking=yes",  # unknown host key: refused; changed: refused
+    "GlobalKnownHostsFile=/dev/null",  # only the given known_hosts pins hosts
+    "UpdateHostKeys=no",  # never rewrite the known_hosts file
+    "IdentitiesOnly=yes",  # only the given key, not an agent's or ~/.ssh's
+    "BatchMode=yes",  # never prompt (passphrase, host key, password)
+    f"ConnectTimeout={SSH_CONNECT_TIMEOUT}",
+    "ServerAliveInterval=15",  # a connection that stops answering ...
+    "ServerAliveCountMax=4",  # ... is dropped after a minute
+)
+
 # ``scheme://user:password@`` in a URL; the user part may be empty (``://:tok@``). RE2:
 # :func:`scrub` runs it over git output, which quotes repository content (linear time).
 _URL_CREDENTIALS = compile_linear(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)[^/@\s:]*:[^/@\s]*@")
 # scp-like SSH address: ``user@host:path`` (no scheme, a colon before any slash).
 _SCP_LIKE = re.compile(r"^(?:[^@/\s]+@)?[^:/\s]+:(?!//)")
+
+
+class CredentialFileError(ConfigError):
+    """A credential file is missing, unreadable, empty or has a mode ssh refuses.
+
+    ``reason`` is a short CamelCase word for metrics and Events (``SshKeyPermissions``,
+    ``KnownHostsMissing`` ...), ``path`` the file. The message names the file, never
+    its content.
+    """
+
+    def __init__(self, message: str, *, reason: str, path: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.path = path
 
 
 class Transport(StrEnum):
@@ -175,7 +206,8 @@ def git_auth_from_files(
     return auth
 
 
-def git_environment(auth: GitAuth, url: str) -> dict[str, str]:
+def git_environment(auth: GitAuth, url: str,
+                    extra_config: Sequence[tuple[str, str]] = ()) -> dict[str, str]:
     """Environment variables that make git authenticate to ``url`` with ``auth``.
 
     Merge them over the process environment for each git command that talks to the
@@ -184,7 +216,11 @@ def git_environment(auth: GitAuth, url: str) -> dict[str, str]:
     sent to any other host (submodules, redirects). Credential helpers are switched
     off so that a refused token fails instead of falling back to other stored
     credentials. For SSH, ``GIT_SSH_COMMAND`` pins the key and known_hosts and
-    enforces strict host-key checking in batch mode.
+    enforces strict host-key checking in batch mode: an unknown or changed host key
+    is refused (never added), no prompt can hang, a connection that cannot be made
+    fails after :data:`SSH_CONNECT_TIMEOUT` seconds and a silent one is dropped.
+    ``extra_config`` adds more ``key=value`` pairs of git configuration for the same
+    process (e.g. ``safe.directory``).
     """
     env: dict[str, str] = {"GIT_TERMINAL_PROMPT": "0"}
     config: list[tuple[str, str]] = [("credential.helper", "")]
@@ -192,18 +228,16 @@ def git_environment(auth: GitAuth, url: str) -> dict[str, str]:
     if transport is Transport.HTTP and auth.token:
         config.append((f"http.{_origin(url)}.extraHeader", _basic_header(auth)))
     elif transport is Transport.SSH and auth.ssh_key_path:
-        parts = ["ssh", "-i", auth.ssh_key_path]
+        # -F /dev/null: no ssh_config (the system's nor ~/.ssh/config) changes what
+        # follows; only the given known_hosts file is trusted and nothing is ever
+        # written to it (nor anywhere under HOME, which may be read-only).
+        parts = ["ssh", "-i", auth.ssh_key_path, "-F", "/dev/null"]
         if auth.known_hosts_path:
             parts += ["-o", f"UserKnownHostsFile={auth.known_hosts_path}"]
-        parts += [
-            "-o",
-            "StrictHostKeyChecking=yes",
-            "-o",
-            "IdentitiesOnly=yes",
-            "-o",
-            "BatchMode=yes",
-        ]
+        for option in _SSH_OPTIONS:
+            parts += ["-o", option]
         env["GIT_SSH_COMMAND"] = shlex.join(parts)
+    config.extend(extra_config)
     env["GIT_CONFIG_COUNT"] = str(len(config))
     for i, (key, value) in enumerate(config):
         env[f"GIT_CONFIG_KEY_{i}"] = key
@@ -258,14 +292,22 @@ def _read_token(path: str) -> str:
     try:
         token = Path(path).read_text(encoding="utf-8").strip()
     except OSError as exc:
-        raise ConfigError(f"cannot read git token file {path}: {exc.strerror}") from None
+        raise CredentialFileError(f"cannot read git token file {path}: {exc.strerror}",
+                                  reason=_unreadable("TokenFile", exc), path=path) from None
     except UnicodeDecodeError:
-        raise ConfigError(f"git token file {path} is not UTF-8 text") from None
+        raise CredentialFileError(f"git token file {path} is not UTF-8 text",
+                                  reason="TokenFileInvalid", path=path) from None
     if not token:
-        raise ConfigError(f"git token file {path} is empty")
+        raise CredentialFileError(f"git token file {path} is empty", reason="TokenFileInvalid", path=path)
     if any(ch in token for ch in "\r\n\0"):
-        raise ConfigError(f"git token file {path} holds more than one line")
+        raise CredentialFileError(f"git token file {path} holds more than one line",
+                                  reason="TokenFileInvalid", path=path)
     return token
+
+
+def _unreadable(what: str, exc: OSError) -> str:
+    """``<what>Missing`` for a file that does not exist, else ``<what>Unreadable``."""
+    return f"{what}Missing" if isinstance(exc, FileNotFoundError) else f"{what}Unreadable"
 
 
 def _check_ssh_key(path: str) -> None:
@@ -274,15 +316,19 @@ def _check_ssh_key(path: str) -> None:
         with open(path, "rb"):
             pass
     except OSError as exc:
-        raise ConfigError(f"cannot read SSH key file {path}: {exc.strerror}") from None
+        raise CredentialFileError(f"cannot read SSH key file {path}: {exc.strerror}",
+                                  reason=_unreadable("SshKey", exc), path=path) from None
     if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
-        raise ConfigError(f"SSH key file {path} is not a non-empty regular file")
+        raise CredentialFileError(f"SSH key file {path} is not a non-empty regular file",
+                                  reason="SshKeyInvalid", path=path)
     # The same check ssh makes (sshkey_perm_ok): our own key must be private.
     if info.st_uid == os.getuid() and info.st_mode & 0o077:
-        raise ConfigError(
+        raise CredentialFileError(
             f"SSH key file {path} is accessible by others (mode "
             f"{stat.S_IMODE(info.st_mode):04o}) and ssh would refuse it; "
-            "mount it with defaultMode 0400"
+            "mount it with defaultMode 0400 (or 0440 with the pod's fsGroup when the "
+            "controller does not run as the file's owner)",
+            reason="SshKeyPermissions", path=path,
         )
 
 
@@ -292,6 +338,8 @@ def _check_known_hosts(path: str) -> None:
         with open(path, "rb"):
             pass
     except OSError as exc:
-        raise ConfigError(f"cannot read known_hosts file {path}: {exc.strerror}") from None
+        raise CredentialFileError(f"cannot read known_hosts file {path}: {exc.strerror}",
+                                  reason=_unreadable("KnownHosts", exc), path=path) from None
     if size == 0:
-        raise ConfigError(f"known_hosts file {path} is empty; host keys must be pinned")
+        raise CredentialFileError(f"known_hosts file {path} is empty; host keys must be pinned",
+                                  reason="KnownHostsEmpty", path=path)

@@ -27,6 +27,7 @@ one repository (one worker per repository key). "Nothing to commit" is an outcom
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ from typing import Any
 import git  # GitPython: only in this module
 import git.exc
 
-from gitops_reloader.errors import ConfigError, GitError, PushRejected, UnsafePath
+from gitops_reloader.errors import ConfigError, GitError, HostKeyRefused, PushRejected, UnsafePath
 from gitops_reloader.gitops.auth import (
     GitAuth,
     display_url,
@@ -60,6 +61,9 @@ _AUTH_FAILED = re.compile(
     re.IGNORECASE,
 )
 _DEFAULT_TIMEOUT = 300.0
+# ssh's words when StrictHostKeyChecking refuses a host (OpenSSH sshconnect.c).
+_HOST_KEY_CHANGED = re.compile(r"Host key for (\S{1,300}) has changed")
+_HOST_KEY_UNKNOWN = re.compile(r"No \S{1,40} host key is known for (\S{1,300}) and")
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +117,7 @@ class Repository:
         # Everything that is the same for each command: the auth env (never persisted),
         # identity, literal pathspecs (paths are data, not patterns), no pager/editor.
         self._env: dict[str, str] = {
-            **git_environment(auth, url),
+            **git_environment(auth, url, extra_config=_clone_config(self.workdir)),
             "GIT_AUTHOR_NAME": author.name,
             "GIT_AUTHOR_EMAIL": author.email,
             "GIT_COMMITTER_NAME": author.name,
@@ -505,12 +509,34 @@ class Repository:
     def _translate(self, exc: BaseException, action: str) -> GitError:
         """Our error for a GitPython/OS failure: scrubbed text, nothing chained."""
         if isinstance(exc, git.exc.GitCommandError):
+            refused = self._host_key_refused(_text(exc.stderr), action)
+            if refused is not None:
+                return refused
             detail = self._summary(f"{_text(exc.stderr)}\n{_text(exc.stdout)}")
             status = f" (exit {exc.status})" if exc.status is not None else ""
             return GitError(f"{self._where}: git {action} failed{status}: {detail}")
         return GitError(
             f"{self._where}: git {action} failed: {type(exc).__name__}: {self._summary(str(exc))}"
         )
+
+    def _host_key_refused(self, stderr: str, action: str) -> HostKeyRefused | None:
+        """:class:`HostKeyRefused` when ssh's strict host-key check refused the remote."""
+        if "Host key verification failed" not in stderr:
+            return None
+        known_hosts = self.auth.known_hosts_path or "known_hosts"
+        changed = _HOST_KEY_CHANGED.search(stderr)
+        if changed is not None:
+            return HostKeyRefused(
+                f"{self._where}: git {action} failed: the SSH host key of {changed.group(1)} does not "
+                f"match the one pinned in {known_hosts} (the server's key changed, or something "
+                "is in between); refused. Update the known_hosts file only after checking the "
+                "new key", reason="HostKeyChanged")
+        unknown = _HOST_KEY_UNKNOWN.search(stderr)
+        host = unknown.group(1) if unknown is not None else "the remote"
+        return HostKeyRefused(
+            f"{self._where}: git {action} failed: the SSH host key of {host} is not in {known_hosts}; "
+            "refused (host keys are never accepted unseen). Add the host's key to the "
+            "known_hosts file", reason="HostKeyUnknown")
 
     def _summary(self, text: str) -> str:
         """git's output as one scrubbed line, without hints and progress noise."""
@@ -563,6 +589,19 @@ class Repository:
             part.lower() == ".git" for part in real.relative_to(root).parts
         ):
             raise UnsafePath(f"{self._where}: path {path!r} escapes the repository")
+
+
+def _clone_config(workdir: Path) -> tuple[tuple[str, str], ...]:
+    """git configuration for every command on the clone in ``workdir`` (environment only).
+
+    ``safe.directory`` names exactly this clone: when the cache volume was filled by
+    another uid (an earlier container's user, a root init container, a Kubernetes
+    ``emptyDir`` or volume with an ``fsGroup``), git would otherwise refuse it as of
+    "dubious ownership". It trusts only this one directory, which the controller owns
+    by contract, never ``*``. Hooks are switched off (``core.hooksPath=/dev/null``): the
+    controller never wants them, and a clone written by someone else must not run any.
+    """
+    return (("safe.directory", os.path.realpath(workdir)), ("core.hooksPath", os.devnull))
 
 
 def _check_branch_name(name: str, error: type[Exception] = GitError) -> None:

@@ -5,7 +5,9 @@ lets existing probes and scrape configs work unchanged.
 
 * ``/metrics``  Prometheus text format of the injected registry.
 * ``/live``, ``/healthz``  200 ``ok`` while ``healthy()`` is true, else 500.
-* ``/readyz``  200 ``ok`` once ``ready()`` is true (caches synced), else 503.
+* ``/readyz``  200 ``ok`` once ``ready()`` is true (caches synced) and ``problems()``
+  names nothing, else 503 with one line per reason (``caches not synced``, and each
+  problem, e.g. a git repository whose mounted key failed the start-up checks).
 * anything else: 404.
 
 The server runs a stdlib :class:`~http.server.ThreadingHTTPServer` in a daemon thread;
@@ -20,7 +22,7 @@ import logging
 import socket
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -82,7 +84,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200 if ok else 500, b"ok\n" if ok else b"unhealthy\n")
         elif path == "/readyz":
             ok = owner.check(owner.ready)
-            self._send(200 if ok else 503, b"ok\n" if ok else b"caches not synced\n")
+            reasons = ([] if ok else ["caches not synced"]) + owner.readiness_problems()
+            body = "".join(f"{reason}\n" for reason in reasons) if reasons else "ok\n"
+            self._send(503 if reasons else 200, body.encode("utf-8", errors="replace"))
         else:
             self._send(404, b"not found\n")
 
@@ -118,11 +122,13 @@ class HttpServer:
         registry: CollectorRegistry,
         ready: Callable[[], bool],
         healthy: Callable[[], bool] = lambda: True,
+        problems: Callable[[], Sequence[str]] = tuple,
     ) -> None:
         self.address = parse_address(address)
         self.registry = registry
         self.ready = ready
         self.healthy = healthy
+        self.problems = problems
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -163,6 +169,14 @@ class HttpServer:
         except Exception:
             log.exception("probe callback failed")
             return False
+
+    def readiness_problems(self) -> list[str]:
+        """What keeps the controller unready besides its caches (one line each, no newlines)."""
+        try:
+            return [" ".join(str(problem).split()) for problem in self.problems()]
+        except Exception:
+            log.exception("readiness problems callback failed")
+            return ["readiness check failed"]
 
     def __enter__(self) -> HttpServer:
         self.start()

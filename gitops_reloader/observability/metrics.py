@@ -111,6 +111,9 @@ class Metrics:
     ``git_commits_total{repo}``               commits pushed
     ``git_push_rejections_total{repo}``       non-fast-forward pushes, re-applied
     ``git_errors_total{repo,reason}``         other git failures
+    ``git_repository_unusable{sink,repo,reason}`` 1: the repository failed its start-up checks
+                                              (a mounted key, known_hosts or token file, the
+                                              clone directory); /readyz fails with the reason
     ``pr_operations_total{host,operation}``   PR/MR API operations (open, update...)
     ``pr_foreign_commits_total{host}``        PRs given up: someone else committed to the branch
     ``alerts_total{sink,success}``            reload alerts sent or given up
@@ -193,6 +196,9 @@ class Metrics:
         self._git_push_rejections = counter(
             "git_push_rejections_total", "Pushes rejected because the remote moved on.", ("repo",))
         self._git_errors = counter("git_errors_total", "Failed git operations.", ("repo", "reason"))
+        self._git_unusable = gauge(
+            "git_repository_unusable", "1 while a configured repository failed its start-up checks.",
+            ("sink", "repo", "reason"))
         self._pr_operations = counter(
             "pr_operations_total", "Pull/merge request API operations.", ("host", "operation"))
         self._pr_foreign = counter(
@@ -375,6 +381,10 @@ class Metrics:
     def git_error(self, repo: str, reason: str) -> None:
         """Count one failed git operation."""
         self._git_errors.labels(repo=repo, reason=reason).inc()
+
+    def set_git_repository_unusable(self, sink: str, repo: str, reason: str) -> None:
+        """Report that ``sink`` can't use ``repo``: its start-up check failed for ``reason``."""
+        self._git_unusable.labels(sink=sink, repo=repo, reason=reason).set(1)
 
     def follow_outcome(self, sink: str, outcome: str, reason: str) -> None:
         """Count one followed emission's end (``rolled``, ``failed``, ``not-applied``) and reason."""

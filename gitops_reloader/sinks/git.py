@@ -61,6 +61,11 @@ rollout budget the reconciler passes only the granted workloads of a wave, each 
 carrying the rollout marker (``workload_annotations``), which is written into the workload's
 own ``metadata.annotations`` in the same commit.
 
+A repository whose mounts failed the start-up checks
+(:mod:`gitops_reloader.gitops.preflight`: key, known_hosts or token file, clone
+directory) has no handle: each workload that needs it is skipped the same way, with
+reason ``RepositoryUnusable`` and the file named; the others go on.
+
 Nothing secret leaves the cluster: only the keyed digest is written; logs, events and
 commit messages carry workload and source kind/namespace/name only.
 
@@ -87,10 +92,12 @@ from gitops_reloader.errors import (
     AnnotationError,
     ConfigError,
     GitError,
+    HostKeyRefused,
     ManifestNotFound,
     PolicyDenied,
     PushRejected,
     ReloaderError,
+    RepositoryUnusable,
     UnsafePath,
     YamlEditError,
 )
@@ -405,7 +412,9 @@ class GitSink:
     """Commits config-hash bumps to manifest repositories; one commit per repository and batch.
 
     Collaborators are injected: ``repositories`` (name → :class:`RepositoryHandle`),
-    the ``locator``, ``digest_key`` (a callable returning the
+    ``unusable`` (name → why a configured repository failed its start-up checks: its
+    workloads are skipped with a ``RepositoryUnusable`` Warning Event), the ``locator``,
+    ``digest_key`` (a callable returning the
     :class:`~gitops_reloader.gitops.digestkey.DigestKey`, loaded lazily), ``metrics``,
     an optional ``recorder`` for Warning Events, an optional ``refresher``. Callers must
     not use a handle's clone while the sink runs.
@@ -424,6 +433,7 @@ class GitSink:
         recorder: EventRecorder | None = None,
         refresher: RefreshRequester | None = None,
         clock: Clock | None = None,
+        unusable: Mapping[str, RepositoryUnusable] | None = None,
         max_push_attempts: int = 5,
         push_backoff: float = 0.1,
         resolve_ttl: float = 30.0,
@@ -433,6 +443,8 @@ class GitSink:
             raise ValueError("max_push_attempts must be at least 1")
         self.git_config = git_config
         self.repositories = dict(repositories)
+        self.unusable: dict[str, RepositoryUnusable] = dict(unusable or {})
+        """Configured repositories that failed their start-up checks (no handle): why, by name."""
         self.locator = locator
         self.planner = ManifestPlanner(locator=locator, sink_name=self.name, clock=clock,
                                        resolve_ttl=resolve_ttl)
@@ -515,6 +527,10 @@ class GitSink:
             except ReloaderError as exc:
                 retry = retry or exc
                 continue
+            if resolution.repo_name in self.unusable:
+                outcomes[position] = self._skip(request, resolution.repo_name,
+                                                self.unusable[resolution.repo_name])
+                continue
             if resolution.repo_name not in self.repositories:
                 outcomes[position] = self._skip(request, resolution.repo_name, ManifestNotFound(
                     f"{request.ref}: repository {resolution.repo_name} is not configured"))
@@ -543,7 +559,8 @@ class GitSink:
         try:
             handle.sync()
         except GitError as exc:
-            self.metrics.git_error(handle.config.name, "sync")
+            reason = exc.reason if isinstance(exc, HostKeyRefused) else "sync"
+            self.metrics.git_error(handle.config.name, reason)
             log.warning("git sync failed", extra={"repo": handle.config.name, "error": str(exc)})
             raise
 
@@ -668,6 +685,8 @@ def skip_workload(sink: str, request: ReloadRequest, repo_name: str, exc: Reload
 
 def failure_reason(exc: ReloaderError) -> str:
     """The Event reason and metric label for a per-workload failure (``ManifestNotFound``...)."""
+    if isinstance(exc, RepositoryUnusable):
+        return "RepositoryUnusable"
     if isinstance(exc, OperatorOwned):
         return "OperatorOwned"
     if isinstance(exc, PolicyDenied):

@@ -17,25 +17,33 @@ With ``--dry-run`` the digest key Secret is read but never created (see
 :class:`~gitops_reloader.gitops.digestkey.DigestKeyStore`).
 
 Start-up fails with a :class:`~gitops_reloader.errors.ConfigError` naming the file or
-field when the configuration or a credential file is unusable; no network access
-happens here.
+field when the configuration file itself is invalid. The mounts of each repository —
+credential files, the clone directory — are checked here too
+(:mod:`gitops_reloader.gitops.preflight`), but a repository that fails is only reported:
+an error log line naming the repository and the file, the
+``git_repository_unusable{sink,repo,reason}`` gauge, and the sink's ``unusable`` map,
+which the App turns into a failing ``/readyz`` with the reason and the sink into a
+Warning Event on each workload that needs it. Every other repository, and every other
+sink, keeps working. No network access happens here.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
 from gitops_reloader.clock import Clock
 from gitops_reloader.config import Config
-from gitops_reloader.errors import ConfigError
-from gitops_reloader.gitops.auth import git_auth_from_files
+from gitops_reloader.errors import ConfigError, RepositoryUnusable
 from gitops_reloader.gitops.digestkey import DigestKeyStore
 from gitops_reloader.gitops.gitconfig import GitConfig, load_git_config
 from gitops_reloader.gitops.handle import RepositoryHandle
 from gitops_reloader.gitops.hosts import GitHost, host_for
 from gitops_reloader.gitops.locate import Locator
 from gitops_reloader.gitops.prbranch import PullRequestRepository
+from gitops_reloader.gitops.preflight import check_api_token, check_repository
 from gitops_reloader.gitops.refresh import RefreshRequester
 from gitops_reloader.gitops.repo import Author, Repository
 from gitops_reloader.gitops.scanindex import ScanIndex
@@ -45,7 +53,10 @@ from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.sinks.git import GitSink
 from gitops_reloader.sinks.pullrequest import PullRequestSink
 
-__all__ = ["PULL_REQUEST_CACHE", "build_git_sink", "build_pull_request_sink", "build_repository_handles"]
+__all__ = ["PULL_REQUEST_CACHE", "build_git_sink", "build_pull_request_sink", "build_repository_handles",
+           "open_repositories", "report_unusable"]
+
+log = logging.getLogger(__name__)
 
 PULL_REQUEST_CACHE = ".pull-requests"
 """Sub-directory of ``--git-cache-dir`` for the pull-request sink's clones (no repository
@@ -57,26 +68,52 @@ def build_repository_handles(git_config: GitConfig, cache_dir: str | Path, *,
     """One clone (under ``cache_dir/<name>``) and scan index per configured repository.
 
     ``repository_class`` is the clone's adapter (the pull-request sink passes
-    :class:`~gitops_reloader.sinks.pullrequest.PullRequestRepository`).
+    :class:`~gitops_reloader.sinks.pullrequest.PullRequestRepository`). For one-shot
+    commands (``explain``, benchmarks): the first repository that fails its start-up
+    checks raises :class:`ConfigError`. The sinks use :func:`open_repositories`.
+    """
+    handles, unusable = open_repositories(git_config, cache_dir, repository_class=repository_class)
+    if unusable:
+        name, exc = next(iter(unusable.items()))
+        raise ConfigError(f"--git-config repository {name}: {exc}")
+    return handles
+
+
+def open_repositories(git_config: GitConfig, cache_dir: str | Path, *,
+                      repository_class: type[Repository] = Repository,
+                      ) -> tuple[dict[str, RepositoryHandle], dict[str, RepositoryUnusable]]:
+    """Handles of the repositories that pass their start-up checks, and why the others fail.
+
+    Each repository's credential files and clone directory (``cache_dir/<name>``) are
+    checked with :func:`~gitops_reloader.gitops.preflight.check_repository`; a failing
+    one gets no handle, only its :class:`RepositoryUnusable` in the second map.
     """
     root = Path(cache_dir)
     handles: dict[str, RepositoryHandle] = {}
+    unusable: dict[str, RepositoryUnusable] = {}
     for repo_config in git_config.repositories:
-        where = f"--git-config repository {repo_config.name}"
+        workdir = root / repo_config.name
         try:
-            auth = git_auth_from_files(
-                token_file=repo_config.token_file, username=repo_config.username,
-                ssh_key_file=repo_config.ssh_key_file, known_hosts_file=repo_config.known_hosts_file,
-                url=repo_config.url)
-        except ConfigError as exc:
-            raise ConfigError(f"{where}: {exc}") from None
+            auth = check_repository(repo_config, workdir)
+        except RepositoryUnusable as exc:
+            unusable[repo_config.name] = exc
+            continue
         repository = repository_class(
-            repo_config.url, branch=repo_config.branch, workdir=root / repo_config.name, auth=auth,
+            repo_config.url, branch=repo_config.branch, workdir=workdir, auth=auth,
             author=Author(repo_config.author.name, repo_config.author.email),
             sign=repo_config.sign_commits)
         handles[repo_config.name] = RepositoryHandle(
             repo_config, repository, ScanIndex(repository, include=repo_config.paths))
-    return handles
+    return handles, unusable
+
+
+def report_unusable(sink: str, unusable: Mapping[str, RepositoryUnusable], metrics: Metrics) -> None:
+    """The start-up report of each repository ``sink`` can't use: an error log line, the gauge."""
+    for name, exc in unusable.items():
+        metrics.set_git_repository_unusable(sink, name, exc.reason)
+        log.error("git repository unusable: its mounts failed the start-up checks; the %s sink skips "
+                  "it until the controller restarts with them fixed", sink, extra={
+                      "sink": sink, "repo": name, "reason": exc.reason, "file": exc.path, "error": str(exc)})
 
 
 def build_git_sink(config: Config, api: KubeApi, metrics: Metrics, recorder: EventRecorder | None,
@@ -90,9 +127,12 @@ def build_git_sink(config: Config, api: KubeApi, metrics: Metrics, recorder: Eve
         raise ConfigError(f"--git-config {gitops.config_file}: no repositories configured")
     digest_keys = DigestKeyStore(api, namespace=gitops.digest_key_namespace, name=gitops.digest_key_secret,
                                  create=not config.runtime.dry_run)
+    handles, unusable = open_repositories(git_config, gitops.cache_dir)
+    report_unusable(GitSink.name, unusable, metrics)
     return GitSink(
         git_config=git_config,
-        repositories=build_repository_handles(git_config, gitops.cache_dir),
+        repositories=handles,
+        unusable=unusable,
         locator=Locator(git_config, api, clock=clock),
         digest_key=digest_keys.get,
         metrics=metrics,
@@ -112,26 +152,32 @@ def build_pull_request_sink(config: Config, api: KubeApi, metrics: Metrics, reco
     with_pull_requests = tuple(r for r in git_config.repositories if r.pull_request is not None)
     if not with_pull_requests:
         return None
+    handles, unusable = open_repositories(
+        replace(git_config, repositories=with_pull_requests), Path(gitops.cache_dir) / PULL_REQUEST_CACHE,
+        repository_class=PullRequestRepository)
     hosts: dict[str, GitHost] = {}
     for repo_config in with_pull_requests:
         settings = repo_config.pull_request
         assert settings is not None
-        where = f"--git-config repository {repo_config.name}: pullRequest"
         try:
-            token = git_auth_from_files(token_file=settings.token_file).token
+            token = check_api_token(repo_config, settings.token_file)
+        except RepositoryUnusable as exc:
+            unusable.setdefault(repo_config.name, exc)
+            handles.pop(repo_config.name, None)
+            continue
+        try:
             hosts[repo_config.name] = host_for(
                 settings.host, settings.api_url, token, username=settings.username,
                 remove_source_branch=settings.remove_source_branch, squash=settings.squash)
         except ConfigError as exc:
-            raise ConfigError(f"{where}: {exc}") from None
-    handles = build_repository_handles(
-        replace(git_config, repositories=with_pull_requests), Path(gitops.cache_dir) / PULL_REQUEST_CACHE,
-        repository_class=PullRequestRepository)
+            raise ConfigError(f"--git-config repository {repo_config.name}: pullRequest: {exc}") from None
+    report_unusable(PullRequestSink.name, unusable, metrics)
     digest_keys = DigestKeyStore(api, namespace=gitops.digest_key_namespace, name=gitops.digest_key_secret,
                                  create=not config.runtime.dry_run)
     return PullRequestSink(
         git_config=git_config,
         repositories=handles,
+        unusable=unusable,
         hosts=hosts,
         locator=Locator(git_config, api, clock=clock),
         digest_key=digest_keys.get,

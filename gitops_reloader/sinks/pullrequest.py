@@ -94,9 +94,11 @@ from gitops_reloader.errors import (
     ConfigError,
     GitError,
     HostError,
+    HostKeyRefused,
     ManifestNotFound,
     PushRejected,
     ReloaderError,
+    RepositoryUnusable,
     YamlEditError,
 )
 from gitops_reloader.gitops import prpolicy
@@ -155,10 +157,12 @@ class PullRequestSink:
     Collaborators are injected: ``repositories`` (name → handle whose ``repo`` is a
     :class:`PullRequestRepository` with its own clone), ``hosts`` (name → the
     :class:`~gitops_reloader.gitops.hosts.GitHost` of each repository with a
-    ``pullRequest`` block), the ``locator``, ``digest_key`` (returns the HMAC key,
-    loaded lazily), ``metrics``, an optional ``recorder`` for Warning Events and
-    ``default_grouping`` (``--pr-grouping``). Callers must not use a handle's clone
-    while the sink runs, nor share it with the git sink.
+    ``pullRequest`` block), ``unusable`` (name → why a repository failed its start-up
+    checks: its workloads are skipped with a Warning Event), the ``locator``,
+    ``digest_key`` (returns the HMAC key, loaded lazily), ``metrics``, an optional
+    ``recorder`` for Warning Events and ``default_grouping`` (``--pr-grouping``).
+    Callers must not use a handle's clone while the sink runs, nor share it with the
+    git sink.
     """
 
     name: ClassVar[str] = SinkName.PULL_REQUEST.value
@@ -176,11 +180,14 @@ class PullRequestSink:
         clock: Clock | None = None,
         default_grouping: str = "workload",
         resolve_ttl: float = 30.0,
+        unusable: Mapping[str, RepositoryUnusable] | None = None,
     ) -> None:
         if default_grouping not in ("workload", "repository"):
             raise ConfigError(f"--pr-grouping: {default_grouping!r} is not workload or repository")
         self.git_config = git_config
         self.repositories = dict(repositories)
+        self.unusable: dict[str, RepositoryUnusable] = dict(unusable or {})
+        """Repositories that failed their start-up checks (clone or API token): why, by name."""
         for name, handle in self.repositories.items():
             if not isinstance(handle.repo, PullRequestRepository):
                 raise TypeError(f"repository {name}: the pull-request sink needs a PullRequestRepository")
@@ -269,6 +276,9 @@ class PullRequestSink:
                 retry = retry or exc
                 continue
             name = resolution.repo_name
+            if name in self.unusable:
+                outcomes[position] = self._skip(request, name, self.unusable[name])
+                continue
             target = self.targets.get(name)
             if target is None or name not in self.repositories:
                 outcomes[position] = self._skip(request, name, PullRequestNotConfigured(request.ref, name))
@@ -629,7 +639,7 @@ class PullRequestSink:
         try:
             return call()
         except GitError as exc:
-            self.metrics.git_error(repo_name, step)
+            self.metrics.git_error(repo_name, exc.reason if isinstance(exc, HostKeyRefused) else step)
             log.warning("git step of the pull-request sink failed",
                         extra={"repo": repo_name, "step": step, "error": str(exc)})
             raise

@@ -1,5 +1,6 @@
 """Fixtures shared by the end-to-end tests: a fresh API test server per test with official
-clients, and a git host on 127.0.0.1 with the developer's git configuration kept out."""
+clients, and a git host on 127.0.0.1 (HTTP, and SSH through ``sshgit``) with the developer's
+git configuration kept out."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from reload_helpers import GIT_TOKEN
 from gitops_reloader.testing.apiserver import ApiServer
 from gitops_reloader.testing.githost import GitHostServer
 from gitops_reloader.testing.prhost import PrHost
+from gitops_reloader.testing.sshhost import SshGitHost
 
 
 @pytest.fixture
@@ -64,6 +66,15 @@ def githost(tmp_path: Path) -> Iterator[GitHostServer]:
     """A git host on 127.0.0.1 that accepts ``GIT_TOKEN`` (HTTP Basic), stopped after the test."""
     with GitHostServer(tmp_path / "srv", token=GIT_TOKEN) as host:
         yield host
+
+
+@pytest.fixture
+def sshgit(tmp_path: Path, githost: GitHostServer) -> Iterator[SshGitHost]:
+    """sshd on 127.0.0.1 serving ``githost``'s bare repositories through git-shell (the
+    same repository over HTTP and SSH), with its own host key and client key; stopped by
+    PID after the test."""
+    with SshGitHost(githost.root, tmp_path / "sshd") as ssh:
+        yield ssh
 
 
 @pytest.fixture

@@ -73,6 +73,20 @@ def test_readyz_is_503_until_caches_sync_then_200(server: HttpServer, ready: Fla
     assert (status, body) == (200, "ok\n")
 
 
+def test_readyz_names_each_problem_that_keeps_it_unready(registry: CollectorRegistry, ready: Flag) -> None:
+    problems = ["git sink: repository app unusable (SshKeyPermissions): SSH key file /k is\naccessible"]
+    with HttpServer("127.0.0.1:0", registry=registry, ready=ready, problems=lambda: problems) as srv:
+        status, body, _ = get(base(srv) + "/readyz")
+        assert (status, body.splitlines()) == (503, [
+            "caches not synced",
+            "git sink: repository app unusable (SshKeyPermissions): SSH key file /k is accessible"])
+        ready.set(True)
+        assert get(base(srv) + "/readyz")[:2] == (503, body.split("\n", 1)[1])  # synced, still unready
+        problems.clear()
+        assert get(base(srv) + "/readyz")[:2] == (200, "ok\n")
+        assert get(base(srv) + "/live")[0] == 200  # liveness never depends on it
+
+
 @pytest.mark.parametrize("path", ["/live", "/healthz"])
 def test_liveness_answers_ok_while_healthy_and_500_when_not(
     server: HttpServer, healthy: Flag, path: str

@@ -30,7 +30,6 @@ from reload_helpers import GIT_TOKEN, call, configmap, create, secret
 
 from gitops_reloader.app import App
 from gitops_reloader.config import load_config
-from gitops_reloader.errors import ConfigError
 from gitops_reloader.gitops import prpolicy
 from gitops_reloader.gitops.auth import GitAuth
 from gitops_reloader.gitops.prbranch import PullRequestRepository
@@ -777,7 +776,7 @@ def test_sealed_commits_are_signed_when_the_repository_signs(tmp_path: Path, git
 # --------------------------------------------------------------------------- wiring
 
 
-def test_wiring_builds_no_sink_without_pull_requests_and_names_a_bad_token_file(
+def test_wiring_builds_no_sink_without_pull_requests_and_reports_a_bad_token_file(
         tmp_path: Path, githost: GitHostServer) -> None:
     metrics = Metrics(CollectorRegistry())
     api: Any = None  # nothing is read from the cluster while wiring
@@ -789,6 +788,11 @@ def test_wiring_builds_no_sink_without_pull_requests_and_names_a_bad_token_file(
     assert build_pull_request_sink(load_config(flags, environ=env), api, metrics, None) is None
     block = f"    pullRequest: {{host: gitea, tokenFile: {tmp_path}/nope}}\n"
     config_file.write_text(config_file.read_text() + block)
-    with pytest.raises(ConfigError) as raised:
-        build_pull_request_sink(load_config(flags, environ=env), api, metrics, None)
-    assert f"repository {NAME}: pullRequest" in str(raised.value) and "nope" in str(raised.value)
+    # The repository is reported (issue 27: per repository, the controller keeps running), not fatal.
+    sink = build_pull_request_sink(load_config(flags, environ=env), api, metrics, None)
+    assert sink is not None and NAME not in sink.repositories
+    problem = sink.unusable[NAME]
+    assert problem.reason == "TokenFileMissing" and problem.path == f"{tmp_path}/nope"
+    assert str(problem).startswith("pullRequest: cannot read git token file") and "nope" in str(problem)
+    assert metrics.registry.get_sample_value("gitops_reloader_git_repository_unusable", {
+        "sink": "pull-request", "repo": NAME, "reason": "TokenFileMissing"}) == 1.0

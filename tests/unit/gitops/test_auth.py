@@ -12,6 +12,8 @@ import pytest
 
 from gitops_reloader.errors import ConfigError
 from gitops_reloader.gitops.auth import (
+    SSH_CONNECT_TIMEOUT,
+    CredentialFileError,
     GitAuth,
     Transport,
     display_url,
@@ -148,6 +150,38 @@ def test_ssh_key_readable_by_others_is_refused_like_ssh_does(tmp_path: Path) -> 
     assert "secret-key-body" not in str(refused.value)
 
 
+@pytest.mark.parametrize(
+    ("which", "mode", "reason"),
+    [
+        ("key", None, "SshKeyMissing"),
+        ("key", 0o640, "SshKeyPermissions"),
+        ("empty-key", 0o600, "SshKeyInvalid"),
+        ("known_hosts", None, "KnownHostsMissing"),
+        ("empty-known_hosts", 0o644, "KnownHostsEmpty"),
+        ("token", None, "TokenFileMissing"),
+        ("empty-token", 0o600, "TokenFileInvalid"),
+    ],
+)
+def test_credential_file_errors_say_which_file_and_why(tmp_path: Path, which: str, mode: int | None,
+                                                       reason: str) -> None:
+    """A reason word for metrics and Events, the path; still a ConfigError for callers."""
+    files = {"ssh_key_file": write(tmp_path / "key", "secret-key-body"),
+             "known_hosts_file": write(tmp_path / "known_hosts", "host ssh-ed25519 AAAA\n", 0o644)}
+    name = which.removeprefix("empty-")
+    bad = tmp_path / f"bad-{name}"
+    if mode is not None:
+        write(bad, "" if which.startswith("empty-") else "secret-key-body", mode)
+    argument = {"key": "ssh_key_file", "known_hosts": "known_hosts_file", "token": "token_file"}[name]
+    if name == "token":
+        files = {}
+    files[argument] = str(bad)
+    with pytest.raises(CredentialFileError) as refused:
+        git_auth_from_files(**files)
+    assert isinstance(refused.value, ConfigError)
+    assert (refused.value.reason, refused.value.path) == (reason, str(bad))
+    assert str(bad) in str(refused.value) and "secret-key-body" not in str(refused.value)
+
+
 def test_files_are_validated_against_the_url(tmp_path: Path) -> None:
     token_file = write(tmp_path / "token", TOKEN)
     with pytest.raises(ConfigError, match="SSH"):
@@ -222,6 +256,24 @@ def test_ssh_command_pins_key_and_known_hosts() -> None:
     assert "IdentitiesOnly=yes" in options
     assert "BatchMode=yes" in options
     assert not any(key.endswith("extraHeader") for key in config_pairs(env))
+
+
+def test_ssh_trusts_only_the_given_known_hosts_never_writes_it_and_never_hangs() -> None:
+    auth = GitAuth(ssh_key_path="/k", known_hosts_path="/kh")
+    argv = shlex.split(git_environment(auth, "ssh://git@h:2222/o/r.git")["GIT_SSH_COMMAND"])
+    assert argv[argv.index("-F") + 1] == "/dev/null"  # no ssh_config can loosen the options
+    options = [argv[i + 1] for i, arg in enumerate(argv) if arg == "-o"]
+    expected = ("GlobalKnownHostsFile=/dev/null", "UpdateHostKeys=no",
+                f"ConnectTimeout={SSH_CONNECT_TIMEOUT}", "ServerAliveInterval=15", "ServerAliveCountMax=4")
+    for option in expected:
+        assert option in options
+    strict = [o for o in options if o.startswith("StrictHostKeyChecking=")]
+    assert strict == ["StrictHostKeyChecking=yes"]
+
+
+def test_extra_config_comes_after_the_credentials_config() -> None:
+    env = git_environment(GitAuth(), "ssh://git@h/o/r.git", extra_config=[("safe.directory", "/cache/app")])
+    assert config_pairs(env) == {"credential.helper": "", "safe.directory": "/cache/app"}
 
 
 def test_token_is_not_sent_to_ssh_remotes_nor_the_key_to_https() -> None:
