@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from gitops_reloader.clock import Clock, SystemClock
 from gitops_reloader.config import Config
+from gitops_reloader.control.follower import build_follower
 from gitops_reloader.controller import Controller
 from gitops_reloader.errors import KubeError
 from gitops_reloader.gitops.digestkey import DigestKeyStore
@@ -98,6 +99,12 @@ class App:
             listeners=[self._alert] if self.alerter is not None else [],
             state=build_state_keeper(config, self.api, self.metrics),
         )
+        for git in (git_sink, pr_sink):
+            if git is not None:  # the git sinks hand their commits to a follower reading the caches
+                git.follower = build_follower(
+                    config, self.api, repositories=git.repositories,
+                    argocd_namespace=git.git_config.argocd_namespace, workloads=self.controller.caches,
+                    adapters=self.adapters, metrics=self.metrics, recorder=self.recorder, clock=self.clock)
         addresses = [a for a in (config.runtime.http_address, config.runtime.health_address) if a]
         self.http_servers = ([HttpServer(address, registry=self.registry, ready=self.controller.ready,
                                          problems=lambda: self.readiness_problems)

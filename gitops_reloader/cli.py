@@ -14,13 +14,15 @@ from gitops_reloader.observability.logging import configure_logging
 
 log = logging.getLogger("gitops_reloader")
 
-USAGE = """usage: gitops-reloader {run,explain,plan,demo} [flags]
+USAGE = """usage: gitops-reloader {run,explain,plan,status,demo} [flags]
        gitops-reloader --version
 
   run    watch the cluster and reload workloads (flags: gitops-reloader run --help)
   explain KIND/NAME -n NAMESPACE [--output json] [run flags]
          why that workload would (or would not) reload, and where
   plan   what a ConfigMap/Secret change would make it write (gitops-reloader plan --help)
+  status [-n NAMESPACE | -A] [-o json] [run flags]
+         what is rolling, failed, held and waiting, per source change (read from the cluster)
   demo   a full loop on the bundled API test server and a local git repository
 """
 
@@ -73,6 +75,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from gitops_reloader.plan import main as plan_main
 
         return plan_main(rest)
+    if command == "status":
+        from gitops_reloader.status import main as status_main
+
+        return status_main(rest)
     if command == "demo":
         from gitops_reloader.demo import main as demo_main
 

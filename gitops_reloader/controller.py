@@ -32,6 +32,7 @@ from gitops_reloader.control.caches import Caches
 from gitops_reloader.control.changes import ChangeDetector, PendingChanges, PendingSource
 from gitops_reloader.control.pause import UNPAUSE_PREFIX, PauseScheduler
 from gitops_reloader.control.reconciler import Reconciler, view
+from gitops_reloader.control.resume import Resumer
 from gitops_reloader.control.startup import deleted_while_down, out_of_date, used_key_sources
 from gitops_reloader.control.waves import WAVES_KEY, Waves
 from gitops_reloader.errors import ReloaderError
@@ -109,6 +110,8 @@ class Controller:
         self.reconciler = Reconciler(config, self.caches, self.pending, self.queue, sinks=self.sinks,
                                      adapters=self.adapters, metrics=metrics, clock=self.clock,
                                      recorder=recorder, listeners=listeners, waves=self.waves)
+        self.resumer = Resumer(self.caches, self.reconciler, api=api, adapters=self.adapters,
+                               waves=self.waves, clock=self.clock)
         self.pauses = PauseScheduler(config, api, self.caches, self.queue, self.adapters,
                                      self.clock, self.reconciler.warn)
         self.discovery: KindDiscovery | None = None
@@ -172,7 +175,9 @@ class Controller:
 
         With ``--sync-after-restart``, or ``resync`` (a standby taking over from a leader
         that may have died with changes in its queue), first reload the workloads whose
-        recorded hash is out of date.
+        recorded hash is out of date. Whatever the flags, continue what an earlier instance
+        left under way (:mod:`.control.resume`: the git follow-up, and the waves of the
+        changes its markers name), derived from the cluster and the repositories.
         """
         if self._active.is_set():
             return
@@ -186,12 +191,14 @@ class Controller:
             stale = out_of_date(self.caches, self.reconciler, state if loaded else None)
             for key, sources in stale.items():
                 self._add_pending(key, sources)
-            deleted = deleted_while_down(self.caches, self.index, state) if loaded and state else {}
+            deleted = (deleted_while_down(self.caches, self.index, state, self.reconciler)
+                       if loaded and state else {})
             for key, sources in deleted.items():
                 self._add_pending(key, sources)
             log.info("sync after restart", extra={"workloads_out_of_date": len(stale),
                                                   "deleted_while_down": len(deleted),
                                                   "state_store": loaded})
+        self._resume()
         if state is not None and loaded:
             for record in self.workloads():
                 self._assume_current(record)
@@ -201,6 +208,21 @@ class Controller:
             thread = threading.Thread(target=self._worker, name=f"worker-{number}", daemon=True)
             thread.start()
             self._workers.append(thread)
+
+    def _resume(self) -> None:
+        """Continue what an earlier instance left under way (:mod:`.control.resume`); a failure
+        there is logged and start-up goes on (the next change of each source still reloads)."""
+        try:
+            resumed = self.resumer.run()
+        except Exception:  # a bug must not keep the controller from starting
+            log.exception("cannot resume what was under way; carrying on")
+            return
+        for key, sources in resumed.pending.items():
+            self._add_pending(key, sources)
+        if resumed.pending or resumed.restored or resumed.followed:
+            log.info("resuming after restart", extra={
+                "changes_in_flight": resumed.in_flight, "workloads_waiting": len(resumed.pending),
+                "rollouts_restored": resumed.restored, "git_follow_ups": resumed.followed})
 
     def stop(self, *, drain: bool = False, timeout: float = 10.0) -> None:
         if self.discovery is not None:
@@ -311,13 +333,16 @@ class Controller:
         """A source's data changed: make every workload that may use it pending.
 
         ``previous`` is the source before the change (None: unknown); a ``used-keys``
-        workload none of whose keys it touched is left alone.
+        workload none of whose keys it touched is left alone. A deletion (``deleted``,
+        ``meta`` the source as it was) is judged by the same rule, as every key
+        disappearing: it touches a workload whose keys the source had.
         """
         self.metrics.change_detected(meta.ref.kind.kube_kind)
         candidates = self.index.candidates(meta.ref)
         log.debug("source changed", extra={"object": str(meta.ref), "candidates": len(candidates)})
+        after = SourceMeta(meta.ref) if deleted else meta
         for key in candidates:
-            if previous is not None and not deleted and not self.touches(key, previous, meta):
+            if previous is not None and not self.touches(key, previous, after):
                 continue
             self._add_pending(key, {meta.ref: PendingSource(
                 meta, deleted, detected=self.clock.monotonic())})

@@ -23,7 +23,7 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from prometheus_client import CollectorRegistry
@@ -34,6 +34,7 @@ from gitops_reloader.control.caches import source_transform
 from gitops_reloader.control.reconciler import choose_sink
 from gitops_reloader.csi import pod_status_record, spc_record
 from gitops_reloader.errors import ConfigError, KubeNotFound, ReloaderError
+from gitops_reloader.gitops.auth import display_url
 from gitops_reloader.hashing import env_var_name
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.resources import (
@@ -49,11 +50,15 @@ from gitops_reloader.model import ReloadOn, ReloadRequest, SinkName, SourceKind
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.regex import RegexError, compile_linear
 from gitops_reloader.rollout.budget import PRIORITY_ANNOTATION, parse_priority
+from gitops_reloader.rollout.census import shown_change
 from gitops_reloader.rollout.completion import Phase, with_deadline
 from gitops_reloader.rollout.marker import MARKER_ANNOTATION, parse_marker
 from gitops_reloader.shard import shard_of
 from gitops_reloader.sinks import build_live_sinks
 from gitops_reloader.sinks.pullrequest import PullRequestNotConfigured, require_pull_request_settings
+
+if TYPE_CHECKING:
+    from gitops_reloader.gitops.gitconfig import GitConfig, RepositoryConfig
 
 __all__ = ["Explanation", "SourceReport", "explain", "main", "render_text", "rule_text"]
 
@@ -200,13 +205,6 @@ def pause_state(record: WorkloadRecord, config: Config) -> dict[str, Any]:
     return state
 
 
-def _shown_change(change: str) -> str:
-    """A marker's change id; a Secret's hash prefix is never printed (as for hashes)."""
-    source, _, digest = change.rpartition("@")
-    kind = source.split("/")[1] if source.count("/") >= 2 else ""
-    return f"{source}@{HIDDEN}" if kind == SourceKind.SECRET.kube_kind and digest else change
-
-
 def rollout_state(record: WorkloadRecord, config: Config, now: float) -> dict[str, Any]:
     """With a rollout budget: the workload's priority and its last controlled rollout."""
     rollouts = config.rollouts
@@ -222,7 +220,7 @@ def rollout_state(record: WorkloadRecord, config: Config, now: float) -> dict[st
     marker = parse_marker(record.annotations.get(MARKER_ANNOTATION))
     if marker is not None and record.rollout is not None:
         status = with_deadline(record.rollout, now - marker.at, rollouts.timeout)
-        state.update(started_at=marker.at, changes=sorted(_shown_change(c) for c in marker.changes),
+        state.update(started_at=marker.at, changes=sorted(shown_change(c) for c in marker.changes),
                      phase=status.phase.value,
                      reason=status.reason, message=status.message,
                      holds=status.phase is Phase.FAILED and rollouts.hold_on_failure)
@@ -230,6 +228,22 @@ def rollout_state(record: WorkloadRecord, config: Config, now: float) -> dict[st
 
 
 # --- I/O: reading the cluster and the repository --------------------------------------
+
+
+def pending_state(api: KubeApi, config: Config, record: WorkloadRecord) -> dict[str, Any]:
+    """With a rollout budget: the changes this workload has not been given yet — held by a
+    failed rollout (which, since when) or waiting for the budget — from the census of its
+    namespace (a source reloads only workloads of its own namespace, so the failed rollout
+    that holds a change is there too)."""
+    from gitops_reloader.rollout.census import State, entries_of
+    from gitops_reloader.status import read_census
+
+    report = read_census(api, config, namespace=record.ref.namespace, git=False)
+    pending = [{"change": change, "state": entry.state.value, "wave": entry.wave, "since": entry.since,
+                "held_by": list(entry.held_by), "reason": entry.reason, "message": entry.message}
+               for change, entry in entries_of(record.ref, report)
+               if entry.state in (State.HELD, State.WAITING)]
+    return {"pending": pending, "in_use_in_namespace": report.budget["in_use"]}
 
 
 def _find_adapter(kind: str, config: Config) -> tuple[WorkloadAdapter | None, WorkloadAdapter | None]:
@@ -400,6 +414,13 @@ def _without_credentials(url: str) -> str:
     return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
+def _matched(git_config: GitConfig, repo: RepositoryConfig, source_url: str) -> str:
+    """Which spelling of ``repo`` the Application / GitRepository / annotation URL matched."""
+    spelling = git_config.spelling(repo, source_url)
+    which = f"alias {spelling}" if spelling and spelling != repo.url else "url"
+    return f"{display_url(source_url.strip())} (as its {which})"
+
+
 def _manifest(api: KubeApi, config: Config, record: WorkloadRecord, sink: SinkName) -> dict[str, Any]:
     """Where the git / pull-request sink would write, found as the sink finds it."""
     from gitops_reloader.gitops.gitconfig import load_git_config
@@ -420,7 +441,10 @@ def _manifest(api: KubeApi, config: Config, record: WorkloadRecord, sink: SinkNa
                            "found_by": [str(t) for t in resolution.refresh], "notes": list(resolution.notes)}
     repo_config = git_config.get(resolution.repo_name)
     if repo_config is not None:
-        out.update(url=_without_credentials(repo_config.url), branch=repo_config.branch)
+        out.update(url=_without_credentials(repo_config.url), branch=repo_config.branch,
+                   aliases=list(git_config.aliases(repo_config)))
+        if resolution.source_url:
+            out["matched"] = _matched(git_config, repo_config, resolution.source_url)
         if sink is SinkName.PULL_REQUEST:
             try:
                 require_pull_request_settings(git_config, record.ref, repo_config.name)
@@ -454,7 +478,7 @@ def _last_emission(api: KubeApi, config: Config, argocd_namespace: str, handles:
                    request: ReloadRequest, location: Any, value: str | None,
                    sink: SinkName) -> dict[str, Any] | None:
     """Where the value committed at ``location`` stands: the follow-up's verdict, read once."""
-    from gitops_reloader.sinks.follow import Follower
+    from gitops_reloader.control.follower import Follower
 
     if not value:
         return None
@@ -501,6 +525,8 @@ def explain(api: KubeApi, config: Config, kind: str, namespace: str, name: str, 
     if invalid is not None:
         result.reload_on += f" (annotation {config.keys.reload_on}={invalid!r} names no mode: ignored)"
     result.rollout = rollout_state(record, config, time.time())
+    if result.rollout and result.watched:
+        result.rollout.update(pending_state(api, config, record))
     view = policy.WorkloadView(record.ref, record.annotations, record.template_annotations, record.refs)
     try:
         for source_kind, source_ns, source_name, listed in _candidates(api, record, view, config, extra):
@@ -550,6 +576,16 @@ def _rollout_lines(rollout: Mapping[str, Any]) -> list[str]:
         if rollout["holds"]:
             lines.append("    it failed: the not-yet-started reloads of the same change are held "
                          "until the source changes again or this workload becomes healthy")
+    for item in rollout.get("pending") or ():
+        since = f" since {rfc3339(item['since'])}" if item["since"] is not None else ""
+        if item["state"] == "held":
+            lines.append(f"  HELD: {item['change']} is held by the failed rollout of "
+                         f"{', '.join(item['held_by'])}{since}; a new change of the source, or that "
+                         "workload becoming healthy, releases it")
+        else:
+            wave = f", wave {item['wave']} in this namespace" if item["wave"] is not None else ""
+            lines.append(f"  WAITING: {item['change']} waits for the rollout budget "
+                         f"({rollout['in_use_in_namespace']} rolling in this namespace{wave})")
     return lines
 
 
@@ -587,8 +623,12 @@ def render_text(result: Explanation) -> str:
     if result.manifest is not None:
         found = result.manifest
         lines.append("  manifest:")
-        for key in ("repository", "url", "branch", "path", "document", "yaml_path", "rule"):
-            if found.get(key) is not None:
+        for key in ("repository", "url", "aliases", "matched", "branch", "path", "document", "yaml_path",
+                    "rule"):
+            if key == "aliases":
+                if found.get(key):
+                    lines.append(f"    aliases: {', '.join(found[key])}")
+            elif found.get(key) is not None:
                 lines.append(f"    {key}: {found[key]}")
         if found.get("found_by"):
             lines.append(f"    via: {', '.join(found['found_by'])}")

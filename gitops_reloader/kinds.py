@@ -25,6 +25,7 @@ from typing import Any, Final
 import yaml
 
 from gitops_reloader.errors import ConfigError
+from gitops_reloader.rollout.completion import COMPLETES_LIKE
 
 __all__ = [
     "BUILTIN_KINDS",
@@ -43,7 +44,7 @@ _KIND: Final = re.compile(r"^[A-Z][A-Za-z0-9]{0,62}$")
 _PLURAL: Final = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 _FIELD: Final = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,62}$")
 _FIELDS: Final = ("group", "version", "kind", "plural", "podTemplatePath", "rollsOnTemplateChange",
-                   "revisionNamePath")
+                   "revisionNamePath", "completesLike")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,9 +62,11 @@ class KindSpec:
     """A field that names the next revision and must change with every template change
     (Knative ``spec.template.metadata.name``): a workload that sets it is refused."""
     completes_like: str = ""
-    """The core kind whose rollout-status rule reads this kind's status the same way
-    (``StatefulSet``, ``DaemonSet``); "" when none does (the rule of its own group and kind,
-    :func:`~gitops_reloader.rollout.completion.rule_for`). Read by ``WorkloadAdapter.rollout_status``."""
+    """A configured kind's ``completesLike``: the name of the rule its rollout completes by
+    (a key of :data:`~gitops_reloader.rollout.completion.COMPLETES_LIKE`: ``Deployment``,
+    ``StatefulSet``, ``DaemonSet``, ``Ready-condition``, ``none``); "" for the rule of its
+    own group and kind (:func:`~gitops_reloader.rollout.completion.rule_for`: OpenKruise's
+    own, else the Ready condition). Read by ``WorkloadAdapter.rollout_status``."""
     discovered: bool = False
     """Watched once discovery finds its API (a built-in row); a configured row must be
     served at start-up instead."""
@@ -89,10 +92,8 @@ BUILTIN_KINDS: Final[tuple[KindSpec, ...]] = (
     KindSpec("serving.knative.dev", "v1", "Service", "services",
              revision_name_path=("spec", "template", "metadata", "name"), discovered=True),
     KindSpec("apps.kruise.io", "v1alpha1", "CloneSet", "clonesets", discovered=True),
-    KindSpec("apps.kruise.io", "v1beta1", "StatefulSet", "statefulsets", completes_like="StatefulSet",
-             discovered=True),
-    KindSpec("apps.kruise.io", "v1alpha1", "DaemonSet", "daemonsets", completes_like="DaemonSet",
-             discovered=True),
+    KindSpec("apps.kruise.io", "v1beta1", "StatefulSet", "statefulsets", discovered=True),
+    KindSpec("apps.kruise.io", "v1alpha1", "DaemonSet", "daemonsets", discovered=True),
 )
 """Knative Serving and OpenKruise workloads: watched when their API is served."""
 
@@ -134,6 +135,11 @@ def _entry(entry: Any, where: str) -> KindSpec:
     rolls = entry.get("rollsOnTemplateChange", True)
     if not isinstance(rolls, bool):
         raise ConfigError(f"{where}: rollsOnTemplateChange must be true or false")
+    completes_like = entry.get("completesLike", "")
+    if "completesLike" in entry and (not isinstance(completes_like, str)
+                                     or completes_like not in COMPLETES_LIKE):
+        raise ConfigError(f"{where}: completesLike must be one of {', '.join(COMPLETES_LIKE)}, "
+                          f"got {repr(completes_like)[:80]}")
     return KindSpec(
         group=_text(entry, "group", _DNS_SUBDOMAIN, where, "an API group such as example.com"),
         version=_text(entry, "version", _VERSION, where, "an API version such as v1 or v1beta1"),
@@ -143,6 +149,7 @@ def _entry(entry: Any, where: str) -> KindSpec:
         rolls=rolls,
         revision_name_path=(_path(entry["revisionNamePath"], where, "revisionNamePath")
                             if "revisionNamePath" in entry else ()),
+        completes_like=completes_like,
         source=where,
     )
 

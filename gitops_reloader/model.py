@@ -132,6 +132,9 @@ class _EmptyMap(dict[str, Any]):
 EMPTY_MAP: Mapping[str, Any] = _EmptyMap()
 """The shared read-only empty map (records without annotations, labels, volume refs)."""
 
+CONFIG_HASH_KEY = "gitops-reloader.io/config-hash"
+"""The pod-template annotation the git sinks write (a keyed digest); its change rolls the workload."""
+
 
 class SourceMeta:
     """What the controller keeps of a ConfigMap/Secret: never its data (DESIGN contract 3).

@@ -17,6 +17,9 @@ hypothetical hash), the command answers with the controller's own code, never a 
   requests the branch, title and body (against the base branch: an open pull request's
   earlier entries are not read).
 
+With a rollout budget among the flags, each write the budget gates says the wave it would
+start in (:func:`~gitops_reloader.rollout.census.assign_waves`, the waves' own order).
+
 Contracts: **writes nothing** — no API write (the digest-key Secret is read, never
 created), no push, no PR host call. **Secrets stay secret** — every Secret hash in the
 output is replaced by ``<secret-hash>``; git diffs carry only keyed digests. **Exit code**
@@ -44,24 +47,28 @@ from prometheus_client import CollectorRegistry
 
 from gitops_reloader.config import Config, load_config
 from gitops_reloader.control.caches import source_transform
+from gitops_reloader.control.waves import AT_WRITE_KINDS, GATED_SINKS
 from gitops_reloader.controller import Controller
 from gitops_reloader.errors import ConfigError, ReloaderError
 from gitops_reloader.gitops import prpolicy
 from gitops_reloader.gitops.digestkey import DigestKey, read_digest_key
-from gitops_reloader.gitops.locate import Resolution
+from gitops_reloader.gitops.handle import RepositoryHandle
+from gitops_reloader.gitops.locate import GIT_TARGET_ANNOTATION, Resolution
 from gitops_reloader.hashing import every_key_changed
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.client import load_api_client
 from gitops_reloader.kube.resources import CONFIGMAPS, SECRETS
-from gitops_reloader.kube.workloads import adapters_for
+from gitops_reloader.kube.workloads import WorkloadRecord, adapters_for
 from gitops_reloader.model import ReloadRequest, SinkName, SourceKind, SourceMeta, SourceRef
 from gitops_reloader.observability.logging import configure_logging
 from gitops_reloader.observability.metrics import Metrics
+from gitops_reloader.rollout.budget import PRIORITY_ANNOTATION, Budget, Waiting, parse_priority
+from gitops_reloader.rollout.census import assign_waves
 from gitops_reloader.sinks import build_live_sinks
 from gitops_reloader.sinks.annotations import AnnotationsSink, describe_annotation
 from gitops_reloader.sinks.base import Sink
 from gitops_reloader.sinks.envvars import EnvVarsSink
-from gitops_reloader.sinks.git import EditPlan, GitSink, RepositoryHandle, failure_reason
+from gitops_reloader.sinks.git import EditPlan, GitSink, failure_reason
 from gitops_reloader.sinks.gitwiring import build_git_sink, build_pull_request_sink
 from gitops_reloader.sinks.pullrequest import PullRequestSink
 from gitops_reloader.sinks.webhook import WebhookSink
@@ -98,6 +105,8 @@ class WorkloadPlan:
     status: str  # "would-write", "already-current", "skipped"
     detail: str = ""
     patch: Any = None
+    wave: int | None = None
+    """With a rollout budget: the wave this write would start in (1: first); None: not gated."""
 
 
 @dataclass(slots=True)
@@ -312,7 +321,7 @@ def git_plans(sink: GitSink | PullRequestSink, requests: Sequence[ReloadRequest]
         if isinstance(sink, PullRequestSink):
             entries = [prpolicy.entry_for(request, plan.values[position])
                        for position, request, _ in plan.applied]
-            entry.branch = prpolicy.branch_name(base, branch_key)
+            entry.branch = sink.branch_for(handle, branch_key)  # its newest generation
             entry.title = prpolicy.render_title(entries)
             entry.body = prpolicy.render_body(entries, branch=entry.branch, base=base)
             entry.message = sink.commit_message(handle, entries)
@@ -324,6 +333,47 @@ def git_plans(sink: GitSink | PullRequestSink, requests: Sequence[ReloadRequest]
             workloads.append(WorkloadPlan(request.ref.key, sink.name, _sources(request), "would-write",
                                           f"{location} ({where})"))
     return workloads, repositories
+
+
+# --------------------------------------------------------------------------- waves
+
+
+def waves_note(config: Config) -> str:
+    """The budget the waves below assume, in words."""
+    rollouts = config.rollouts
+    limits = [f"{rollouts.max_concurrent} at once" if rollouts.max_concurrent else "",
+              f"{rollouts.max_per_namespace} per namespace" if rollouts.max_per_namespace else ""]
+    return (f"waves: a rollout budget of {' and '.join(x for x in limits if x)}; each wave starts when the "
+            "previous one is done (rollouts under way now delay wave 1; gitops-reloader status shows them)")
+
+
+def assign_plan_waves(config: Config, workloads: Sequence[WorkloadPlan],
+                      records: Mapping[str, WorkloadRecord]) -> None:
+    """Set :attr:`WorkloadPlan.wave` of every write the budget gates (the waves' own order)."""
+    budget = Budget(config.rollouts.max_concurrent, config.rollouts.max_per_namespace)
+    queue: list[Waiting] = []
+    for plan in workloads:
+        record = records.get(plan.key)
+        if plan.status != "would-write" or record is None or not gated(plan.sink, record):
+            continue
+        try:
+            priority = parse_priority(str(record.annotations.get(PRIORITY_ANNOTATION, "0")))
+        except ValueError:
+            priority = 0  # the controller reports it and uses 0 too
+        queue.append(Waiting(record.ref, priority))
+    waves = assign_waves(budget, queue)
+    for plan in workloads:
+        record = records.get(plan.key)
+        if record is not None:
+            plan.wave = waves.get(record.ref)
+
+
+def gated(sink: str, record: WorkloadRecord) -> bool:
+    """Whether the budget gates this write (:class:`~gitops_reloader.control.waves.Waves`'s rule;
+    a git write through a ``git-target`` cannot carry the marker and is exempt)."""
+    if sink == SinkName.GIT and GIT_TARGET_ANNOTATION in record.annotations:
+        return False
+    return sink in GATED_SINKS and record.ref.kind not in AT_WRITE_KINDS
 
 
 # --------------------------------------------------------------------------- output
@@ -339,7 +389,7 @@ def render(source: str, change: str, workloads: Sequence[WorkloadPlan],
                  else "no workload would be reloaded")
     for plan in workloads:
         lines.append("")
-        lines.append(f"{plan.key} [{plan.sink}] {plan.status}")
+        lines.append(f"{plan.key} [{plan.sink}] {plan.status}" + (f", wave {plan.wave}" if plan.wave else ""))
         lines.append(f"  sources: {', '.join(plan.sources)}")
         if plan.detail:
             lines.append(f"  {plan.detail}")
@@ -379,7 +429,10 @@ def _indent(text: str, prefix: str) -> str:
 # --------------------------------------------------------------------------- wiring
 
 
-def _controller(config: Config, api: KubeApi, sinks: Mapping[str, Sink], metrics: Metrics) -> Controller:
+def read_only_controller(config: Config, api: KubeApi, metrics: Metrics,
+                         sinks: Mapping[str, Sink] | None = None) -> Controller:
+    """A controller over ``config``'s caches with no recorder, for commands that write nothing
+    (``plan``, ``status``): the live sinks, plus ``sinks`` where given; never activated."""
     behaviour = config.behaviour
     openshift = behaviour.is_openshift
     if openshift is None:
@@ -387,7 +440,7 @@ def _controller(config: Config, api: KubeApi, sinks: Mapping[str, Sink], metrics
     adapters = adapters_for(argo_rollouts=behaviour.is_argo_rollouts, openshift=openshift,
                             ignored=config.filters.ignored_workload_types, kinds=behaviour.kinds)
     all_sinks = dict(build_live_sinks(config, api, adapters, metrics=metrics))
-    all_sinks.update(sinks)
+    all_sinks.update(sinks or {})
     return Controller(config, api, sinks=all_sinks, metrics=metrics, recorder=None, adapters=adapters)
 
 
@@ -429,7 +482,7 @@ def plan_change(args: PlanArgs, config: Config, api: KubeApi, out: Any) -> int:
         git_sinks = _git_sinks(config, api, metrics, cache)
         for close in _closing(git_sinks):
             stack.callback(close)
-        controller = _controller(config, api, git_sinks, metrics)
+        controller = read_only_controller(config, api, metrics, git_sinks)
         stack.callback(controller.stop)
         controller.start(activate=False)  # caches only: no worker, no write
         requests = controller.requests_for_change(new, previous=old)
@@ -471,6 +524,9 @@ def plan_change(args: PlanArgs, config: Config, api: KubeApi, out: Any) -> int:
                 more, repos = git_plans(sink, batch, key)
                 workloads += more
                 repositories += repos
+    if config.rollouts.budgeted:
+        notes.append(waves_note(config))
+        assign_plan_waves(config, workloads, {r.ref.key: r.workload for r in requests})
     workloads.sort(key=lambda w: w.key)
     out.write(redact(write(label, change, workloads, repositories, notes), secret_hashes))
     return CHANGES if any(w.status == "would-write" for w in workloads) else NOTHING

@@ -9,5 +9,7 @@ lives in a module of its own behind a small interface and is tested alone:
 - :mod:`.pause`: Deployments paused for a pause period, and their unpausing;
 - :mod:`.startup`: which workloads are out of date after a restart or take-over;
 - :mod:`.reconciler`: one workload (or one batch group) from pending changes to an
-  emission, its outcome reported.
+  emission, its outcome reported;
+- :mod:`.follower`: the git sinks' commits followed into the cluster (engine, live
+  template from the caches, rollout), injected into the sinks as their ``CommitFollower``.
 """

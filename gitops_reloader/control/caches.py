@@ -191,8 +191,10 @@ class Caches:
     def _full_hashes(self, kind: SourceKind) -> Callable[[], bool]:
         """Whether the informer for ``kind`` must compute Stakater hashes right now."""
         if (self.config.behaviour.sync_after_restart or self.config.runtime.enable_ha
-                or self.config.state.enabled):
-            return lambda: True  # start-up / take-over checks and the state store compare hashes
+                or self.config.state.enabled or self.config.rollouts.budgeted):
+            # Start-up / take-over checks, the state store, and the waves a restart resumes
+            # (control/resume.py: a marker names a change by its hash) compare hashes.
+            return lambda: True
         return lambda: all(i.has_synced() for i in self.source_informers.get(kind, ()))
 
     def _on_namespace(self, event: InformerEvent[int | None]) -> None:

@@ -36,8 +36,9 @@ class Change:
     meta: SourceMeta
     deleted: bool = False
     previous: SourceMeta | None = field(default=None, compare=False)
-    """The source before the change (an empty one for a creation; None: unknown), so
-    key-level reload can tell which keys it touched."""
+    """The source before the change (an empty one for a creation, ``meta`` itself for a
+    deletion, after which no key is left; None: unknown), so key-level reload can tell which
+    keys it touched."""
 
 
 class ChangeDetector:
@@ -68,7 +69,7 @@ class ChangeDetector:
             self._tombstones[old.ref] = old.change_key
             while len(self._tombstones) > self.limit:
                 self._tombstones.popitem(last=False)
-            return [Change(old, deleted=True)] if self.reload_on_delete else []
+            return [Change(old, deleted=True, previous=old)] if self.reload_on_delete else []
         return []
 
 

@@ -15,17 +15,19 @@ the rule in :mod:`gitops_reloader.state.resync`: marker, else what the workload 
 given, else what the controller last finished handling for the source. A source created
 while the controller was down reloads its workloads with ``--reload-on-create``, and one
 deleted while it was down with ``--reload-on-delete`` (:func:`deleted_while_down`), as
-live events would; both only when the store covered the caches' scope.
+live events would (a ``used-keys`` workload that last ran with none of its keys present is
+left alone); both only when the store covered the caches' scope.
 """
 
 from __future__ import annotations
 
+from gitops_reloader import policy, usedkeys
 from gitops_reloader.control.caches import Caches
 from gitops_reloader.control.changes import PendingSource
-from gitops_reloader.control.reconciler import Reconciler
+from gitops_reloader.control.reconciler import Reconciler, view
 from gitops_reloader.index import ReferenceIndex
 from gitops_reloader.kube.workloads import WorkloadRecord
-from gitops_reloader.model import Source, SourceMeta, SourceRef
+from gitops_reloader.model import ObjectRef, Source, SourceMeta, SourceRef
 from gitops_reloader.state.keeper import StateKeeper
 
 
@@ -62,13 +64,16 @@ def out_of_date(caches: Caches, reconciler: Reconciler, state: StateKeeper | Non
     return stale_by_workload
 
 
-def deleted_while_down(caches: Caches, index: ReferenceIndex, state: StateKeeper,
+def deleted_while_down(caches: Caches, index: ReferenceIndex, state: StateKeeper, reconciler: Reconciler,
                        ) -> dict[str, dict[SourceRef, PendingSource]]:
     """Workload key → the sources deleted while the controller was down that may reload
     it, as a live delete would (the workloads referencing them, and those with explicit
     lists in the namespace: the policy decides). Empty without ``--reload-on-delete``.
 
-    Only the source's name is left of it: annotations it carried (``match``) are unknown.
+    Only the source's name is left of it: annotations it carried (``match``) are unknown,
+    and so are its keys. A ``used-keys`` workload is judged by what it last ran with
+    instead (:func:`ran_without_its_keys`), so a deletion removing none of its keys leaves
+    it alone, as live.
     """
     if not caches.config.behaviour.reload_on_delete:
         return {}
@@ -76,9 +81,27 @@ def deleted_while_down(caches: Caches, index: ReferenceIndex, state: StateKeeper
     for ref in state.deleted_while_down():
         if not caches.namespace_allowed(ref.namespace):
             continue
+        gone = SourceMeta(ref)
         for key in index.candidates(ref):
-            out.setdefault(key, {})[ref] = PendingSource(SourceMeta(ref), deleted=True)
+            record = caches.workload(ObjectRef.from_key(key))
+            if record is not None and ran_without_its_keys(reconciler, state, record, gone):
+                continue
+            out.setdefault(key, {})[ref] = PendingSource(gone, deleted=True)
     return out
+
+
+def ran_without_its_keys(reconciler: Reconciler, state: StateKeeper, record: WorkloadRecord,
+                         gone: SourceMeta) -> bool:
+    """Whether ``record``, a ``used-keys`` workload reading the deleted source ``gone`` key
+    by key, last ran with none of those keys present (its marker, else what the store says
+    it was last given, is the hash over its keys all absent): the deletion removes nothing
+    it reads. False whenever that is not known."""
+    keys = reconciler.key_scope(record, gone.ref)
+    if keys is None:
+        return False
+    decision = policy.decide(view(record), gone, reconciler.options)
+    recorded = reconciler.recorded_hash(record, gone, decision.container)
+    return state.was_given(record.ref, gone.ref, recorded, usedkeys.source_hash(gone, keys))
 
 
 def used_key_sources(caches: Caches, reconciler: Reconciler, record: WorkloadRecord) -> list[Source]:

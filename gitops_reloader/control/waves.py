@@ -29,7 +29,7 @@ from gitops_reloader.config import Rollouts
 from gitops_reloader.model import ObjectRef, SinkName, Source
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.rollout.budget import PRIORITY_ANNOTATION, Budget, Waiting, next_wave, parse_priority
-from gitops_reloader.rollout.completion import Phase, RolloutStatus
+from gitops_reloader.rollout.completion import PAUSED, Phase, RolloutStatus
 from gitops_reloader.rollout.marker import MARKER_ANNOTATION, Marker, change_ids, marker_for, parse_marker
 from gitops_reloader.rollout.tracker import Rollout, Tracker
 
@@ -66,6 +66,7 @@ class Waves:
         self._waiting: dict[str, Waiting] = {}
         self._granted: dict[str, str] = {}  # key → namespace, counted until written or released
         self._announced: dict[str, frozenset[str]] = {}  # held key → the changes its Event named
+        self._paused: dict[str, int] = {}  # paused key → its marker's ``at`` (announced once)
         self._wave_start: float | None = None
         self._due: float | None = None
         self._timer: threading.Timer | None = None
@@ -122,6 +123,12 @@ class Waves:
         if unused:
             self.schedule(WAVES_KEY, 0.0)
 
+    def assume_announced(self, key: str, changes: frozenset[str]) -> None:
+        """A restart resumes ``key``'s reload carrying ``changes`` while a failed rollout of
+        them holds it: the instance before announced that hold (``ReloadHeld``), not again."""
+        with self._lock:
+            self._announced[key] = changes
+
     # --- the informer's news ----------------------------------------------------------
 
     def observe(self, ref: ObjectRef, annotations: Mapping[str, str], status: RolloutStatus | None) -> None:
@@ -130,6 +137,23 @@ class Waves:
         self.tracker.observe(ref, marker, status, self.clock.now())
         if marker is not None and status is not None and status.phase is Phase.PROGRESSING:
             self._wake_at(marker.at + self.settings.timeout)
+            if status.reason == PAUSED:
+                self._announce_pause(ref, marker, status)
+
+    def _announce_pause(self, ref: ObjectRef, marker: Marker, status: RolloutStatus) -> None:
+        """A rollout its owner paused holds its slot (and so the wave): say so once per rollout.
+        Seen before :meth:`activate` (a restart's initial list, an HA standby), it is only
+        recorded: the instance that saw it begin announced it."""
+        with self._lock:
+            if self._paused.get(ref.key) == marker.at:
+                return
+            self._paused[ref.key] = marker.at
+            if not self._active:
+                return
+        self.warn(ref, "RolloutPaused",
+                  f"rollout paused by the workload's owner ({status.message}); it keeps its place in "
+                  f"the rollout budget until it is resumed and completes, or fails at --rollout-timeout "
+                  f"({self.settings.timeout:.0f}s after its write)"[:1024])
 
     def _wake_at(self, due: float) -> None:
         """Dispatch again at wall-clock second ``due`` (a rollout's deadline), unless an
@@ -163,6 +187,7 @@ class Waves:
         with self._lock:
             self._waiting.pop(ref.key, None)
             self._announced.pop(ref.key, None)
+            self._paused.pop(ref.key, None)
         self.release(ref)
 
     # --- the dispatcher ---------------------------------------------------------------

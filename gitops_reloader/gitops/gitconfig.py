@@ -11,6 +11,9 @@ Format (YAML)::
     repositories:
       - name: manifests                   # [a-z0-9._-], used in annotations and as a directory name
         url: https://git.example.com/org/manifests.git
+        aliases:                          # optional: other spellings of the same repository
+          - ssh://git@git.example.com/org/manifests
+          - git@git.example.com:org/manifests.git
         branch: main                      # default main
         tokenFile: /etc/gitops-reloader/git/token      # HTTP(S): token (mounted Secret)
         username: gitops-reloader                       # HTTP Basic user sent with the token
@@ -67,6 +70,19 @@ Everything here is pure data: :func:`parse_git_config` validates text, and
 (``repositories[1].url``), never a value read from the file: credentials live in the
 files the config points to, but a mistyped config could still hold one.
 
+``aliases`` lists other URLs of the same repository, as an Argo CD Application or a
+Flux GitRepository may spell it (``flux bootstrap`` writes ``ssh://git@host/org/fleet``
+while the config uses ``https://host/org/fleet.git`` for the pull-request API's token).
+Each alias is compared with the rule ``url`` is compared with (Argo CD's ``git.SameURL``,
+:func:`~gitops_reloader.gitops.repourl.same_url`); a URL that matches an alias finds the
+repository for every lookup by URL, while clone and push still use ``url`` and its
+credentials. Entries with the same ``url`` (one per branch) share their aliases. At
+most :data:`MAX_ALIASES` aliases of at most :data:`MAX_ALIAS_CHARS` characters each;
+an alias must be a URL Argo CD can parse, without whitespace or a password, and must not
+name (by the same rule) another repository's ``url`` or alias: that is a start-up error
+naming both fields. Under that rule ``git@host:org/fleet.git`` and
+``ssh://git@host/org/fleet`` are one spelling: one alias covers both.
+
 ``tenants`` is the repository's tenancy policy
 (:mod:`gitops_reloader.gitops.tenancy` applies it). Without it every namespace may use
 the repository, but a workload still only edits the document with its own kind, name
@@ -83,9 +99,10 @@ ruamel.yaml is reserved to :mod:`gitops_reloader.gitops.yamledit`.
 
 from __future__ import annotations
 
+import json
 import re
 import string
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -94,12 +111,15 @@ from urllib.parse import urlsplit
 import yaml
 
 from gitops_reloader.errors import ConfigError
+from gitops_reloader.gitops.auth import display_url
 from gitops_reloader.gitops.pathglob import Glob, GlobError, compile_glob
-from gitops_reloader.gitops.repourl import normalize_git_url_allow_invalid, same_url
+from gitops_reloader.gitops.repourl import normalize_git_url, normalize_git_url_allow_invalid
 
 __all__ = [
     "DEFAULT_ANNOTATION_KEYS",
     "DEFAULT_COMMIT_MESSAGE",
+    "MAX_ALIASES",
+    "MAX_ALIAS_CHARS",
     "PR_GROUPINGS",
     "PR_HOSTS",
     "CommitAuthor",
@@ -107,6 +127,7 @@ __all__ = [
     "PullRequestConfig",
     "RepositoryConfig",
     "TenantRule",
+    "alias_problem",
     "host_and_path",
     "load_git_config",
     "parse_git_config",
@@ -118,6 +139,11 @@ DEFAULT_ANNOTATION_KEYS: tuple[str, ...] = ("podAnnotations", "annotations")
 _MAX_CONFIG_CHARS = 1024 * 1024  # far above any real config; bounds the YAML parse
 """Default subject of a git-sink commit, e.g. ``reload: web, worker (configmap/app-config changed)``."""
 
+MAX_ALIASES = 16
+"""Most ``aliases`` one repository may list (a remote has a handful of spellings, not more)."""
+MAX_ALIAS_CHARS = 512
+"""Longest alias accepted (far above any real clone URL)."""
+
 _TEMPLATE_FIELDS = frozenset({"workloads", "sources", "repository", "count"})
 _NAME = re.compile(r"^[a-z0-9](?:[a-z0-9._-]{0,61}[a-z0-9])?$")
 _EMAIL = re.compile(r"^[^@\s<>]+@[^@\s<>]+$")
@@ -127,7 +153,7 @@ _TRACKING_METHODS = ("annotation", "label", "annotation+label")
 _LABEL_KEY = re.compile(
     r"^(?:[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
 _REPO_KEYS = frozenset({
-    "name", "url", "branch", "tokenFile", "username", "sshKeyFile", "knownHostsFile",
+    "name", "url", "aliases", "branch", "tokenFile", "username", "sshKeyFile", "knownHostsFile",
     "author", "paths", "commitMessage", "pullRequest", "signCommits",
     "tenants", "annotationKeys",
 })
@@ -233,6 +259,8 @@ class RepositoryConfig:
     """The tenancy policy; empty: every namespace may use the repository (exact identity)."""
     annotation_keys: tuple[str, ...] = DEFAULT_ANNOTATION_KEYS
     """The map keys a ``git-target`` path may end in (the maps the digest may be written into)."""
+    aliases: tuple[str, ...] = ()
+    """Other URLs naming this repository (matched like ``url``; never cloned or pushed to)."""
 
     def allows(self, path: str) -> bool:
         """Whether ``path`` (repository-relative) lies inside :attr:`paths`."""
@@ -243,7 +271,12 @@ class RepositoryConfig:
 
 @dataclass(frozen=True, slots=True)
 class GitConfig:
-    """All configured repositories; look them up by name or by remote URL."""
+    """All configured repositories; look them up by name or by remote URL.
+
+    A URL finds a repository when it names the same repository as its ``url`` or one of
+    the ``aliases`` of an entry with that ``url``, as Argo CD's ``git.SameURL`` decides.
+    The lookup is one normalization of the URL and one dictionary access.
+    """
 
     repositories: tuple[RepositoryConfig, ...] = ()
     default_repository: str | None = None
@@ -253,6 +286,31 @@ class GitConfig:
     """``argocd.trackingMethod``: used when ``argocd-cm`` can't be read (``""``: Argo CD's default)."""
     argocd_instance_label_key: str = ""
     """``argocd.instanceLabelKey``: used when ``argocd-cm`` can't be read (``""``: Argo CD's default)."""
+    _spellings: dict[str, tuple[int, ...]] = field(init=False, repr=False, compare=False)
+    """Normalized ``url`` or alias → indexes of the entries it finds (every branch of that remote)."""
+    _places: dict[str, tuple[int, ...]] = field(init=False, repr=False, compare=False)
+    """Host and path (:func:`_place`) of a ``url`` or alias → indexes of the entries (for hints)."""
+
+    def __post_init__(self) -> None:
+        remotes: dict[str, list[int]] = {}
+        for i, repo in enumerate(self.repositories):
+            remotes.setdefault(normalize_git_url_allow_invalid(repo.url), []).append(i)
+        spellings: dict[str, tuple[int, ...]] = {}
+        for remote, indexes in remotes.items():
+            if not remote:
+                continue  # an empty URL names nothing (SameURL is false for it)
+            entries = tuple(indexes)
+            spellings[remote] = entries
+            for i in indexes:
+                for alias in self.repositories[i].aliases:
+                    spellings.setdefault(normalize_git_url_allow_invalid(alias), entries)
+        places: dict[str, list[int]] = {}
+        for i, repo in enumerate(self.repositories):
+            for place in dict.fromkeys(_place(spelling) for spelling in (repo.url, *repo.aliases)):
+                if place:
+                    places.setdefault(place, []).append(i)
+        object.__setattr__(self, "_spellings", spellings)
+        object.__setattr__(self, "_places", {place: tuple(found) for place, found in places.items()})
 
     def get(self, name: str) -> RepositoryConfig | None:
         """The repository called ``name``, or ``None``."""
@@ -267,32 +325,108 @@ class GitConfig:
         return self.get(self.default_repository) if self.default_repository else None
 
     def by_url(self, url: str, *, branch: str | None = None) -> list[RepositoryConfig]:
-        """Repositories whose URL names the same repository as ``url``, as Argo CD decides it.
+        """Repositories whose URL or an alias names the same repository as ``url``, as Argo CD decides it.
 
         :func:`~gitops_reloader.gitops.repourl.same_url` (argo-cd ``git.SameURL``): case,
         a trailing ``.git``, surrounding space and the scp-like SSH form do not matter;
         scheme, user, port and a trailing ``/`` do (``https://host/org/app`` and
-        ``git@host:org/app`` are two repositories). With ``branch``, only entries for that
-        branch are returned.
+        ``git@host:org/app`` are two repositories, unless one lists the other in
+        ``aliases``). With ``branch``, only entries for that branch are returned.
         """
-        found = [r for r in self.repositories if same_url(r.url, url)]
+        normalized = normalize_git_url_allow_invalid(url)
+        found = [self.repositories[i] for i in self._spellings.get(normalized, ())] if normalized else []
         if branch is not None:
             found = [r for r in found if r.branch == branch]
         return found
 
+    def spelling(self, repo: RepositoryConfig, url: str) -> str:
+        """Which configured spelling of ``repo`` matches ``url``: its ``url``, an alias, or ``""``.
+
+        Aliases of other entries with the same ``url`` count (they are shared).
+        """
+        normalized = normalize_git_url_allow_invalid(url)
+        if not normalized:
+            return ""
+        if normalize_git_url_allow_invalid(repo.url) == normalized:
+            return repo.url
+        return next((alias for alias in self.aliases(repo)
+                     if normalize_git_url_allow_invalid(alias) == normalized), "")
+
+    def aliases(self, repo: RepositoryConfig) -> tuple[str, ...]:
+        """The aliases of ``repo``: its own and those of the entries with the same ``url``."""
+        remote = normalize_git_url_allow_invalid(repo.url)
+        entries = self._spellings.get(remote, ()) if remote else ()
+        return tuple(dict.fromkeys(alias for i in entries for alias in self.repositories[i].aliases)) \
+            or repo.aliases
+
     def same_place(self, url: str) -> list[RepositoryConfig]:
-        """Repositories on the same host and path as ``url`` but not :meth:`by_url`'s (for hints)."""
-        wanted = host_and_path(url).lower()
-        return [r for r in self.repositories
-                if wanted and host_and_path(r.url).lower() == wanted and not same_url(r.url, url)]
+        """Repositories on the same host and path as ``url`` but not :meth:`by_url`'s (for hints).
+
+        The port is ignored (SSH and HTTPS often listen on different ones), and so are the
+        scheme, the user, case, a trailing ``.git`` and slashes. A URL longer than any
+        alias may be is near nothing (no alias could make it match).
+        """
+        if len(url.strip()) > MAX_ALIAS_CHARS:
+            return []
+        wanted = _place(url)
+        if not wanted or self.by_url(url):
+            return []
+        return [self.repositories[i] for i in self._places.get(wanted, ())]
+
+    def alias_line(self, repo: RepositoryConfig, url: str) -> str:
+        """The ``aliases:`` line that makes ``url`` find ``repo`` (``""`` if ``url`` can't be an alias).
+
+        A YAML flow sequence of the repository's aliases followed by ``url``, ready to
+        paste into its entry: ``aliases: ["ssh://git@github.com/org/fleet"]``.
+        """
+        text = url.strip()
+        if alias_problem(text) is not None:
+            return ""
+        return "aliases: [" + ", ".join(json.dumps(a) for a in (*self.aliases(repo), text)) + "]"
 
     def resolve(self, reference: str) -> RepositoryConfig | None:
-        """A repository by name, else by URL (the first entry for that remote)."""
+        """A repository by name, else by URL or alias (the first entry for that remote)."""
         by_name = self.get(reference.strip())
         if by_name is not None:
             return by_name
         matches = self.by_url(reference.strip())
         return matches[0] if matches else None
+
+
+def alias_problem(text: str) -> str | None:
+    """Why ``text`` can't be an alias (``None``: it can). Names no part of ``text``.
+
+    An alias is at most :data:`MAX_ALIAS_CHARS` characters without whitespace or control
+    characters, carries no password (``https://user:token@host/...``), and is a URL
+    Argo CD's normalization accepts (otherwise Argo CD compares it as given, verbatim).
+    """
+    if not text:
+        return "must not be empty"
+    if len(text) > MAX_ALIAS_CHARS:
+        return f"longer than {MAX_ALIAS_CHARS} characters"
+    if any(ch.isspace() or not ch.isprintable() for ch in text):
+        return "must not contain whitespace or control characters"
+    if display_url(text) != text:
+        return "must not carry credentials (the repository's tokenFile or sshKeyFile authenticates)"
+    if not normalize_git_url(text):
+        return "not a URL Argo CD can parse (see docs/gitops-location.md)"
+    return None
+
+
+def _place(url: str) -> str:
+    """``host/path`` of a remote for hints: no scheme, user, port, ``.git`` or slashes; lower case."""
+    text = url.strip()
+    host, path = "", ""
+    if "://" in text:
+        try:
+            parts = urlsplit(text)
+            host, path = parts.hostname or "", parts.path
+        except ValueError:
+            return ""
+    elif (match := _SCP_LIKE.match(text)) is not None:
+        host, path = match.group("host"), match.group("path")
+    path = path.strip("/").removesuffix(".git").strip("/")
+    return f"{host}/{path}".lower() if host and path else ""
 
 
 def host_and_path(url: str) -> str:
@@ -378,6 +512,7 @@ def parse_git_config(text: str, *, source: str = "<git-config>") -> GitConfig:
         names.add(repo.name)
         remotes.add(remote)
         repos.append(repo)
+    _check_aliases(repos, where)
     default = top.get("defaultRepository")
     if default is not None:
         if not isinstance(default, str) or default not in names:
@@ -419,6 +554,7 @@ def _repository(raw: Any, where: str, at: str, default_message: str | None) -> R
     url = _string(entry.get("url"), where, f"{at}.url", required=True)
     if any(ch.isspace() for ch in url):
         raise ConfigError(f"{where}: {at}.url: must not contain whitespace")
+    aliases = _aliases(entry.get("aliases"), where, f"{at}.aliases", name=name)
     branch = _string(entry.get("branch"), where, f"{at}.branch") or "main"
     if not _valid_branch(branch):
         raise ConfigError(f"{where}: {at}.branch: not a valid branch name")
@@ -457,7 +593,51 @@ def _repository(raw: Any, where: str, at: str, default_message: str | None) -> R
         sign_commits=_bool(entry.get("signCommits"), where, f"{at}.signCommits", default=False),
         tenants=_tenants(entry.get("tenants"), where, f"{at}.tenants"),
         annotation_keys=_annotation_keys(entry.get("annotationKeys"), where, f"{at}.annotationKeys"),
+        aliases=aliases,
     )
+
+
+def _aliases(value: Any, where: str, at: str, *, name: str) -> tuple[str, ...]:
+    """The entry's ``aliases``, each valid (:func:`alias_problem`).
+
+    One naming the entry's own ``url``, or another alias, by the same rule is harmless and
+    kept (``git@h:o/r`` and ``ssh://git@h/o/r`` are one spelling for Argo CD).
+    """
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise ConfigError(f"{where}: {at}: must be a list of URLs (repository {name})")
+    if len(value) > MAX_ALIASES:
+        raise ConfigError(f"{where}: {at}: at most {MAX_ALIASES} aliases (repository {name})")
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            raise ConfigError(f"{where}: {at}[{i}]: must be a string (repository {name})")
+        problem = alias_problem(item.strip())
+        if problem is not None:
+            raise ConfigError(f"{where}: {at}[{i}]: {problem} (repository {name})")
+    return tuple(item.strip() for item in value)
+
+
+def _check_aliases(repos: Sequence[RepositoryConfig], where: str) -> None:
+    """No alias names (as ``git.SameURL`` decides) another repository's ``url`` or alias.
+
+    Entries with the same ``url`` (one per branch) are one repository: they may repeat
+    each other's aliases.
+    """
+    owners: dict[str, tuple[str, str, str]] = {}  # spelling → (remote, field, repository name)
+    for i, repo in enumerate(repos):
+        remote = normalize_git_url_allow_invalid(repo.url)
+        owners.setdefault(remote, (remote, f"repositories[{i}].url", repo.name))
+    for i, repo in enumerate(repos):
+        remote = normalize_git_url_allow_invalid(repo.url)
+        for j, alias in enumerate(repo.aliases):
+            at = f"repositories[{i}].aliases[{j}]"
+            owner = owners.setdefault(normalize_git_url(alias), (remote, at, repo.name))
+            if owner[0] != remote:
+                raise ConfigError(
+                    f"{where}: {at} (repository {repo.name}) names the same repository as {owner[1]} "
+                    f"(repository {owner[2]}): one remote is one repository entry (one per branch); "
+                    "remove the alias or merge the entries")
 
 
 def _tenants(value: Any, where: str, at: str) -> tuple[TenantRule, ...]:

@@ -59,7 +59,10 @@ namespace: by a ``tenants`` entry, or without ``tenants`` by lying inside the pa
 the Argo CD Application (or one of its ``$<ref>`` Helm value files) / Flux
 Kustomization / HelmRelease (its chart or ``valuesFiles``) that deploys the workload.
 Repository URLs match as Argo CD's ``git.SameURL`` decides
-(:func:`~gitops_reloader.gitops.repourl.same_url`). A refusal is a
+(:func:`~gitops_reloader.gitops.repourl.same_url`), against a repository's ``url`` and its
+``aliases`` (:meth:`GitConfig.by_url`); whichever spelling found it, the repository's
+own tenancy policy applies. A URL on the same host and path as a configured repository
+but in another spelling is refused with the exact ``aliases:`` line to add. A refusal is a
 :class:`~gitops_reloader.errors.PolicyDenied` whose message names only the workload's
 own request (never another team's file contents).
 
@@ -270,6 +273,9 @@ class Resolution:
     deploy_namespace: str | None = None
     """The namespace the Argo CD destination / Flux ``targetNamespace`` deploys
     namespace-less documents into (``None``: unknown, only documents naming one match)."""
+    source_url: str = ""
+    """The URL that found the repository, as the Application, GitRepository or ``git-repo``
+    annotation spells it (its ``url`` or one of its ``aliases``); ``""`` for a name or the default."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -490,21 +496,22 @@ class Locator:
         repo_ref = annotations.get(GIT_REPO_ANNOTATION, "").strip()
         if target or path or repo_ref:
             repo = self._annotated_repo(repo_ref, identity)
+            spelled = repo_ref if repo_ref and self.git_config.get(repo_ref) is None else ""
             if target:
                 file, yaml_path = parse_git_target(target)
                 self._check_allowed(repo, file, identity)
                 deployer = self._deployer(record, identity, repo)
                 self._check_target(repo, file, identity, deployer)
                 return Resolution(repo.name, Method.TARGET, path=file, yaml_path=yaml_path,
-                                  refresh=_refresh_of(deployer))
+                                  refresh=_refresh_of(deployer), source_url=spelled)
             if path:
                 file = clean_repo_path(path, what=GIT_PATH_ANNOTATION)
                 if not file:
                     raise AnnotationError(f"{GIT_PATH_ANNOTATION} names no file")
                 self._check_allowed(repo, file, identity)
-                return Resolution(repo.name, Method.ANNOTATION, path=file,
+                return Resolution(repo.name, Method.ANNOTATION, path=file, source_url=spelled,
                                   refresh=_refresh_of(self._deployer(record, identity, repo)))
-            return Resolution(repo.name, Method.SCAN, search_dirs=repo.paths or ("",),
+            return Resolution(repo.name, Method.SCAN, search_dirs=repo.paths or ("",), source_url=spelled,
                               refresh=_refresh_of(self._deployer(record, identity, repo)))
         notes: list[str] = []
         # Argo CD's tracking id > Flux's own labels > a HelmRelease > Argo CD's instance label
@@ -637,10 +644,8 @@ class Locator:
         rev = revision.strip().removeprefix("refs/heads/")
         candidates = self.git_config.by_url(url)
         if not candidates:
-            near = [r.name for r in self.git_config.same_place(url)]
-            hint = (f" (repository {near[0]} names the same host and path another way; repository URLs "
-                    "compare as Argo CD compares them: only case, a trailing .git and the scp-like SSH form "
-                    "may differ)") if near else ""
+            near = self.git_config.same_place(url)
+            hint = _alias_hint(self.git_config, near[0], url) if near else ""
             raise ManifestNotFound(
                 f"{what} deploys from {display_url(url)}, which is not in --git-config{hint}")
         described = f"revision {rev!r}"
@@ -762,7 +767,8 @@ class Locator:
         if recurse is False:
             notes.append(_FLAT)
         return Resolution(matched[0][0].name, Method.ARGOCD, search_dirs=dirs, refresh=(app.refresh,),
-                          notes=tuple(notes), hint=hint, recurse=recurse, deploy_namespace=deploy_namespace)
+                          notes=tuple(notes), hint=hint, recurse=recurse, deploy_namespace=deploy_namespace,
+                          source_url=matched[0][1].repo_url)
 
     def _argocd_deployer(self, record: Any, identity: ObjectIdentity, repo: RepositoryConfig, *,
                          by_label: bool) -> Resolution | None:
@@ -862,7 +868,7 @@ class Locator:
                 f"{identity}: {what} applies from a {source_kind}: there is no git repository to write to")
         src_namespace = str(source_ref.get("namespace") or ks_namespace)
         src_name = str(source_ref.get("name") or "")
-        repo = self._flux_repository(src_namespace, src_name, f"{identity}: {what}")
+        repo, url = self._flux_repository(src_namespace, src_name, f"{identity}: {what}")
         root = secure_join(str(spec.get("path") or ""))
         path: str | None = None
         origin = _strings(meta.get("annotations")).get(FLUX_ORIGIN_ANNOTATION)
@@ -876,10 +882,11 @@ class Locator:
         refresh = (RefreshTarget(RefreshKind.FLUX_GITREPOSITORY, src_namespace, src_name),
                    RefreshTarget(RefreshKind.FLUX_KUSTOMIZATION, ks_namespace, ks_name))
         return Resolution(repo.name, Method.FLUX, path=path or None, search_dirs=(root,),
-                          refresh=refresh, notes=tuple(notes), deploy_namespace=target_namespace or None)
+                          refresh=refresh, notes=tuple(notes), deploy_namespace=target_namespace or None,
+                          source_url=url)
 
-    def _flux_repository(self, namespace: str, name: str, where: str) -> RepositoryConfig:
-        """The configured repository and branch a GitRepository checks out (or a refusal)."""
+    def _flux_repository(self, namespace: str, name: str, where: str) -> tuple[RepositoryConfig, str]:
+        """The configured repository and branch a GitRepository checks out (or a refusal), and its URL."""
         assert self.api is not None
         try:
             git_repository = self.api.get(GITREPOSITORIES, namespace, name)
@@ -899,7 +906,8 @@ class Locator:
                 "Make the GitRepository follow "
                 f"a branch, or set {GIT_REPO_ANNOTATION} and {GIT_PATH_ANNOTATION}/{GIT_TARGET_ANNOTATION} "
                 "to a file deployed from a branch-tracking source")
-        return self._repo_for(str(spec.get("url") or ""), ref.branch, where)
+        url = str(spec.get("url") or "")
+        return self._repo_for(url, ref.branch, where), url
 
     def _from_helm_release(self, record: Any, identity: ObjectIdentity, notes: list[str]) -> None:
         """Refuse a workload rendered by a Flux HelmRelease, naming the values file to target."""
@@ -968,7 +976,7 @@ class Locator:
         file = (secure_join(chart.values_files[-1]) if chart.values_files
                 else secure_join(posixpath.join(chart.chart, "values.yaml")))
         try:
-            repo = self._flux_repository(chart.namespace, chart.name, where)
+            repo, url = self._flux_repository(chart.namespace, chart.name, where)
         except ManifestNotFound as exc:
             raise ManifestNotFound(f"{exc}{inline}") from None
         offer = f"'{file}#podAnnotations'"
@@ -982,7 +990,7 @@ class Locator:
         refresh = (RefreshTarget(RefreshKind.FLUX_GITREPOSITORY, chart.namespace, chart.name),
                    RefreshTarget(RefreshKind.FLUX_HELMRELEASE, namespace, name))
         return Resolution(repo.name, Method.FLUX, search_dirs=files, refresh=refresh, hint=hint,
-                          deploy_namespace=identity.namespace)
+                          deploy_namespace=identity.namespace, source_url=url)
 
     # -- step 2: the document in the synced clone ------------------------------------
 
@@ -1195,6 +1203,21 @@ def _check_listed(listed: bool | None, identity: ObjectIdentity, what: str, fiel
 
 def _refresh_of(deployer: Resolution | None) -> tuple[RefreshTarget, ...]:
     return deployer.refresh if deployer is not None else ()
+
+
+def _alias_hint(git_config: GitConfig, repo: RepositoryConfig, url: str) -> str:
+    """What to add to ``repo`` in ``--git-config`` so that ``url`` finds it: the exact line."""
+    line = git_config.alias_line(repo, url)
+    if line:
+        add = f"if it is the same repository, give repository {repo.name} this line in --git-config: {line}"
+    elif display_url(url) != url:
+        add = ("its URL carries credentials, which an alias may not hold: take them out of the URL (Argo CD "
+               f"and Flux read them from a Secret), then list it in the aliases of repository {repo.name}")
+    else:
+        add = f"if it is the same repository, list this URL in the aliases of repository {repo.name}"
+    return (f"; repository {repo.name} has the same host and path in another spelling (repository URLs "
+            "compare as Argo CD compares them: only case, a trailing .git and the scp-like SSH form may "
+            f"differ); {add}")
 
 
 def _notes(notes: Sequence[str]) -> str:

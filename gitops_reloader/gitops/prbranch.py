@@ -21,7 +21,7 @@ from pathlib import Path
 
 from gitops_reloader.errors import GitError, PushRejected
 from gitops_reloader.gitops import prpolicy
-from gitops_reloader.gitops.repo import Repository
+from gitops_reloader.gitops.repo import Repository, _check_branch_name
 
 __all__ = ["CarryOver", "PullRequestRepository"]
 
@@ -58,6 +58,25 @@ class PullRequestRepository(Repository):
     are the adapter's. Same contract as the base class: not thread-safe, the caller
     serializes work.
     """
+
+    def branches_starting(self, branch: str) -> dict[str, str]:
+        """Remote branches named ``branch`` or ``branch`` followed by anything, with their tips.
+
+        One ``git ls-remote --heads`` with the glob ``refs/heads/<branch>*``: how the sink
+        finds every generation of a pull-request branch
+        (:func:`~gitops_reloader.gitops.prpolicy.generations`) in one round trip.
+        """
+        _check_branch_name(branch)
+        prefix = f"refs/heads/{branch}"
+        out = self._git(None, "ls-remote", "--heads", "--", self.url, prefix + "*", network=True,
+                        action="ls-remote")
+        found: dict[str, str] = {}
+        for line in out.splitlines():
+            sha, _, name = line.partition("\t")
+            name = name.strip()
+            if name.startswith(prefix) and _SHA_LINE.match(sha.strip()):
+                found[name.removeprefix("refs/heads/")] = sha.strip()
+        return found
 
     def fetch_branch(self, branch: str) -> str | None:
         """Fetch ``branch`` from the remote; its tip sha, or ``None`` if the remote has no such branch."""

@@ -34,6 +34,15 @@ it no longer verifies. :func:`branch_ownership` lets the controller rebuild a br
 only when it has at most one commit on top of the base and that commit's seal verifies;
 anything else (whatever its author) is someone else's.
 
+**Someone else's branch.** The controller then stops vouching for that pull request: it
+posts :func:`foreign_notice` on it once — recognised again only by
+:func:`foreign_notice_marker`, an HMAC over the repository, number and branch keyed with
+the digest key, so nobody else's comment passes for it — adds :data:`FOREIGN_LABEL`, and
+moves the reload to the next *generation* of the branch key, :func:`generation_branch`
+(``<branch>-<n>``, up to :data:`MAX_GENERATION`). The generation in use is the newest one
+on the remote (:func:`generations` reads them from branch names), so a restart finds the
+same new pull request.
+
 **Carry-over.** When a branch is rebuilt on a new base, only the changes of lines
 holding ``gitops-reloader.io/config-hash`` (plus the bare ``annotations:``/``metadata:``
 keys and the flow entries the editor inserts for a new one) are carried over:
@@ -56,6 +65,8 @@ from gitops_reloader.regex import compile_linear
 __all__ = [
     "BODY_LIMIT",
     "BRANCH_PREFIX",
+    "FOREIGN_LABEL",
+    "MAX_GENERATION",
     "REPOSITORY_KEY",
     "SEAL_TRAILER",
     "BranchDecision",
@@ -68,12 +79,18 @@ __all__ = [
     "branch_ownership",
     "commit_seal",
     "entry_for",
+    "foreign_notice",
+    "foreign_notice_marker",
     "format_when",
+    "generation_branch",
+    "generations",
     "group_key",
+    "has_notice",
     "hash_only_diff",
     "is_sealed",
     "marker_branch",
     "merge_entries",
+    "own_commit",
     "parse_entries",
     "render_body",
     "render_title",
@@ -90,6 +107,10 @@ BODY_LIMIT = 65_536
 """Longest body :func:`render_body` renders, in characters: GitHub's cap on a pull request body."""
 SEAL_TRAILER = "Gitops-Reloader-Seal"
 """Commit-message trailer holding the seal of a commit the sink made."""
+FOREIGN_LABEL = "gitops-reloader/foreign-commits"
+"""Label put on a pull request whose branch holds commits the controller did not make."""
+MAX_GENERATION = 99
+"""Highest generation of a branch key: ``<branch>-99``; a higher number on the remote is ignored."""
 
 _MARKER = "gitops-reloader"
 _BRANCH_MARKER = re.compile(r"<!-- " + _MARKER + r":branch=(?P<branch>[^\s<>]+) -->")
@@ -99,6 +120,8 @@ _ENTRIES_MARKER = compile_linear(r"(?s)<!-- " + _MARKER + r":entries=(?P<json>\{
 _KEY_MAX = 100
 _KEY_HASH = 16  # hex digits: 64 bits, no feasible second preimage for a chosen name
 _SEAL_DOMAIN = b"gitops-reloader/pr-commit-seal/v1\0"  # the NUL keeps it apart from keyed_digest input
+_NOTICE_DOMAIN = b"gitops-reloader/foreign-notice/v1\0"
+_GENERATION = re.compile(r"^[1-9][0-9]?$")
 _SEAL = re.compile(r"^[0-9a-f]{64}$")
 _SEALS_READ = 8
 _TRAILER_LINE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,62}: \S")
@@ -161,6 +184,36 @@ def branch_name(base: str, key: str) -> str:
 def group_key(repo_name: str, key: str) -> str:
     """The controller's batch group: ``<repository>#<branch key>``."""
     return f"{repo_name}#{key}"
+
+
+def generation_branch(base: str, key: str, generation: int) -> str:
+    """The branch of ``key``'s pull request number ``generation`` into ``base``.
+
+    Generation 0 is :func:`branch_name`; when someone else commits to the open pull
+    request of generation *n*, the reload moves on to ``<branch>-<n+1>``. A workload key
+    ends in 16 hex digits and ``all`` has no digits, so no generation of one key is
+    another key's branch.
+    """
+    if not 0 <= generation <= MAX_GENERATION:
+        raise ValueError(f"generation {generation} is outside 0..{MAX_GENERATION}")
+    name = branch_name(base, key)
+    return name if generation == 0 else f"{name}-{generation}"
+
+
+def generations(base: str, key: str, branches: Iterable[str]) -> tuple[int, ...]:
+    """The generations of ``key``'s branch into ``base`` found among ``branches``, ascending.
+
+    Only ``<branch>`` (0) and ``<branch>-<1..99>`` (no leading zero) count; any other
+    name, e.g. one a person pushed with a larger number, is ignored.
+    """
+    name = branch_name(base, key)
+    found: set[int] = set()
+    for branch in branches:
+        if branch == name:
+            found.add(0)
+        elif branch.startswith(name + "-") and _GENERATION.match(branch[len(name) + 1:]):
+            found.add(int(branch[len(name) + 1:]))
+    return tuple(sorted(found))
 
 
 # --------------------------------------------------------------------------- entries
@@ -351,6 +404,8 @@ class BranchDecision:
 
     ours: bool
     reason: str
+    commit: str = ""
+    """The first commit that is not ours (``""`` when ``ours`` or the count alone decided)."""
 
 
 def commit_seal(key: bytes, tree: str, parents: Sequence[str]) -> str:
@@ -402,13 +457,56 @@ def branch_ownership(commits: Sequence[CommitInfo], *, key: bytes) -> BranchDeci
     for commit in commits:
         if not is_sealed(commit, key):
             return BranchDecision(False, f"commit {commit.sha[:12]} was made by someone else "
-                                         "(it carries no valid gitops-reloader seal)")
+                                         "(it carries no valid gitops-reloader seal)", commit.sha)
     if len(commits) > 1:
         return BranchDecision(False, f"it has {len(commits)} commits on top of the base; "
-                                     "gitops-reloader makes exactly one")
+                                     "gitops-reloader makes exactly one", commits[0].sha)
     if not commits:
         return BranchDecision(True, "no commits on top of the base")
     return BranchDecision(True, "one sealed gitops-reloader commit on top of the base")
+
+
+def foreign_notice_marker(key: bytes, repo: str, number: int, branch: str) -> str:
+    """The hidden marker ending the notice on pull request ``number`` of ``repo``.
+
+    An HMAC keyed with the digest key over the repository, the number and the branch:
+    only the controller can write it, and copied onto another pull request it does not
+    match, so a comment someone else wrote never passes for the notice.
+    """
+    if not key:
+        raise ValueError("foreign_notice_marker needs a non-empty key")
+    message = _NOTICE_DOMAIN + f"{repo}\n{number}\n{branch}".encode()
+    return f"<!-- {_MARKER}:foreign-commits={hmac.new(key, message, hashlib.sha256).hexdigest()} -->"
+
+
+def has_notice(bodies: Iterable[str], marker: str) -> bool:
+    """Whether one of the comment ``bodies`` holds ``marker`` (the notice was posted)."""
+    return any(marker in body for body in bodies)
+
+
+def foreign_notice(*, branch: str, decision: BranchDecision, successor: str, marker: str) -> str:
+    """The comment on a pull request the controller stops updating (Markdown, names and shas only)."""
+    commit = f"commit `{decision.commit[:12]}`" if decision.commit else "commits"
+    return "\n".join([
+        f"**gitops-reloader no longer updates this pull request.** Its branch `{branch}` holds "
+        f"{commit} that gitops-reloader did not make ({decision.reason}).",
+        "",
+        f"The reload goes on in a new pull request from branch `{successor}`. gitops-reloader "
+        "will not push to, merge or close this one: review every commit on it before you merge "
+        "it, or close it.",
+        "",
+        marker,
+        "",
+    ])
+
+
+def own_commit(commits: Sequence[CommitInfo], *, key: bytes) -> str | None:
+    """The newest of ``commits`` sealed by us (:func:`is_sealed`), ``None`` if none is.
+
+    On a branch someone else committed to, that commit's config-hash lines may still be
+    carried over to the next generation: the seal proves its tree is what we committed.
+    """
+    return next((commit.sha for commit in commits if is_sealed(commit, key)), None)
 
 
 def hash_only_diff(diff: str) -> bool:
@@ -515,9 +613,10 @@ def _assemble(rows: Sequence[str], total: int, items: Sequence[str], *, branch: 
         "it changes when the data changes and reveals nothing about it.",
         "",
         "**To stop gitops-reloader touching this pull request**, push a commit of your own to "
-        f"`{branch}`: gitops-reloader then leaves the branch alone and reports a Warning event on the "
-        "workload instead. **Close it without merging** to drop it: it is not reopened, and the next "
-        "change opens a new pull request. To stop pull requests for a workload altogether, remove its "
+        f"`{branch}`: gitops-reloader then leaves the branch alone, says so here, reports a Warning "
+        "event on the workload and opens a new pull request for the reload. **Close it without "
+        "merging** to drop it: it is not reopened, and the next change opens a new pull request. "
+        "To stop pull requests for a workload altogether, remove its "
         "`gitops-reloader.io/sink: pull-request` annotation.",
         "",
         f"<!-- {_MARKER}:branch={branch} -->",

@@ -61,6 +61,7 @@ from ruamel.yaml.events import (
 )
 
 from gitops_reloader.errors import YamlEditError
+from gitops_reloader.model import CONFIG_HASH_KEY
 from gitops_reloader.regex import compile_linear
 
 __all__ = [
@@ -77,9 +78,6 @@ __all__ = [
     "set_at_path",
     "set_template_annotation",
 ]
-
-CONFIG_HASH_KEY: Final = "gitops-reloader.io/config-hash"
-"""The pod-template annotation whose change makes Kubernetes roll the workload."""
 
 MAX_TEXT_CHARS: Final = 4 * 1024 * 1024
 """Longest text parsed (the scan index reads files of at most as many bytes)."""

@@ -39,8 +39,8 @@ from gitops_reloader.kube.resources import (
     STATEFULSETS,
     ResourceKind,
 )
-from gitops_reloader.model import EMPTY_MAP, ObjectRef, PodRefs, TemplateEdit
-from gitops_reloader.rollout.completion import RolloutStatus, rollout_status
+from gitops_reloader.model import CONFIG_HASH_KEY, EMPTY_MAP, ObjectRef, PodRefs, TemplateEdit
+from gitops_reloader.rollout.completion import COMPLETES_LIKE, RolloutStatus, rollout_status
 from gitops_reloader.rollout.marker import MARKER_ANNOTATION
 
 _DROP_METADATA = ("managedFields",)
@@ -70,8 +70,10 @@ class WorkloadRecord:
     """Where the kind keeps its pod template (the git sinks edit its annotations there)."""
     rollout: RolloutStatus | None = None
     """Where the rollout stands by the kind's own status, for a workload carrying the
-    controller's rollout marker (:mod:`gitops_reloader.rollout.marker`); None otherwise.
-    The status itself is not kept: this verdict is all the rollout budget reads of it."""
+    controller's rollout marker (:mod:`gitops_reloader.rollout.marker`) or a git sink's
+    digest in its pod template (``gitops-reloader.io/config-hash``: the git follow-up,
+    :mod:`gitops_reloader.control.follower`); None otherwise. The status itself is not
+    kept: this verdict is all the rollout budget and the follow-up read of it."""
 
 
 _Env = tuple[tuple[str, str | None, bool], ...]
@@ -290,11 +292,10 @@ class WorkloadAdapter:
 
     def rollout_status(self, raw: Mapping[str, Any]) -> RolloutStatus:
         """Where this workload's rollout stands, by its kind's completion rule: for a row that
-        names ``completes_like``, the rule of that ``apps/v1`` kind (an Advanced StatefulSet's
-        status reads like a StatefulSet's)."""
-        if self.spec is not None and self.spec.completes_like:
-            return rollout_status("apps", self.spec.completes_like, raw)
-        return rollout_status(self.resource.group, self.resource.kind, raw)
+        names ``completes_like`` (a configured kind's ``completesLike``), that rule."""
+        named = self.spec.completes_like if self.spec is not None else ""
+        rule = COMPLETES_LIKE[named] if named else None
+        return rollout_status(self.resource.group, self.resource.kind, raw, rule=rule)
 
     def refusal(self, record: WorkloadRecord) -> tuple[str, str] | None:
         """(Event reason, message) when no template change may be written to this workload.
@@ -333,14 +334,15 @@ class WorkloadAdapter:
         metadata = raw.get("metadata") or {}
         for key in _DROP_METADATA:
             metadata.pop(key, None)
-        marked = MARKER_ANNOTATION in (metadata.get("annotations") or {})
-        rollout = self.rollout_status(raw) if marked else None
-        raw.pop("status", None)
         template = self.pod_template(raw)
         pod_spec = (template or {}).get("spec") or {}
         annotations = _strings(metadata.get("annotations")) or EMPTY_MAP
         template_annotations = (
             _strings(((template or {}).get("metadata") or {}).get("annotations")) or EMPTY_MAP)
+        # The rollout marker (the budget) or a git sink's digest (the follow-up) wants the verdict.
+        wanted = MARKER_ANNOTATION in annotations or CONFIG_HASH_KEY in template_annotations
+        rollout = self.rollout_status(raw) if wanted else None
+        raw.pop("status", None)
         ref = ObjectRef(self.kind, sys.intern(str(metadata.get("namespace", ""))),
                         str(metadata["name"]))
         uid = str(metadata.get("uid", ""))

@@ -115,6 +115,7 @@ class Metrics:
                                               (a mounted key, known_hosts or token file, the
                                               clone directory); /readyz fails with the reason
     ``pr_operations_total{host,operation}``   PR/MR API operations (open, update...)
+    ``pr_foreign_commits_total{host}``        PRs given up: someone else committed to the branch
     ``alerts_total{sink,success}``            reload alerts sent or given up
     ``webhook_posts_total{success}``          POSTs of the ``webhook`` sink
     ``leader``                                1 while this replica holds the Lease
@@ -200,6 +201,10 @@ class Metrics:
             ("sink", "repo", "reason"))
         self._pr_operations = counter(
             "pr_operations_total", "Pull/merge request API operations.", ("host", "operation"))
+        self._pr_foreign = counter(
+            "pr_foreign_commits_total",
+            "Pull requests the controller stopped updating because their branch holds commits it did "
+            "not make (counted once, when the notice is posted).", ("host",))
         self._alerts = counter(
             "alerts_total", "Reload alerts by sink and success.", ("sink", "success"))
         self._webhook_posts = counter(
@@ -396,6 +401,10 @@ class Metrics:
     def pr_operation(self, host: str, operation: str) -> None:
         """Count one PR/MR API operation (``operation``: find, open, update, comment...)."""
         self._pr_operations.labels(host=host, operation=operation).inc()
+
+    def pr_foreign_commits(self, host: str) -> None:
+        """Count one pull request given up because someone else committed to its branch."""
+        self._pr_foreign.labels(host=host).inc()
 
     # notifications
 

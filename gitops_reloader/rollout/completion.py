@@ -15,7 +15,23 @@ those of the tools people already trust:
 - DaemonSet (kubectl ``DaemonSetStatusViewer``): observedGeneration caught up, updated
   scheduled and available = desired. ``OnDelete``: done at the write.
 - Argo Rollout: ``status.observedGeneration`` (a string) names the generation and
-  ``status.phase`` is ``Healthy``; ``Degraded`` is a failure.
+  ``status.phase`` is ``Healthy``; ``Degraded`` is a failure; ``Paused`` holds (reason
+  :data:`PAUSED`) until it is resumed or the timeout.
+- OpenKruise CloneSet (``apps.kruise.io/v1alpha1``; the CloneSet controller's
+  ``expectedUpdatedReplicas`` = replicas - partition): observedGeneration caught up (and not
+  0, as ``kubectl-kruise rollout status``), a ``Progressing`` condition with reason
+  ``ProgressDeadlineExceeded`` is a failure, then ``updatedReplicas`` and
+  ``updatedReadyReplicas`` reach ``spec.replicas`` - ``spec.updateStrategy.partition``
+  (an int, or a percentage of the replicas rounded up as OpenKruise's
+  ``CalculatePartitionReplicas``) and no surplus pod (``maxSurge``) is left, as its own
+  ``CloneSetAvailable`` asks ``replicas`` = ``spec.replicas``. ``OnDelete``: done at the write.
+- OpenKruise Advanced StatefulSet: the StatefulSet rule (``rollingUpdate.partition`` is an
+  int there too). Advanced DaemonSet: the DaemonSet rule with ``rollingUpdate.partition``
+  (an int, or a percentage of ``desiredNumberScheduled`` rounded down, as its controller).
+- Paused (CloneSet ``spec.updateStrategy.paused``, Advanced StatefulSet/DaemonSet
+  ``spec.updateStrategy.rollingUpdate.paused``): a rollout not complete stays
+  ``PROGRESSING`` with reason :data:`PAUSED`, like an Argo Rollout ``Paused``; its wave waits
+  until someone resumes it, or fails it at the timeout.
 - CronJob and Job: the write itself creates the new pods (a Job from the CronJob's
   template, a re-created Job), so the rollout counts as done at the write.
 - Any other kind: observedGeneration caught up and a ``Ready`` (or ``Available``)
@@ -29,6 +45,8 @@ those of the tools people already trust:
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -63,6 +81,10 @@ Rule = Callable[[JSON], RolloutStatus]
 
 PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
 ROLLOUT_TIMEOUT = "RolloutTimeout"
+PAUSED = "Paused"
+"""The reason of a rollout its owner paused (an Argo Rollout's phase, OpenKruise's ``paused``)."""
+_PERCENT = re.compile(r"([0-9]{1,9})%")
+_DECIMAL_PERCENT = re.compile(r"([0-9]{1,9}(?:\.[0-9]{1,9})?)%")
 
 
 def section(obj: JSON, *keys: str) -> JSON:
@@ -116,16 +138,24 @@ def _generation_behind(obj: JSON, status: JSON, *,
     return None
 
 
+def _deadline_exceeded(status: JSON) -> RolloutStatus | None:
+    """FAILED when a ``Progressing`` condition says ``ProgressDeadlineExceeded``."""
+    progressing = condition(status, "Progressing")
+    if progressing is not None and progressing.get("reason") == PROGRESS_DEADLINE_EXCEEDED:
+        return RolloutStatus(Phase.FAILED, PROGRESS_DEADLINE_EXCEEDED,
+                             str(progressing.get("message") or "exceeded its progress deadline")[:256])
+    return None
+
+
 def deployment_rule(obj: JSON) -> RolloutStatus:
     """``kubectl rollout status`` for a Deployment (and a DeploymentConfig)."""
     status = section(obj, "status")
     behind = _generation_behind(obj, status)
     if behind is not None:
         return behind
-    progressing = condition(status, "Progressing")
-    if progressing is not None and progressing.get("reason") == PROGRESS_DEADLINE_EXCEEDED:
-        return RolloutStatus(Phase.FAILED, PROGRESS_DEADLINE_EXCEEDED,
-                             str(progressing.get("message") or "exceeded its progress deadline")[:256])
+    failed = _deadline_exceeded(status)
+    if failed is not None:
+        return failed
     wanted = _int(section(obj, "spec"), "replicas", 1)
     updated = _int(status, "updatedReplicas")
     if updated < wanted:
@@ -171,17 +201,125 @@ def daemonset_rule(obj: JSON) -> RolloutStatus:
     if section(section(obj, "spec"), "updateStrategy").get("type") == "OnDelete":
         return _ON_DELETE
     status = section(obj, "status")
-    behind = _generation_behind(obj, status)
-    if behind is not None:
-        return behind
+    return _generation_behind(obj, status) or _daemon_pods(status, 0)
+
+
+def _daemon_pods(status: JSON, partition: int) -> RolloutStatus:
+    """The DaemonSet rule once the generation is observed: ``desired - partition`` pods
+    updated, every desired pod available."""
     desired = _int(status, "desiredNumberScheduled")
     updated = _int(status, "updatedNumberScheduled")
-    if updated < desired:
-        return _progressing("UpdatingPods", f"{updated} of {desired} updated pods scheduled")
+    if updated < desired - partition:
+        kept = f" (partition {partition})" if partition else ""
+        return _progressing("UpdatingPods",
+                            f"{updated} of {desired - partition} updated pods scheduled{kept}")
     available = _int(status, "numberAvailable")
     if available < desired:
         return _progressing("AvailabilityPending", f"{available} of {desired} updated pods available")
     return _COMPLETE
+
+
+def scaled_int_or_percent(value: Any, total: int, *, round_up: bool, decimal: bool = False) -> int | None:
+    """An int-or-string field as a count: an int as it is, ``"N%"`` as N % of ``total``
+    rounded up or down, in floating point as upstream computes it (Kubernetes'
+    ``GetScaledValueFromIntOrPercent``; with ``decimal``, OpenKruise's own, which also reads
+    ``"0.5%"``). None for anything else; at most 9 digits either side of the point are read."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    pattern = _DECIMAL_PERCENT if decimal else _PERCENT
+    match = pattern.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        return None
+    share = float(match.group(1)) * float(total) / 100
+    return math.ceil(share) if round_up else math.floor(share)
+
+
+def kruise_partition(value: Any, replicas: int) -> int | None:
+    """The pods an OpenKruise partition keeps at the old revision (``CalculatePartitionReplicas``):
+    absent is 0, a percentage is rounded up, a percentage under 100% leaves at least one of
+    several pods to update, and the result lies between 0 and ``replicas``. None: not an
+    int or a percentage."""
+    if value is None:
+        return 0
+    partition = scaled_int_or_percent(value, replicas, round_up=True, decimal=True)
+    if partition is None:
+        return None
+    if replicas > 1 and partition == replicas and isinstance(value, str) and value != "100%":
+        partition = replicas - 1
+    return max(min(partition, replicas), 0)
+
+
+def _invalid_partition(field: str, value: Any) -> RolloutStatus:
+    return _progressing("InvalidPartition",
+                        f"{field} {str(value)[:32]!r} is neither an integer nor a percentage")
+
+
+def _unless_paused(status: RolloutStatus, paused: Any) -> RolloutStatus:
+    """``status``, or :data:`PAUSED` when the owner paused a rollout that is not complete
+    (once the controller observed the write: before, nothing says the pause concerns it)."""
+    if paused is True and status.phase is Phase.PROGRESSING and status.reason != "ObservedGenerationBehind":
+        return _progressing(PAUSED, f"the update strategy is paused; {status.message}"[:256])
+    return status
+
+
+def cloneset_rule(obj: JSON) -> RolloutStatus:
+    """An OpenKruise CloneSet: replicas - partition pods updated and ready; OnDelete is
+    done at the write; ``spec.updateStrategy.paused`` holds it."""
+    spec = section(obj, "spec")
+    strategy = section(spec, "updateStrategy")
+    if strategy.get("type") == "OnDelete":
+        return _ON_DELETE
+    status = section(obj, "status")
+    behind = _generation_behind(obj, status, unobserved_is_behind=True)
+    if behind is not None:
+        return behind
+    failed = _deadline_exceeded(status)
+    if failed is not None:
+        return failed
+    wanted = _int(spec, "replicas", 1)
+    partition = kruise_partition(strategy.get("partition"), wanted)
+    if partition is None:
+        return _invalid_partition("spec.updateStrategy.partition", strategy.get("partition"))
+    expected = wanted - partition
+    kept = f" (partition {partition})" if partition else ""
+    updated = _int(status, "updatedReplicas")
+    ready = _int(status, "updatedReadyReplicas")
+    if updated < expected:
+        waiting = _progressing("UpdatingReplicas", f"{updated} of {expected} pods updated{kept}")
+    elif ready < expected:
+        waiting = _progressing("UpdatedPodsNotReady", f"{ready} of {expected} updated pods ready")
+    elif _int(status, "replicas") > wanted:
+        surplus = _int(status, "replicas") - wanted
+        waiting = _progressing("OldReplicasPending", f"{surplus} surplus pods pending deletion (maxSurge)")
+    else:
+        return _COMPLETE
+    return _unless_paused(waiting, strategy.get("paused"))
+
+
+def advanced_statefulset_rule(obj: JSON) -> RolloutStatus:
+    """An OpenKruise Advanced StatefulSet: the StatefulSet rule (its partition is an int);
+    ``spec.updateStrategy.rollingUpdate.paused`` holds it."""
+    paused = section(obj, "spec", "updateStrategy", "rollingUpdate").get("paused")
+    return _unless_paused(statefulset_rule(obj), paused)
+
+
+def advanced_daemonset_rule(obj: JSON) -> RolloutStatus:
+    """An OpenKruise Advanced DaemonSet: the DaemonSet rule with ``rollingUpdate.partition``
+    (a percentage of the desired pods rounded down, as its controller); ``paused`` holds it."""
+    strategy = section(obj, "spec", "updateStrategy")
+    if strategy.get("type") == "OnDelete":
+        return _ON_DELETE
+    status = section(obj, "status")
+    behind = _generation_behind(obj, status)
+    if behind is not None:
+        return behind
+    rolling = section(strategy, "rollingUpdate")
+    raw = rolling.get("partition")
+    partition = 0 if raw is None else scaled_int_or_percent(raw, _int(status, "desiredNumberScheduled"),
+                                                           round_up=False)
+    if partition is None:
+        return _invalid_partition("spec.updateStrategy.rollingUpdate.partition", raw)
+    return _unless_paused(_daemon_pods(status, max(partition, 0)), rolling.get("paused"))
 
 
 def argo_rollout_rule(obj: JSON) -> RolloutStatus:
@@ -231,8 +369,21 @@ RULES: dict[tuple[str, str], Rule] = {
     ("argoproj.io", "Rollout"): argo_rollout_rule,
     ("batch", "Job"): at_write_rule,
     ("batch", "CronJob"): at_write_rule,
+    ("apps.kruise.io", "CloneSet"): cloneset_rule,
+    ("apps.kruise.io", "StatefulSet"): advanced_statefulset_rule,
+    ("apps.kruise.io", "DaemonSet"): advanced_daemonset_rule,
 }
 """Completion rule per (API group, kind); a kind not listed gets :func:`generic_rule`."""
+
+COMPLETES_LIKE: dict[str, Rule] = {
+    "Deployment": deployment_rule,
+    "StatefulSet": statefulset_rule,
+    "DaemonSet": daemonset_rule,
+    "Ready-condition": generic_rule,
+    "none": at_write_rule,
+}
+"""The rules a configured kind may name (``completesLike`` in ``--workload-kinds-config``):
+its status reads like that core kind's, or a Ready condition, or ``none`` (done at the write)."""
 
 
 def rule_for(group: str, kind: str) -> Rule:
@@ -241,15 +392,16 @@ def rule_for(group: str, kind: str) -> Rule:
 
 
 def rollout_status(group: str, kind: str, obj: JSON, *,
-                   written_generation: int | None = None) -> RolloutStatus:
+                   written_generation: int | None = None, rule: Rule | None = None) -> RolloutStatus:
     """Where the rollout of ``obj`` (of ``group``/``kind``) stands.
 
     ``written_generation``: the generation our write produced; an object older than that
-    is a view from before the write, so the rollout is still progressing.
+    is a view from before the write, so the rollout is still progressing. ``rule``: the rule
+    to read it by instead of its kind's (a configured kind's ``completesLike``).
     """
     if written_generation is not None and _generation(obj) < written_generation:
         return _progressing("WriteNotSeen", f"waiting to see generation {written_generation}")
-    return rule_for(group, kind)(obj)
+    return (rule or rule_for(group, kind))(obj)
 
 
 def with_deadline(status: RolloutStatus, elapsed_seconds: float, timeout_seconds: float) -> RolloutStatus:

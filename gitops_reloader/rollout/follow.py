@@ -1,7 +1,7 @@
 """From a pushed commit to a rolled workload: what the engine, the template and the rollout say, pure.
 
-The git and pull-request sinks follow each emission into the cluster (the I/O is in
-:mod:`gitops_reloader.sinks.follow`). This module reads the statuses and turns them into
+The git and pull-request sinks' emissions are followed into the cluster (the I/O is in
+:mod:`gitops_reloader.control.follower`). This module reads the statuses and turns them into
 one :class:`FollowState`:
 
 - **The engine's report** (:class:`EngineReport`), read bounded from the object that

@@ -27,6 +27,7 @@ RECENT_COMPLETIONS = 1024
 informer reports complete before the writer has called :meth:`Tracker.begin`."""
 
 _WRITE_NOT_SEEN = RolloutStatus(Phase.PROGRESSING, "WriteNotSeen", "waiting for the write to be observed")
+_SEEN_COMPLETE = RolloutStatus(Phase.COMPLETE, "RolloutComplete", "complete before the writer reported it")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,13 +61,34 @@ class Tracker:
     # --- feeding ---------------------------------------------------------------------
 
     def begin(self, ref: ObjectRef, marker: Marker) -> None:
-        """A rollout of ``ref`` was just started (its write carried ``marker``)."""
+        """A rollout of ``ref`` was just started (its write carried ``marker``).
+
+        The informer may have been quicker than the writer: a rollout it already showed under
+        way stays as observed; one it already showed complete (a kind done at the write, such
+        as ``OnDelete`` or ``completesLike: none``) is announced now, since its observation
+        had nothing to announce it to."""
+        done = None
         with self._lock:
             self._failed.discard(ref)
             seen = self._observed.get(ref)
-            if (seen is not None and seen[0].at >= marker.at) or self._completed.get(ref, -1) >= marker.at:
-                return  # the informer was quicker than the writer: the cache shows it already
-            self._begun[ref] = marker
+            if seen is not None and seen[0].at >= marker.at:
+                return
+            if self._completed.get(ref, -1) >= marker.at:
+                done = Rollout(ref, marker, _SEEN_COMPLETE)
+            else:
+                self._begun[ref] = marker
+        self._notify(done)
+
+    def restore(self, ref: ObjectRef, marker: Marker, now: float) -> None:
+        """A write an earlier instance made that the cache has not shown yet (a marker committed
+        to git, the engine not having applied it): counted as :meth:`begin` counts it. One
+        already past ``--rollout-timeout`` is failed without being announced again (the earlier
+        instance announced it, or died before it could: either way not twice)."""
+        self.begin(ref, marker)
+        if self.timeout > 0 and now - marker.at >= self.timeout:
+            with self._lock:
+                if ref in self._begun:
+                    self._failed.add(ref)
 
     def observe(self, ref: ObjectRef, marker: Marker | None, status: RolloutStatus | None,
                 now: float) -> None:

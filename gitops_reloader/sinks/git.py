@@ -54,7 +54,8 @@ After a successful push, with ``--request-refresh``, the Argo CD Application or 
 GitRepository + Kustomization / HelmRelease that deploys each changed workload (for a
 ``git-target`` or ``git-path`` too: ``Location.refresh``) is asked to reconcile now.
 Then each pushed workload (and, on a start-up check, each whose value was already
-committed) is handed to the :class:`~gitops_reloader.sinks.follow.Follower`, which follows the
+committed) is handed to the injected :class:`~gitops_reloader.sinks.following.CommitFollower`
+(the controller's :class:`~gitops_reloader.control.follower.Follower`), which follows the
 commit into the cluster and answers ``Applied`` / ``NotApplied`` on the workload. With a
 rollout budget the reconciler passes only the granted workloads of a wave, each request
 carrying the rollout marker (``workload_annotations``), which is written into the workload's
@@ -84,7 +85,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from gitops_reloader.clock import Clock, SystemClock
 from gitops_reloader.errors import (
@@ -102,6 +103,7 @@ from gitops_reloader.errors import (
 )
 from gitops_reloader.gitops.digestkey import DigestKey
 from gitops_reloader.gitops.gitconfig import GitConfig, RepositoryConfig
+from gitops_reloader.gitops.handle import RepositoryHandle
 from gitops_reloader.gitops.locate import (
     GIT_TARGET_ANNOTATION,
     Location,
@@ -113,7 +115,7 @@ from gitops_reloader.gitops.locate import (
 )
 from gitops_reloader.gitops.refresh import RefreshRequester, RefreshTarget
 from gitops_reloader.gitops.repo import Repository
-from gitops_reloader.gitops.scanindex import DocKey, ScanIndex, edit_confined
+from gitops_reloader.gitops.scanindex import DocKey, edit_confined
 from gitops_reloader.gitops.yamledit import (
     CONFIG_HASH_KEY,
     EditResult,
@@ -125,16 +127,13 @@ from gitops_reloader.hashing import DELETED_HASH
 from gitops_reloader.kube.events import EventRecorder
 from gitops_reloader.model import Outcome, OutcomeStatus, ReloadRequest, SinkName
 from gitops_reloader.observability.metrics import Metrics
-
-if TYPE_CHECKING:
-    from gitops_reloader.sinks.follow import Follower
+from gitops_reloader.sinks.following import CommitFollower
 
 __all__ = [
     "EditPlan",
     "GitSink",
     "GitTargetRefused",
     "ManifestPlanner",
-    "RepositoryHandle",
     "UnsupportedWorkload",
     "failure_reason",
     "skip_workload",
@@ -155,25 +154,6 @@ class UnsupportedWorkload(ReloaderError):
 
 class GitTargetRefused(AnnotationError):
     """A ``git-target`` names a map the repository does not let the digest be written into."""
-
-
-@dataclass(slots=True)
-class RepositoryHandle:
-    """One configured repository: its clone, its scan index and the lock serializing both."""
-
-    config: RepositoryConfig
-    repo: Repository
-    index: ScanIndex
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def sync(self) -> str:
-        """Fetch and reset the clone to the remote branch; bring the index to the new head."""
-        head = self.repo.sync()
-        update = self.index.refresh(head)
-        log.debug("repository synced", extra={"repo": self.config.name, "head": head[:12],
-                                              "index_full": update.full, "files_read": update.files_read,
-                                              "index_seconds": round(update.seconds, 3)})
-        return head
 
 
 @dataclass(slots=True)
@@ -477,8 +457,8 @@ class GitSink:
         self.push_backoff = push_backoff
         self.resolve_ttl = resolve_ttl
         self._sleep = sleep
-        self.follower: Follower | None = None
-        """Follows each pushed commit into the cluster (:mod:`gitops_reloader.sinks.follow`)."""
+        self.follower: CommitFollower | None = None
+        """Follows each pushed commit into the cluster (injected, :mod:`.following`)."""
         default = git_config.default_repository
         self._fallback_group = default or "unresolved"
 

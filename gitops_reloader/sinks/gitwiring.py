@@ -39,6 +39,7 @@ from gitops_reloader.config import Config
 from gitops_reloader.errors import ConfigError, RepositoryUnusable
 from gitops_reloader.gitops.digestkey import DigestKeyStore
 from gitops_reloader.gitops.gitconfig import GitConfig, load_git_config
+from gitops_reloader.gitops.handle import RepositoryHandle
 from gitops_reloader.gitops.hosts import GitHost, host_for
 from gitops_reloader.gitops.locate import Locator
 from gitops_reloader.gitops.prbranch import PullRequestRepository
@@ -49,8 +50,7 @@ from gitops_reloader.gitops.scanindex import ScanIndex
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.events import EventRecorder
 from gitops_reloader.observability.metrics import Metrics
-from gitops_reloader.sinks.follow import Follower
-from gitops_reloader.sinks.git import GitSink, RepositoryHandle
+from gitops_reloader.sinks.git import GitSink
 from gitops_reloader.sinks.pullrequest import PullRequestSink
 
 __all__ = ["PULL_REQUEST_CACHE", "build_git_sink", "build_pull_request_sink", "build_repository_handles",
@@ -129,7 +129,7 @@ def build_git_sink(config: Config, api: KubeApi, metrics: Metrics, recorder: Eve
                                  create=not config.runtime.dry_run)
     handles, unusable = open_repositories(git_config, gitops.cache_dir)
     report_unusable(GitSink.name, unusable, metrics)
-    sink = GitSink(
+    return GitSink(
         git_config=git_config,
         repositories=handles,
         unusable=unusable,
@@ -140,8 +140,6 @@ def build_git_sink(config: Config, api: KubeApi, metrics: Metrics, recorder: Eve
         refresher=RefreshRequester(api, clock=clock) if gitops.request_refresh else None,
         clock=clock,
     )
-    sink.follower = _follower(config, api, git_config, sink.repositories, metrics, recorder, clock)
-    return sink
 
 
 def build_pull_request_sink(config: Config, api: KubeApi, metrics: Metrics, recorder: EventRecorder | None,
@@ -176,7 +174,7 @@ def build_pull_request_sink(config: Config, api: KubeApi, metrics: Metrics, reco
     report_unusable(PullRequestSink.name, unusable, metrics)
     digest_keys = DigestKeyStore(api, namespace=gitops.digest_key_namespace, name=gitops.digest_key_secret,
                                  create=not config.runtime.dry_run)
-    sink = PullRequestSink(
+    return PullRequestSink(
         git_config=git_config,
         repositories=handles,
         unusable=unusable,
@@ -188,16 +186,4 @@ def build_pull_request_sink(config: Config, api: KubeApi, metrics: Metrics, reco
         clock=clock,
         default_grouping=gitops.pr_grouping,
     )
-    sink.follower = _follower(config, api, git_config, sink.repositories, metrics, recorder, clock)
-    return sink
 
-
-def _follower(config: Config, api: KubeApi, git_config: GitConfig, handles: dict[str, RepositoryHandle],
-              metrics: Metrics, recorder: EventRecorder | None, clock: Clock | None) -> Follower | None:
-    """The follow-up of a git sink's emissions (``None``: ``--git-apply-timeout 0`` or ``--dry-run``)."""
-    gitops = config.gitops
-    if gitops.apply_timeout <= 0 or config.runtime.dry_run:
-        return None
-    return Follower(api=api, repositories=handles, metrics=metrics, recorder=recorder,
-                    argocd_namespace=git_config.argocd_namespace, timeout=gitops.apply_timeout,
-                    interval=gitops.follow_interval, clock=clock)

@@ -10,23 +10,31 @@ digest into ``gitops-reloader.io/config-hash``, every other byte unchanged); onl
 goes differs. Branch names, title, body and the "is this branch still ours" decision are
 pure functions in :mod:`gitops_reloader.gitops.prpolicy`.
 
-For one branch (``gitops-reloader/<base>/<key>``), :meth:`emit_batch`:
+For one branch (``gitops-reloader/<base>/<key>``, or its newest generation
+``<branch>-<n>`` on the remote), :meth:`emit_batch`:
 
-1. syncs the base branch, asks the host for the *open* pull request of the branch
-   (``find_open``; no local state: the branch name is the key), and fetches the branch;
+1. syncs the base branch, lists the remote's generations of the branch (one
+   ``ls-remote``) and takes the newest, asks the host for the *open* pull request of
+   that branch (``find_open``; no local state: the branch name is the key), and fetches it;
 2. plans the batch's edits against the base. Nothing to change and no open pull request
    → ``already-current``: no branch, no pull request;
 3. with an open pull request, checks the branch is still ours
    (:func:`~gitops_reloader.gitops.prpolicy.branch_ownership`: at most one commit on top
    of the base, carrying a valid seal — an HMAC over its tree and parent keyed with the
    digest key, which only the controller holds; names and e-mails are never trusted).
-   If anyone else pushed to it, the branch is left alone: a ``ForeignCommits`` Warning
-   Event on each workload, outcome ``skipped``, no push, no commit, no auto-merge. With
+   If anyone else pushed to it, the branch is left alone: no push, no commit, no
+   auto-merge, and a ``ForeignCommits`` Warning Event on each workload. With
    ``autoMerge`` on, the auto-merge asked for earlier is cancelled
    (:meth:`~gitops_reloader.gitops.hosts.GitHost.cancel_auto_merge`), so foreign content is
    never merged on the controller's authority; the Event says whether it was cancelled,
    none was armed, or cancelling failed (``git_errors_total{reason="cancel-auto-merge"}``;
-   tried again on the next change, the other workloads carry on);
+   then the batch is ``skipped`` and the cancel tried again on the next change, the other
+   workloads carry on). Otherwise the controller stops vouching for that pull request
+   (:meth:`PullRequestSink._disown`: one comment ending with a marker keyed with the digest
+   key, found again on the host so it is never repeated, and the
+   ``gitops-reloader/foreign-commits`` label; ``pr_foreign_commits_total{host}``) and the
+   batch goes on with the next generation, ``<branch>-<n+1>``, as a branch without a pull
+   request;
 4. **rebuilds the branch as one sealed commit on the latest base**: the config-hash
    changes of the previous commit of the open pull request are carried over file by file
    (a file whose change is anything else is refused and logged; unchanged by the base
@@ -49,8 +57,8 @@ For one branch (``gitops-reloader/<base>/<key>``), :meth:`emit_batch`:
 A branch whose rebuilt tree equals the base (every edit it held is on the base now) has
 nothing left to propose: its open pull request is closed.
 
-Every edit of a pushed or current pull request is handed to the
-:class:`~gitops_reloader.sinks.follow.Follower` as *waiting for merge*; once the base holds
+Every edit of a pushed or current pull request is handed to the injected
+:class:`~gitops_reloader.sinks.following.CommitFollower` as *waiting for merge*; once the base holds
 it, the commit is followed into the cluster like the git sink's.
 
 **Failures.** Host down, 5xx or rate-limited → the host client's bounded retries, then a
@@ -60,7 +68,8 @@ token (:class:`~gitops_reloader.errors.HostAuthError`) is permanent: Warning Eve
 each workload, ``skipped``. Per-workload problems (no manifest, unparsable file, ...)
 skip that workload only, as in the git sink. Metrics:
 ``pr_operations_total{host, operation}`` (``create``, ``update``, ``skip``, ``close``,
-``auto-merge``, ``cancel-auto-merge``) and ``git_errors_total{repo, reason}``.
+``auto-merge``, ``cancel-auto-merge``, ``comment``, ``label``),
+``pr_foreign_commits_total{host}`` and ``git_errors_total{repo, reason}``.
 
 **Secrets.** Only keyed digests are written; the body shows their first 12 hex digits.
 Titles, bodies, commit messages, logs and events carry kind/namespace/name only. Tokens
@@ -77,7 +86,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from gitops_reloader.clock import Clock
 from gitops_reloader.errors import (
@@ -95,22 +104,20 @@ from gitops_reloader.errors import (
 from gitops_reloader.gitops import prpolicy
 from gitops_reloader.gitops.digestkey import DigestKey
 from gitops_reloader.gitops.gitconfig import GitConfig, PullRequestConfig
+from gitops_reloader.gitops.handle import RepositoryHandle
 from gitops_reloader.gitops.hosts import GitHost, PullRequest
 from gitops_reloader.gitops.locate import Locator, Resolution
 from gitops_reloader.gitops.prbranch import PullRequestRepository
 from gitops_reloader.kube.events import EventRecorder
 from gitops_reloader.model import ObjectRef, Outcome, OutcomeStatus, ReloadRequest, SinkName
 from gitops_reloader.observability.metrics import Metrics
+from gitops_reloader.sinks.following import CommitFollower
 from gitops_reloader.sinks.git import (
     EditPlan,
     ManifestPlanner,
-    RepositoryHandle,
     UnsupportedWorkload,
     skip_workload,
 )
-
-if TYPE_CHECKING:
-    from gitops_reloader.sinks.follow import Follower
 
 __all__ = ["PullRequestNotConfigured", "PullRequestSink", "require_pull_request_settings"]
 
@@ -195,8 +202,8 @@ class PullRequestSink:
         self.recorder = recorder
         self.default_grouping = default_grouping
         self._fallback_group = git_config.default_repository or "unresolved"
-        self.follower: Follower | None = None
-        """Follows each edit until merged, then into the cluster (:mod:`gitops_reloader.sinks.follow`)."""
+        self.follower: CommitFollower | None = None
+        """Follows each edit until merged, then into the cluster (injected, :mod:`.following`)."""
 
     def repository(self, name: str) -> RepositoryHandle:
         """The handle of a repository with pull requests (KeyError if unknown)."""
@@ -305,12 +312,13 @@ class PullRequestSink:
                      digest_key: DigestKey) -> dict[int, Outcome]:
         name = handle.config.name
         base = handle.config.branch
-        branch = prpolicy.branch_name(base, key)
         repo = _branch_repository(handle)
         slug = target.config.repository
         host = target.host
         with handle.lock:
             base_sha = self._git_step(name, "sync", handle.sync)
+            generation = self._generation(handle, key)
+            branch = prpolicy.generation_branch(base, key, generation)
             pull = self._host_step(name, lambda: host.find_open(slug, head=branch, base=base))
             remote_sha = self._git_step(name, "fetch", lambda: repo.fetch_branch(branch))
 
@@ -332,55 +340,84 @@ class PullRequestSink:
                 decision = prpolicy.branch_ownership(ahead, key=digest_key.value)
                 if not decision.ours:
                     self.metrics.pr_operation(host.kind, "skip")
-                    note = self._cancel_auto_merge(name, target, pull, branch)
-                    for position, request, _ in located:
-                        outcomes[position] = self._foreign(request, name, branch, pull, decision, note)
-                    return outcomes
+                    note, cancelled = self._cancel_auto_merge(name, target, pull, branch)
+                    if not cancelled or generation >= prpolicy.MAX_GENERATION:
+                        # Our auto-merge may still merge foreign content (the cancel is tried
+                        # again on the next change), or there is no generation left: report only.
+                        for position, request, _ in located:
+                            outcomes[position] = self._foreign(request, name, branch, pull, decision, note)
+                        return outcomes
+                    successor = prpolicy.generation_branch(base, key, generation + 1)
+                    self._disown(name, target, pull, branch, successor, decision, digest_key)
+                    for _, request, _ in located:
+                        self._foreign(request, name, branch, pull, decision, note, successor=successor)
+                    # The new branch starts from the base with only our own sealed commit's
+                    # config-hash lines carried over (earlier workloads of a grouped pull
+                    # request keep their edit); nothing the other person pushed.
+                    previous = prpolicy.own_commit(ahead, key=digest_key.value)
+                    return self._rebuild(handle, target, successor, base_sha, None, None, previous,
+                                         wanted, located, outcomes, digest_key,
+                                         earlier=pull.body if previous is not None else "")
 
-            # Rebuild: one commit on the latest base = previous commit carried over + this batch.
             previous = remote_sha if pull is not None and len(ahead) == 1 else None
-            carried = self._rebuild_start(handle, branch, base_sha, previous)
-            rebuilt = self.planner.plan(handle, located, digest_key)
-            for position, request, exc in rebuilt.skipped:  # the carried text broke the edit
-                outcomes[position] = self._skip(request, name, exc)
-            entries = prpolicy.merge_entries(
-                prpolicy.parse_entries(pull.body) if pull is not None else (),
-                [prpolicy.entry_for(request, wanted.values[position])
-                 for position, request, _ in wanted.applied if position not in outcomes],
-                drop=[request.ref.key for position, request, _ in located if position in wanted.outcomes])
-            head = self._commit(handle, rebuilt, carried, entries, digest_key)
-            tree = repo.tree(head)
-            if tree == repo.tree(base_sha):
-                self._close_obsolete(name, target, pull, branch)
-                for position, _, _ in located:
-                    outcomes.setdefault(position, wanted.outcomes.get(position) or Outcome(
-                        OutcomeStatus.ALREADY_CURRENT, self.name, f"{name}:{base} already has this edit"))
-                return outcomes
+            return self._rebuild(handle, target, branch, base_sha, pull, remote_sha, previous,
+                                 wanted, located, outcomes, digest_key,
+                                 earlier=pull.body if pull is not None else "")
 
-            pushed = remote_sha is None or repo.tree(remote_sha) != tree
-            if pushed:
-                self._push(handle, branch, remote_sha)
-            pull, changed = self._open_or_update(name, target, pull, branch, base, entries)
-
-            for position, _, _ in wanted.applied:
-                if position in outcomes:
-                    continue
-                if pushed or changed:
-                    outcomes[position] = Outcome(OutcomeStatus.APPLIED, self.name,
-                                                 f"pull request #{pull.number} ({branch} into {base})")
-                else:
-                    outcomes[position] = Outcome(OutcomeStatus.ALREADY_CURRENT, self.name,
-                                                 f"pull request #{pull.number} already has this edit")
-            for position, outcome in wanted.outcomes.items():
-                outcomes.setdefault(position, outcome)
-            if self.follower is not None:
-                for position, request, location in wanted.applied:
-                    if outcomes[position].status in (OutcomeStatus.APPLIED, OutcomeStatus.ALREADY_CURRENT):
-                        self.follower.await_merge(request, location, wanted.values[position], sink=self.name)
-            log.info("pull request branch handled", extra={
-                "repo": name, "branch": branch, "number": pull.number, "pushed": pushed,
-                "pr_changed": changed, "workloads": len(entries)})
+    def _rebuild(self, handle: RepositoryHandle, target: _Target, branch: str, base_sha: str,
+                 pull: PullRequest | None, remote_sha: str | None, previous: str | None,
+                 wanted: EditPlan, located: Sequence[tuple[int, ReloadRequest, Resolution]],
+                 outcomes: dict[int, Outcome], digest_key: DigestKey, *, earlier: str) -> dict[int, Outcome]:
+        """Rebuild ``branch`` as one sealed commit on the base, push it if it changed, open or
+        update its pull request. ``previous``: our commit whose config-hash lines are carried
+        over; ``earlier``: the body whose workload entries the new body keeps listing. Runs
+        under the handle's lock (the caller holds it)."""
+        name = handle.config.name
+        base = handle.config.branch
+        repo = _branch_repository(handle)
+        # Rebuild: one commit on the latest base = previous commit carried over + this batch.
+        carried = self._rebuild_start(handle, branch, base_sha, previous)
+        rebuilt = self.planner.plan(handle, located, digest_key)
+        for position, request, exc in rebuilt.skipped:  # the carried text broke the edit
+            outcomes[position] = self._skip(request, name, exc)
+        entries = prpolicy.merge_entries(
+            prpolicy.parse_entries(earlier),
+            [prpolicy.entry_for(request, wanted.values[position])
+             for position, request, _ in wanted.applied if position not in outcomes],
+            drop=[request.ref.key for position, request, _ in located if position in wanted.outcomes])
+        head = self._commit(handle, rebuilt, carried, entries, digest_key)
+        tree = repo.tree(head)
+        if tree == repo.tree(base_sha):
+            self._close_obsolete(name, target, pull, branch)
+            for position, _, _ in located:
+                outcomes.setdefault(position, wanted.outcomes.get(position) or Outcome(
+                    OutcomeStatus.ALREADY_CURRENT, self.name, f"{name}:{base} already has this edit"))
             return outcomes
+
+        pushed = remote_sha is None or repo.tree(remote_sha) != tree
+        if pushed:
+            self._push(handle, branch, remote_sha)
+        pull, changed = self._open_or_update(name, target, pull, branch, base, entries)
+
+        for position, _, _ in wanted.applied:
+            if position in outcomes:
+                continue
+            if pushed or changed:
+                outcomes[position] = Outcome(OutcomeStatus.APPLIED, self.name,
+                                             f"pull request #{pull.number} ({branch} into {base})")
+            else:
+                outcomes[position] = Outcome(OutcomeStatus.ALREADY_CURRENT, self.name,
+                                             f"pull request #{pull.number} already has this edit")
+        for position, outcome in wanted.outcomes.items():
+            outcomes.setdefault(position, outcome)
+        if self.follower is not None:
+            for position, request, location in wanted.applied:
+                if outcomes[position].status in (OutcomeStatus.APPLIED, OutcomeStatus.ALREADY_CURRENT):
+                    self.follower.await_merge(request, location, wanted.values[position], sink=self.name)
+        log.info("pull request branch handled", extra={
+            "repo": name, "branch": branch, "number": pull.number, "pushed": pushed,
+            "pr_changed": changed, "workloads": len(entries)})
+        return outcomes
 
     def _preview_branch(self, handle: RepositoryHandle, target: _Target, key: str,
                         items: Sequence[tuple[int, ReloadRequest, Resolution]],
@@ -388,9 +425,9 @@ class PullRequestSink:
         """Plan the branch's edits against the base; read the host, write nothing."""
         name = handle.config.name
         base = handle.config.branch
-        branch = prpolicy.branch_name(base, key)
         with handle.lock:
             self._git_step(name, "sync", handle.sync)
+            branch = self.branch_for(handle, key)
             pull = self._host_step(name, lambda: target.host.find_open(
                 target.config.repository, head=branch, base=base))
             wanted = self.planner.plan(handle, items, digest_key)
@@ -493,14 +530,16 @@ class PullRequestSink:
             log.info("auto-merge not available on this host or repository",
                      extra={"repo": name, "number": pull.number})
 
-    def _cancel_auto_merge(self, name: str, target: _Target, pull: PullRequest, branch: str) -> str:
+    def _cancel_auto_merge(self, name: str, target: _Target, pull: PullRequest,
+                           branch: str) -> tuple[str, bool]:
         """Cancel the auto-merge we may have armed on a branch that is not ours any more.
 
-        Returns the sentence for the ``ForeignCommits`` Event (``""`` without ``autoMerge``).
-        A failure is logged and counted, never raised: the next change tries again.
+        Returns the sentence for the ``ForeignCommits`` Event (``""`` without ``autoMerge``)
+        and whether no auto-merge of ours is left armed. A failure is logged and counted,
+        never raised: the next change tries again.
         """
         if not target.config.auto_merge:
-            return ""
+            return "", True
         fields = {"repo": name, "branch": branch, "number": pull.number}
         try:
             cancelled = target.host.cancel_auto_merge(target.config.repository, pull.number)
@@ -509,13 +548,69 @@ class PullRequestSink:
             log.warning("could not cancel the auto-merge of a pull request with foreign commits; "
                         "tried again on the next change", extra={**fields, "error": str(exc)})
             return (f" Its auto-merge could NOT be cancelled ({_short_error(exc)}): cancel it by hand; "
-                    "it is tried again on the next change.")
+                    "it is tried again on the next change."), False
         if cancelled:
             self.metrics.pr_operation(target.host.kind, "cancel-auto-merge")
             log.warning("auto-merge cancelled: the pull-request branch has foreign commits", extra=fields)
-            return " Its auto-merge was cancelled."
+            return " Its auto-merge was cancelled.", True
         log.info("no auto-merge armed on the pull request with foreign commits", extra=fields)
-        return " There was no auto-merge of ours to cancel."
+        return " There was no auto-merge of ours to cancel.", True
+
+    def branch_for(self, handle: RepositoryHandle, key: str) -> str:
+        """The branch the next change of branch key ``key`` goes to: its newest generation on
+        the remote (one ``git ls-remote``; the host's API is not asked)."""
+        return prpolicy.generation_branch(handle.config.branch, key, self._generation(handle, key))
+
+    def _generation(self, handle: RepositoryHandle, key: str) -> int:
+        """The newest generation of ``key``'s branch on the remote (0 when there is none)."""
+        repo = _branch_repository(handle)
+        first = prpolicy.branch_name(handle.config.branch, key)
+        heads = self._git_step(handle.config.name, "inspect", lambda: repo.branches_starting(first))
+        return max(prpolicy.generations(handle.config.branch, key, heads), default=0)
+
+    def _disown(self, name: str, target: _Target, pull: PullRequest, branch: str, successor: str,
+                decision: prpolicy.BranchDecision, digest_key: DigestKey) -> None:
+        """Say on ``pull`` (once) that the controller no longer vouches for it, and label it.
+
+        The notice ends with a marker keyed with the digest key
+        (:func:`~gitops_reloader.gitops.prpolicy.foreign_notice_marker`), so a restart or the
+        next change finds it and does not comment again, and nobody else's comment passes
+        for it. A host error that retrying can fix is raised (nothing is pushed yet, the
+        retry finds what was done); a refusal (no right to comment, or to label) is logged
+        and counted, the other step is still tried, and the reload goes on.
+        """
+        host = target.host
+        slug = target.config.repository
+        fields = {"repo": name, "branch": branch, "number": pull.number, "successor": successor}
+        marker = prpolicy.foreign_notice_marker(digest_key.value, slug, pull.number, branch)
+
+        def comment() -> None:
+            bodies = self._host_step(name, lambda: host.comments(slug, pull.number))
+            if prpolicy.has_notice(bodies, marker):
+                return
+            notice = prpolicy.foreign_notice(branch=branch, decision=decision, successor=successor,
+                                             marker=marker)
+            self._host_step(name, lambda: host.add_comment(slug, pull.number, notice))
+            self.metrics.pr_foreign_commits(host.kind)
+            self.metrics.pr_operation(host.kind, "comment")
+            log.warning("pull request with foreign commits commented; the reload moves to a new branch",
+                        extra=fields)
+
+        def label() -> None:
+            if prpolicy.FOREIGN_LABEL in pull.labels:
+                return
+            if self._host_step(name, lambda: host.add_labels(slug, pull.number, [prpolicy.FOREIGN_LABEL])):
+                self.metrics.pr_operation(host.kind, "label")
+
+        for step, what in ((comment, "comment on"), (label, "label")):
+            try:
+                step()
+            except HostError as exc:
+                if exc.retryable:
+                    raise
+                self.metrics.git_error(name, "foreign-notice")
+                log.warning(f"could not {what} the pull request with foreign commits",
+                            extra={**fields, "error": str(exc)})
 
     def _close_obsolete(self, name: str, target: _Target, pull: PullRequest | None, branch: str) -> None:
         """Every edit of the branch is on the base now: close its open pull request."""
@@ -561,13 +656,19 @@ class PullRequestSink:
     # -- reporting ------------------------------------------------------------------------------
 
     def _foreign(self, request: ReloadRequest, repo_name: str, branch: str, pull: PullRequest,
-                 decision: prpolicy.BranchDecision, auto_merge_note: str = "") -> Outcome:
+                 decision: prpolicy.BranchDecision, auto_merge_note: str = "", *,
+                 successor: str = "") -> Outcome:
+        if successor:
+            then = (f"Pull request #{pull.number} is theirs now: gitops-reloader said so on it and no longer "
+                    f"updates it; the reload goes to a new pull request from branch {successor}.")
+        else:
+            then = (f"Pull request #{pull.number} is theirs now: merge or close it, and the next change "
+                    "opens a new one.")
         message = (f"pull-request sink, repository {repo_name}: branch {branch} has commits from someone "
-                   f"else ({decision.reason}); not updated. Pull request #{pull.number} is theirs now: "
-                   f"merge or close it, and the next change opens a new one.{auto_merge_note}")
+                   f"else ({decision.reason}); not updated. {then}{auto_merge_note}")
         log.warning("pull-request branch has commits from someone else; not updated", extra={
             "object": request.ref.key, "sink": self.name, "repo": repo_name, "branch": branch,
-            "number": pull.number, "reason": decision.reason})
+            "number": pull.number, "reason": decision.reason, "successor": successor})
         self.metrics.git_error(repo_name, "ForeignCommits")
         if self.recorder is not None:
             self.recorder.warning(request.ref, "ForeignCommits", message, uid=str(request.workload.uid))

@@ -238,6 +238,15 @@ class StateKeeper:
         return out_of_date_over_keys(used_hash=used_key_hash, used_digest=used_digest, whole_hash=meta.hash,
                                      whole_digest=current, marker=marker, emitted=emitted, created=created)
 
+    def was_given(self, workload: ObjectRef, ref: SourceRef, marker: str | None, data_hash: str) -> bool:
+        """Whether ``workload`` was last given ``data_hash`` for ``ref``, by the records
+        :meth:`out_of_date` trusts, in its order: the workload's marker when it has one,
+        else the store's entry for it (needs :meth:`load`). False when neither says."""
+        if marker is not None:
+            return marker == data_hash
+        emitted = (self.batch.stored_workload(workload.key) or {}).get(_emitted_id(ref))
+        return emitted is not None and emitted == self.digest(ref, data_hash)
+
     def deleted_while_down(self) -> tuple[SourceRef, ...]:
         """Sources the store held, under the scope the caches have now, that are gone
         (empty unless the last :meth:`load` found the store covering that scope)."""

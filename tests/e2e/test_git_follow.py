@@ -39,9 +39,9 @@ from test_pull_request_sink import PrSetup, pr_controller, wait_open_pull
 
 from gitops_reloader import cli
 from gitops_reloader.app import App
+from gitops_reloader.control.follower import Followed
 from gitops_reloader.model import ObjectRef
 from gitops_reloader.observability.metrics import Metrics
-from gitops_reloader.sinks.follow import Followed
 from gitops_reloader.testing.apiserver import ApiServer
 from gitops_reloader.testing.githost import GitHostServer
 from gitops_reloader.testing.harness import settle, wait_for
@@ -199,6 +199,27 @@ def test_flux_kustomization_applied_and_rolled_reports_applied_with_the_time(
         assert metric(app, "git_follow_outcomes_total", sink="git", outcome="rolled", reason="") == 1.0
         settle(app)
         assert reasons(api_client) == ["Applied"]
+
+
+def test_a_follow_round_reads_the_workload_from_the_cache_and_the_engine_once(
+        server: ApiServer, api_client: ApiClient, git: GitSetup, host: GitHostServer,
+        player: EnginePlayer) -> None:
+    """Issue 28: a round GETs the engine, never the workload (the informer cache has it)."""
+    flux_web(api_client, git, player)
+    with git_controller(api_client, git, *FOLLOW) as (app, _):
+        sha = change_config(api_client, host)
+        player.reconcile_kustomization("web", "apps/web")  # applied: the template carries the digest
+        assert wait_for(lambda: (entry := followed(app)) is not None and entry.commit == sha
+                        and entry.state.stage.value == "in-template", timeout=20)
+        server.reset_request_counts()
+        wait_for(lambda: server.request_counts().get(("get", "kustomizations"), 0) >= 3, timeout=20,
+                 message="three follow rounds")
+        counts = server.request_counts()
+        assert counts.get(("get", "deployments"), 0) == 0, counts
+        assert followed(app).state.stage.value == "in-template"  # still rolling, read from the cache
+        complete_rollout(api_client, "web")  # the cache sees the rollout end: Applied
+        event = wait_event(api_client, "web", "Applied")
+        assert f"commit {sha[:12]}" in event["message"]
 
 
 @pytest.mark.parametrize(("target", "reason"), [

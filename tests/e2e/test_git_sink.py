@@ -261,7 +261,8 @@ def test_configmap_change_commits_only_the_config_hash_line(server: ApiServer, a
         assert len(removed) == 1 and len(added) == 1
         assert HASH_LINE.match(removed[0]) and HASH_LINE.match(added[0])
         assert hash_value(after) != hash_value(again)
-        assert metric(app, "git_commits_total", repo=REPO) == 2.0
+        # The commit is on the server a moment before the push returns and is counted.
+        wait_for(lambda: metric(app, "git_commits_total", repo=REPO) == 2.0, message="2 commits counted")
         # The live workload is never patched by the git sink.
         live = call(api_client, "GET", "/apis/apps/v1/namespaces/ns/deployments/web")
         assert "gitops-reloader.io/config-hash" not in str(live)

@@ -23,7 +23,7 @@ from reload_helpers import call, configmap, create, env_of, secret, workload
 
 from gitops_reloader import cli
 from gitops_reloader.hashing import configmap_hash, key_digests, used_key_hash
-from gitops_reloader.model import SourceKind
+from gitops_reloader.model import SourceKind, SourceRef
 from gitops_reloader.testing.apiserver import ApiServer
 from gitops_reloader.testing.harness import deployment, running_controller, settle, wait_for
 
@@ -280,3 +280,81 @@ def test_plan_never_prints_a_secret_s_used_key_hash(server: ApiServer, api_clien
     used_hash = used_key_hash(key_digests(SourceKind.SECRET, {"data": new}), {"password"})
     assert used_hash is not None and used_hash not in plan.stdout
     assert "STAKATER_DB_SECRET=<secret-hash>" in plan.stdout
+
+
+def c_reader(annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    """Reads key ``c`` of ``shared`` if it exists (``optional``): today it does not."""
+    env = [{"name": "C", "valueFrom": {"configMapKeyRef": {"name": "shared", "key": "c", "optional": True}}}]
+    return deployment("c-reader", annotations={**AUTO, **(annotations or {})},
+                      containers=[{"name": "app", "image": "x", "env": env}])
+
+
+DELETE_NAMES = (*NAMES, "c-reader")
+DELETES = ["--reload-on-delete", "--reload-strategy=annotations"]
+
+
+@pytest.mark.parametrize("mode", ["flag", "annotation", "any-change"])
+def test_a_delete_reloads_only_the_workloads_whose_keys_it_removes(
+        server: ApiServer, api_client: ApiClient, three: None, mode: str) -> None:
+    """``--reload-on-delete``: a deletion is judged like a change in which every key
+    disappears. a-reader, b-reader and whole read keys the ConfigMap had: they reload (the
+    annotations sink records the deletion); c-reader reads only ``c``, which the ConfigMap
+    never had, so in ``used-keys`` mode (flag, or its own annotation) the deletion touches
+    nothing it reads and it is left alone and counted; in ``any-change`` mode it reloads
+    as with Stakater."""
+    opted_in = {"gitops-reloader.io/reload-on": "used-keys"} if mode == "annotation" else {}
+    create(api_client, c_reader(opted_in))
+    flags = [*DELETES, *(USED_KEYS if mode == "flag" else [])]
+    with running_controller(api_client, flags) as app:
+        call(api_client, "DELETE", "/api/v1/namespaces/ns/configmaps/shared")
+        wait_for(lambda: all(g == 2 for n, g in generations(server, DELETE_NAMES).items() if n != "c-reader"),
+                 timeout=10, message="the readers of the deleted ConfigMap's keys reloaded")
+        settle(app)
+        key_level = mode != "any-change"
+        assert generations(server, DELETE_NAMES) == {"a-reader": 2, "b-reader": 2, "whole": 2,
+                                                     "c-reader": 1 if key_level else 2}
+        assert skipped(app) == (1 if key_level else 0)
+    recorded = json.loads(workload(server, "Deployment", "a-reader")["spec"]["template"]["metadata"]
+                          ["annotations"]["reloader.stakater.com/last-reloaded-from"])
+    assert recorded["name"] == "shared"  # the deletion, recorded as Stakater records it
+
+
+def test_a_delete_reloads_a_workload_whose_optional_key_the_configmap_had(
+        server: ApiServer, api_client: ApiClient) -> None:
+    """The same rule the other way: once ``c`` exists, deleting the ConfigMap removes it."""
+    create(api_client, configmap("shared", {"a": "1", "c": "1"}))
+    create(api_client, c_reader())
+    with running_controller(api_client, [*DELETES, *USED_KEYS]) as app:
+        call(api_client, "DELETE", "/api/v1/namespaces/ns/configmaps/shared")
+        wait_for(lambda: generations(server, ("c-reader",)) == {"c-reader": 2}, timeout=10,
+                 message="c-reader reloaded")
+        settle(app)
+        assert skipped(app) == 0
+
+
+def test_a_delete_while_down_leaves_a_workload_that_ran_without_its_keys_alone(
+        server: ApiServer, api_client: ApiClient) -> None:
+    """The state store names ``shared`` deleted while the controller was down; its keys are
+    not known any more. a-reader last ran with key ``a`` present (its marker): it reloads.
+    c-reader's first-sight entry says it ran with ``c`` absent, so the deletion removed
+    nothing it reads: left alone, as a live delete would leave it."""
+    names = ("a-reader", "c-reader")
+    create(api_client, configmap("shared", {"a": "1", "b": "1"}))
+    create(api_client, a_reader())
+    create(api_client, c_reader())
+    flags = [*USED_KEYS, *STORE, *DELETES]
+    with running_controller(api_client, flags) as app:
+        set_data(api_client, {"a": "2"})
+        wait_for(lambda: generations(server, names) == {"a-reader": 2, "c-reader": 1}, timeout=10,
+                 message="a-reader reloaded")
+        settle(app)
+        state = app.controller.state
+        wait_for(lambda: state.batch.dirty() == 0 and state.batch.stored_workload("ns/Deployment/c-reader"),
+                 timeout=10, message="c-reader's first entry written")
+
+    call(api_client, "DELETE", "/api/v1/namespaces/ns/configmaps/shared")
+    with running_controller(api_client, flags) as app:
+        settle(app)
+        assert app.controller.state.deleted_while_down() == (SourceRef(SourceKind.CONFIGMAP, "ns", "shared"),)
+        assert reloads(app) == 1
+    assert generations(server, names) == {"a-reader": 3, "c-reader": 1}

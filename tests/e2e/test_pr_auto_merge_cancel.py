@@ -45,7 +45,6 @@ setup = sink_tests.setup
 
 API_BRANCH = workload_branch("api")
 CANCELLED = "Its auto-merge was cancelled."
-NONE_ARMED = "There was no auto-merge of ours to cancel."
 NOT_CANCELLED = "Its auto-merge could NOT be cancelled"
 
 
@@ -89,7 +88,7 @@ def test_foreign_commits_cancel_our_armed_auto_merge_and_leave_the_branch_alone(
         event = wait_foreign_event(api_client, "web", CANCELLED)
         quiet(app)
         assert event["type"] == "Warning" and WEB_BRANCH in event["message"]
-        [still] = pulls(prhost)
+        still = pull_on(prhost, WEB_BRANCH)
         assert still["number"] == pull["number"] and still["state"] == "open"
         assert still["auto_merge"] is False and still["body"] == pull["body"]
         assert githost.branches(REPO)[WEB_BRANCH] == theirs  # branch untouched
@@ -104,12 +103,16 @@ def test_foreign_commits_cancel_our_armed_auto_merge_and_leave_the_branch_alone(
             assert [(r.method, r.status) for r in prhost.requests
                     if r.method == "DELETE" and r.path.endswith("/merge")] == [("DELETE", 204)]
 
-        # The next change: still foreign, nothing armed any more, nothing cancelled twice.
+        # The reload went to a new pull request of ours (auto-merge armed there: its content is ours).
+        new = pull_on(prhost, WEB_BRANCH + "-1")
+        assert new["state"] == "open" and new["auto_merge"] is True
+        # The next change updates that one: nothing cancelled twice, the old one left alone.
         put_data(api_client, "ConfigMap", "app-config", {"url": "d"})
-        wait_foreign_event(api_client, "web", NONE_ARMED)
+        wait_for(lambda: pull_on(prhost, WEB_BRANCH + "-1")["body"] != new["body"], timeout=30,
+                 message="the new pull request updated")
         quiet(app)
         assert metric(app, "pr_operations_total", host=kind, operation="cancel-auto-merge") == 1.0
-        assert pulls(prhost)[0]["auto_merge"] is False
+        assert pull_on(prhost, WEB_BRANCH)["auto_merge"] is False and len(pulls(prhost)) == 2
         assert githost.branches(REPO)[WEB_BRANCH] == theirs
 
 

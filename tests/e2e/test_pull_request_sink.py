@@ -520,8 +520,10 @@ def test_a_person_pushing_to_our_branch_stops_us_touching_it(
         assert WEB_BRANCH in event["message"] and "someone else" in event["message"]
         quiet(app)
         assert githost.branches(REPO)[WEB_BRANCH] == theirs  # no further push
-        assert [p["number"] for p in open_pulls(prhost)] == [pull["number"]] and len(pulls(prhost)) == 1
-        assert open_pulls(prhost)[0]["body"] == pull["body"]
+        # Left open as it is; the reload went to a new pull request (test_pr_foreign_commits.py).
+        [old, new] = open_pulls(prhost)
+        assert old["number"] == pull["number"] and old["body"] == pull["body"]
+        assert new["head"] == WEB_BRANCH + "-1" and len(pulls(prhost)) == 2
         assert metric(app, "pr_operations_total", host=kind, operation="skip") >= 1
 
 
@@ -612,15 +614,21 @@ def test_a_commit_with_our_e_mail_and_a_copied_seal_is_not_laundered(
         assert event["type"] == "Warning" and "seal" in event["message"]
         assert "reloader@example.com" not in event["message"]
         quiet(app)
-        assert githost.branches(REPO) == before  # nothing pushed: not re-committed under the bot's name
+        # Nothing pushed to their branch, and their content not re-committed under the bot's name:
+        # the reload went to a new branch from the base (test_pr_foreign_commits.py).
+        after = githost.branches(REPO)
+        moved = after.pop(WEB_BRANCH + "-1")
+        assert after == before
+        assert "evil.example" not in file_at(githost, "apps/web.yaml", moved)
+        assert githost.read_file(REPO, "cluster/backdoor.yaml", moved) is None
         main_text = file_at(githost, "apps/web.yaml")
         assert "evil.example" not in main_text and githost.read_file(REPO, "cluster/backdoor.yaml") is None
-        [still] = pulls(prhost)
+        [still] = [p for p in pulls(prhost) if p["head"] == WEB_BRANCH]
         assert still["number"] == pull["number"] and still["state"] == "open" and not still["merged"]
-        assert still["body"] == pull["body"]
+        assert still["body"] == pull["body"] and still["auto_merge"] is False
         assert metric(app, "pr_operations_total", host=kind, operation="skip") >= 1
-        # Auto-merge was asked for once, for the bot's own pull request, never again.
-        assert metric(app, "pr_operations_total", host=kind, operation="auto-merge") <= 1.0
+        # Auto-merge was asked for the bot's own pull requests only: the first, and the new one.
+        assert metric(app, "pr_operations_total", host=kind, operation="auto-merge") <= 2.0
         # The ClusterRoleBinding is in exactly one commit of the whole repository: the attacker's.
         assert [sha for sha, _ in githost.log(REPO, WEB_BRANCH)
                 if githost.read_file(REPO, "cluster/backdoor.yaml", sha) is not None] == [forged]

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
+from gitops_reloader.gitops.gitconfig import GitConfig, RepositoryConfig
 from gitops_reloader.testing.apiserver.crdschema import CrdSchemas, default_crd_paths
 from gitops_reloader.testing.apiserver.status import ApiError
 
@@ -328,8 +329,12 @@ def test_flux_example_points_at_the_configured_repository() -> None:
     assert (example / "repo" / kustomization["spec"]["path"]).is_dir()
     repos = example_repositories(example)
     [repo] = repos.values()
-    assert repo["url"] == source["spec"]["url"]
-    assert repo["branch"] == source["spec"]["ref"]["branch"]
+    # flux bootstrap's ssh:// spelling, the controller's https:// url: one repository through its alias
+    configured = RepositoryConfig(name=repo["name"], url=repo["url"], branch=repo["branch"],
+                                  aliases=tuple(repo["aliases"]))
+    config = GitConfig(repositories=(configured,))
+    assert config.by_url(source["spec"]["url"], branch=source["spec"]["ref"]["branch"]) == [configured]
+    assert repo["url"] != source["spec"]["url"]
     assert repo["pullRequest"]["host"] == "github"
 
 

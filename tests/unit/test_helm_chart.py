@@ -23,6 +23,7 @@ import helm_tools
 from helm_tools import CHART_DIR, render, require_helm, run_helm, validate_object
 
 from gitops_reloader.config import FLAGS, Rollouts, load_config
+from gitops_reloader.gitops.gitconfig import parse_git_config
 from gitops_reloader.kube.permissions import required_permissions
 from gitops_reloader.kube.workloads import adapters_for
 from gitops_reloader.testing.apiserver.authz import rules_from_role
@@ -360,6 +361,23 @@ def test_git_config_references_mounted_credentials(rendered: dict[str, list[Obj]
         assert mount["readOnly"] is True
         assert volumes[mount["name"]]["secret"]["secretName"] == secret
     assert volumes["git-cache"]["emptyDir"] == {"sizeLimit": "1Gi"}
+
+
+@pytest.mark.parametrize("values", ["git-sink", "pull-request"])
+def test_rendered_git_config_is_accepted_by_the_controller(rendered: dict[str, list[Obj]],
+                                                           values: str) -> None:
+    configmap = one(rendered[values], "ConfigMap", f"{FULLNAME}-git")
+    config = parse_git_config(configmap["data"]["git-config.yaml"], source=values)
+    assert config.repositories
+
+
+def test_git_config_aliases_are_passed_through(rendered: dict[str, list[Obj]]) -> None:
+    configmap = one(rendered["git-sink"], "ConfigMap", f"{FULLNAME}-git")
+    config = parse_git_config(configmap["data"]["git-config.yaml"])
+    platform = config.get("platform")
+    assert platform is not None and platform.aliases == ("ssh://git@github.com/acme/platform",)
+    assert config.by_url("git@github.com:acme/platform.git") == [platform]  # the scp-like form of the alias
+    assert config.by_url("https://github.com/acme/platform") == [platform]
 
 
 def test_git_config_pull_request_settings(rendered: dict[str, list[Obj]]) -> None:
@@ -801,6 +819,9 @@ def test_ha_spreads_pods(rendered: dict[str, list[Obj]]) -> None:
         ({"reloader.git.repositories[0].name": "a",
           "reloader.git.repositories[0].url": "https://x.invalid/r.git",
           "reloader.git.repositories[0].pullRequest.host": "svn"}, "host"),
+        ({"reloader.git.repositories[0].name": "a",
+          "reloader.git.repositories[0].url": "https://x.invalid/r.git",
+          "reloader.git.repositories[0].aliases": "ssh://git@x.invalid/r"}, "repositories/0/aliases"),
         ({"reloader.custom_annotations.nope": "x"}, "custom_annotations.nope"),
         ({"reloader.podDisruptionBudget.enabled": "true"}, "would block every node drain"),
     ],

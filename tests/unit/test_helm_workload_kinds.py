@@ -20,7 +20,7 @@ CHART_DIR = Path(__file__).resolve().parents[2] / "helm" / "gitops-reloader"
 WORKER = {"group": "example.com", "version": "v1", "kind": "Worker", "plural": "workers",
           "podTemplatePath": "spec.podTemplate", "rollsOnTemplateChange": False}
 BATCHER = {"group": "batch.acme.io", "version": "v1beta1", "kind": "Batcher", "plural": "batchers",
-           "podTemplatePath": "spec.jobTemplate.spec.template"}
+           "podTemplatePath": "spec.jobTemplate.spec.template", "completesLike": "none"}
 KRUISE = ("clonesets", "statefulsets", "daemonsets")
 WORKLOAD_VERBS = ["get", "list", "watch", "patch"]
 
@@ -97,6 +97,7 @@ def test_the_chart_grants_what_the_start_up_check_asks_for_every_kind(helm, tmp_
     adapters = adapters_for(ignored=config.filters.ignored_workload_types, kinds=config.behaviour.kinds)
     assert {"Worker.example.com", "Batcher.batch.acme.io", "CloneSet.apps.kruise.io"} <= set(adapters)
     assert not adapters["Worker.example.com"].rolls
+    assert adapters["Batcher.batch.acme.io"].spec.completes_like == "none"  # completesLike passed through
     rules = rules_from_role([rule for d in docs if d["kind"] == "ClusterRole" for rule in d["rules"]])
     denied = [str(need) for need in required_permissions(config, adapters)
               if not any(rule.allows(need.verb, need.group, need.resource, need.namespace, need.name)
@@ -104,8 +105,9 @@ def test_the_chart_grants_what_the_start_up_check_asks_for_every_kind(helm, tmp_
     assert denied == []
 
 
-def test_a_bad_entry_is_refused_by_the_values_schema(helm, tmp_path):
+@pytest.mark.parametrize(("field", "value"), [("podTemplatePath", "tmpl"), ("completesLike", "Rollout")])
+def test_a_bad_entry_is_refused_by_the_values_schema(helm, tmp_path, field, value):
     values = tmp_path / "values.yaml"
-    values.write_text(json.dumps({"reloader": {"workloadKinds": [{**WORKER, "podTemplatePath": "tmpl"}]}}))
+    values.write_text(json.dumps({"reloader": {"workloadKinds": [{**WORKER, field: value}]}}))
     result = run_helm(helm, ["template", "r", str(CHART_DIR), "--values", str(values)], home=tmp_path / "h")
-    assert result.returncode != 0 and "podTemplatePath" in result.stderr
+    assert result.returncode != 0 and field in result.stderr

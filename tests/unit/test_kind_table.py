@@ -52,6 +52,12 @@ def test_a_config_entry_becomes_a_row_keyed_kind_dot_group():
     (WORKER.replace("spec.podTemplate", "spec.a.b.c.d.e.f.g.h.i.j"), "at most 10 fields"),
     (WORKER + "    rollsOnTemplateChange: maybe\n", "rollsOnTemplateChange must be true or false"),
     (WORKER + "    colour: blue\n", "unknown field(s) colour; known: group"),
+    (WORKER + "    completesLike: Rollout\n", "kinds.yaml entry 1 (Worker): completesLike must be one of "
+                                             "Deployment, StatefulSet, DaemonSet, Ready-condition, none, "
+                                             "got 'Rollout'"),
+    (WORKER + "    completesLike: deployment\n", "completesLike must be one of"),
+    (WORKER + "    completesLike: ''\n", "completesLike must be one of"),
+    (WORKER + "    completesLike: [Deployment]\n", "completesLike must be one of"),
     (WORKER + WORKER.removeprefix("kinds:\n"), "kinds.yaml entry 2 (Worker): Worker.example.com is already "
                                                "defined (kinds.yaml entry 1 (Worker))"),
     (WORKER.replace("example.com", "apps.kruise.io").replace("Worker", "CloneSet"),
@@ -63,6 +69,22 @@ def test_a_bad_config_names_the_file_and_the_entry(text, message):
     with pytest.raises(ConfigError) as caught:
         parse_kinds_config(text, source="kinds.yaml")
     assert message in str(caught.value)
+
+
+@pytest.mark.parametrize("name", ["Deployment", "StatefulSet", "DaemonSet", "Ready-condition", "none"])
+def test_completes_like_is_read_and_names_the_adapters_rule(name):
+    [spec] = parse_kinds_config(WORKER + f"    completesLike: {name}\n", source="f")
+    assert spec.completes_like == name
+    done_at_write = WorkloadAdapter(spec=spec).rollout_status({"metadata": {"generation": 1}})
+    assert (done_at_write.reason == "CompleteAtWrite") == (name == "none")
+
+
+def test_without_completes_like_a_kind_keeps_its_own_rule():
+    [spec] = parse_kinds_config(WORKER, source="f")
+    assert spec.completes_like == ""
+    assert WorkloadAdapter(spec=spec).rollout_status({"metadata": {"generation": 1}}).reason == (
+        "ObservedGenerationBehind")  # the Ready-condition rule: nothing observed yet
+    assert all(not s.completes_like for s in BUILTIN_KINDS)  # OpenKruise rows: their own rules
 
 
 def test_a_revision_name_path_is_read():

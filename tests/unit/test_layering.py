@@ -41,7 +41,7 @@ def uses(path: Path, prefix: str) -> bool:
 PURE = ("gitops_reloader.model", "gitops_reloader.hashing", "gitops_reloader.policy",
         "gitops_reloader.index", "gitops_reloader.control.changes", "gitops_reloader.csi",
         "gitops_reloader.shard", "gitops_reloader.membership", "gitops_reloader.rollout.completion",
-        "gitops_reloader.usedkeys", "gitops_reloader.rollout.follow")
+        "gitops_reloader.usedkeys", "gitops_reloader.rollout.follow", "gitops_reloader.rollout.census")
 IO_LIBRARIES = ("kubernetes", "git", "httpx", "ruamel", "urllib3")
 
 

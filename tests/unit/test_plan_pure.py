@@ -17,12 +17,15 @@ from gitops_reloader.plan import (
     SECRET_MASK,
     RepositoryPlan,
     WorkloadPlan,
+    assign_plan_waves,
     changed_meta,
+    gated,
     new_source,
     parse_args,
     redact,
     render,
     render_json,
+    waves_note,
 )
 
 CM = {"apiVersion": "v1", "kind": "ConfigMap",
@@ -135,3 +138,47 @@ def test_output_flag() -> None:
     assert parse_args(["--configmap", "ns/a", "-o", "json"])[0].output == "json"
     with pytest.raises(ConfigError):
         parse_args(["--configmap", "ns/a", "--output", "yaml"])
+
+
+def workload_record(kind: str, name: str, namespace: str = "ns", annotations: dict[str, str] | None = None):
+    from gitops_reloader.kube.workloads import adapters_for
+
+    adapter = adapters_for(argo_rollouts=False, openshift=False)[kind]
+    group = "batch/v1" if kind in ("Job", "CronJob") else "apps/v1"
+    template = {"spec": {"containers": [{"name": "app", "image": "x"}]}}
+    spec = {"jobTemplate": {"spec": {"template": template}}} if kind == "CronJob" else {"template": template}
+    metadata = {"name": name, "namespace": namespace, "annotations": annotations or {}}
+    return adapter.record({"apiVersion": group, "kind": kind, "spec": spec, "metadata": metadata})
+
+
+@pytest.mark.parametrize(("sink", "kind", "annotations", "expected"), [
+    ("env-vars", "Deployment", {}, True),
+    ("annotations", "StatefulSet", {}, True),
+    ("git", "Deployment", {}, True),
+    ("git", "Deployment", {"gitops-reloader.io/git-target": "values.yaml#podAnnotations"}, False),
+    ("pull-request", "Deployment", {}, False),
+    ("webhook", "Deployment", {}, False),
+    ("env-vars", "CronJob", {}, False),
+])
+def test_which_writes_the_budget_gates(sink: str, kind: str, annotations: dict[str, str],
+                                      expected: bool) -> None:
+    assert gated(sink, workload_record(kind, "w", annotations=annotations)) is expected
+
+
+def test_waves_follow_priority_and_the_per_namespace_budget() -> None:
+    config = load_config(["--max-concurrent-rollouts=2", "--max-concurrent-rollouts-per-namespace=1"])
+    records = {r.ref.key: r for r in (
+        workload_record("Deployment", "a"), workload_record("Deployment", "b"),
+        workload_record("Deployment", "c", annotations={"gitops-reloader.io/rollout-priority": "9"}),
+        workload_record("Deployment", "d", "other"), workload_record("CronJob", "job"),
+        workload_record("Deployment", "bad", annotations={"gitops-reloader.io/rollout-priority": "high"}),
+        workload_record("Deployment", "current"))}
+    plans = [WorkloadPlan(key, "env-vars", [], "already-current" if key.endswith("/current")
+                          else "would-write") for key in records]
+    assign_plan_waves(config, plans, records)
+    assert {p.key.rsplit("/", 1)[1]: p.wave for p in plans} == {
+        "c": 1, "d": 1, "a": 2, "b": 3, "bad": 4, "job": None, "current": None}
+    assert "waves: a rollout budget of 2 at once and 1 per namespace" in waves_note(config)
+    text = render("Secret ns/db", "as if", plans, [], [])
+    assert "ns/Deployment/b [env-vars] would-write, wave 3" in text
+    assert "ns/CronJob/job [env-vars] would-write\n" in text

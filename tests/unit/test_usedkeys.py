@@ -287,3 +287,15 @@ def test_an_unknown_before_always_touches_and_a_creation_compares_with_nothing()
     created = SourceMeta(after.ref)
     assert touched(created, after, frozenset({"a"}))
     assert not touched(created, after, frozenset({"b"}))
+
+
+def test_a_deletion_is_every_key_disappearing() -> None:
+    """``--reload-on-delete`` judges a deletion like a change to a source with no keys left."""
+    before = meta({"a": "1", "b": "2"})
+    gone = SourceMeta(before.ref)
+    assert touched(before, gone, frozenset({"a"}))
+    assert touched(before, gone, frozenset({"a", "c"}))
+    assert not touched(before, gone, frozenset({"c"}))  # an optional key the source never had
+    assert touched(before, gone, None)  # used whole
+    untracked = SourceMeta(before.ref, hash=before.hash, key_digests=KEYS_NOT_TRACKED)
+    assert touched(untracked, gone, frozenset({"c"}))  # no per-key digests: whole-object rule

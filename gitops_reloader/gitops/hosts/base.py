@@ -65,7 +65,7 @@ from gitops_reloader.errors import ConfigError, HostAuthError, HostError, HostRa
 from gitops_reloader.gitops.auth import GitAuth, display_url, scrub
 from gitops_reloader.observability.alerts import retry_after_seconds
 
-__all__ = ["MAX_REDIRECTS", "GitHost", "PullRequest", "PullRequestState", "RetryPolicy"]
+__all__ = ["MAX_COMMENTS", "MAX_REDIRECTS", "GitHost", "PullRequest", "PullRequestState", "RetryPolicy"]
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +77,8 @@ _MAX_QUOTED = 300  # characters of a host's error message quoted in ours
 _REDIRECTS = (301, 302, 307, 308)
 MAX_REDIRECTS = 3
 """Redirect hops followed for one request (all on the API URL's own origin)."""
+MAX_COMMENTS = 2000
+"""Comments of one pull request read by :meth:`GitHost.comments` (oldest first)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +87,8 @@ class PullRequest:
 
     ``number`` is GitHub's/Gitea's number, GitLab's ``iid`` or Bitbucket's ``id``;
     ``url`` the page a human opens; ``head``/``base`` branch names; ``head_sha`` the
-    head commit when the host reports it (``""`` otherwise).
+    head commit when the host reports it (``""`` otherwise); ``labels`` the names of
+    its labels (always empty on Bitbucket Cloud, which has none).
     """
 
     number: int
@@ -96,6 +99,7 @@ class PullRequest:
     title: str
     body: str
     head_sha: str = ""
+    labels: tuple[str, ...] = ()
 
 
 @runtime_checkable
@@ -156,6 +160,20 @@ class GitHost(Protocol):
         ``True``: one was armed and is cancelled; ``False``: none was armed, or the host
         has no auto-merge we use (GitHub, Bitbucket Cloud).
         """
+        ...
+
+    def comments(self, repo: str, number: int) -> list[str]:
+        """The bodies of the comments on pull request ``number``, oldest first, at most
+        :data:`MAX_COMMENTS` (deleted comments left out)."""
+        ...
+
+    def add_comment(self, repo: str, number: int, body: str) -> None:
+        """Post ``body`` (Markdown) as a new comment on pull request ``number``."""
+        ...
+
+    def add_labels(self, repo: str, number: int, labels: Sequence[str]) -> bool:
+        """Add ``labels`` to ``number``, creating those the repository lacks where the host
+        needs labels created first (Gitea); ``False`` when the host has no labels (Bitbucket)."""
         ...
 
 

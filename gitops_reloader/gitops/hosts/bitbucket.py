@@ -26,7 +26,10 @@ the push of the branch needs).
   so :meth:`BitbucketHost.update` reads the pull request first and sends its reviewers
   (and ``close_source_branch``) back.
 - Close: ``POST .../pullrequests/{id}/decline``.
-- Bitbucket Cloud has no labels (ignored) and no auto-merge in its API (``False``).
+- Comments: ``GET .../pullrequests/{id}/comments`` (``values``/``next``, deleted ones
+  left out) and ``POST`` there with ``{"content": {"raw": ...}}`` (201).
+- Bitbucket Cloud has no labels (ignored; :meth:`BitbucketHost.add_labels` is ``False``)
+  and no auto-merge in its API (``False``).
 - List items carry no ``reviewers`` (only the single pull request does) and commit
   hashes are 12 characters (``source.commit.hash``): :attr:`PullRequest.head_sha` is
   that short hash, a prefix of the full one.
@@ -48,13 +51,20 @@ import httpx
 
 from gitops_reloader.errors import HostError
 from gitops_reloader.gitops.auth import GitAuth
-from gitops_reloader.gitops.hosts.base import PullRequest, PullRequestState, _RestHost, split_repo
+from gitops_reloader.gitops.hosts.base import (
+    MAX_COMMENTS,
+    PullRequest,
+    PullRequestState,
+    _RestHost,
+    split_repo,
+)
 
 __all__ = ["MAX_PAGES", "BitbucketHost"]
 
 MAX_PAGES = 20
 """Pages of 50 read when listing pull requests."""
 _PAGELEN = 50
+_COMMENT_PAGELEN = 100
 _STATES: dict[str, PullRequestState] = {
     "OPEN": "open",
     "MERGED": "merged",
@@ -155,6 +165,37 @@ class BitbucketHost(_RestHost):
 
     def cancel_auto_merge(self, repo: str, number: int) -> bool:
         """Always ``False``: Bitbucket Cloud's API has no auto-merge."""
+        return False
+
+    def comments(self, repo: str, number: int) -> list[str]:
+        """Raw text of the comments on ``number`` that are not deleted, oldest first."""
+        bodies: list[str] = []
+        path = f"{self._pulls_path(repo)}/{number}/comments"
+        next_url: str | None = None
+        for _ in range(MAX_COMMENTS // _COMMENT_PAGELEN):
+            if next_url is None:
+                response = self._request("GET", path, repo=repo, params={"pagelen": _COMMENT_PAGELEN})
+            else:
+                response = self._request("GET", path, repo=repo, url=next_url)
+            data = self._json(response, repo)
+            if not isinstance(data, dict):
+                raise HostError(f"{self.kind}: comment list for {repo} is not a paginated object")
+            for item in data.get("values") or ():
+                if isinstance(item, dict) and not item.get("deleted"):
+                    bodies.append(str((item.get("content") or {}).get("raw") or ""))
+            next_url = self._same_origin(data.get("next"))
+            if next_url is None:
+                break
+        return bodies
+
+    def add_comment(self, repo: str, number: int, body: str) -> None:
+        """Comment on ``number`` (Markdown in ``content.raw``)."""
+        self._check_body(repo, body)
+        self._request("POST", f"{self._pulls_path(repo)}/{number}/comments", repo=repo,
+                      json={"content": {"raw": body}})
+
+    def add_labels(self, repo: str, number: int, labels: Sequence[str]) -> bool:
+        """Always ``False``: Bitbucket Cloud has no labels."""
         return False
 
     # -- internals -------------------------------------------------------------------------

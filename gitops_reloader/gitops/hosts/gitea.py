@@ -20,6 +20,11 @@ labels).
   404, reported like a missing repository.
 - Update/close: ``PATCH /repos/{o}/{r}/pulls/{index}``; labels are added with
   ``POST /repos/{o}/{r}/issues/{index}/labels``.
+- Comments: ``GET /repos/{o}/{r}/issues/{index}/comments`` (all of them, no paging) and
+  ``POST`` there with ``{"body": ...}`` (201). :meth:`GiteaHost.add_labels` creates a
+  label the repository and its organisation lack (``POST /repos/{o}/{r}/labels`` with a
+  ``name`` and a ``color``, both required) before adding it by id: Gitea answers 422
+  for an unknown id.
 - Auto-merge: ``POST /repos/{o}/{r}/pulls/{index}/merge`` with
   ``{"Do": "merge", "merge_when_checks_succeed": true}``. Gitea answers 201 when it
   scheduled the merge, 200 when it merged at once (no required checks), 409 "already
@@ -40,8 +45,14 @@ import urllib.parse
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
-from gitops_reloader.errors import HostAuthError
-from gitops_reloader.gitops.hosts.base import PullRequest, PullRequestState, _RestHost, split_repo
+from gitops_reloader.errors import HostAuthError, HostError
+from gitops_reloader.gitops.hosts.base import (
+    MAX_COMMENTS,
+    PullRequest,
+    PullRequestState,
+    _RestHost,
+    split_repo,
+)
 
 __all__ = ["MAX_PAGES", "GiteaHost"]
 
@@ -53,6 +64,7 @@ _LIMIT = 50
 _NOT_MERGEABLE = (405, 409, 422)
 _TRY_LATER = "try again later"
 _SCHEDULE = {"Do": "merge", "merge_when_checks_succeed": True}
+_LABEL_COLOR = "#e11d21"
 
 
 class GiteaHost(_RestHost):
@@ -154,6 +166,37 @@ class GiteaHost(_RestHost):
             return False
         return True
 
+    def comments(self, repo: str, number: int) -> list[str]:
+        """Bodies of the comments on ``number``, oldest first."""
+        response = self._request("GET", f"{self._repo_path(repo)}/issues/{number}/comments", repo=repo)
+        items = self._list(response, repo)[:MAX_COMMENTS]
+        return [str(item.get("body") or "") for item in items if isinstance(item, dict)]
+
+    def add_comment(self, repo: str, number: int, body: str) -> None:
+        """Comment on ``number``."""
+        self._check_body(repo, body)
+        self._request("POST", f"{self._repo_path(repo)}/issues/{number}/comments", repo=repo,
+                      json={"body": body})
+
+    def add_labels(self, repo: str, number: int, labels: Sequence[str]) -> bool:
+        """Add ``labels`` to ``number``, creating in the repository those nobody has yet."""
+        wanted = list(dict.fromkeys(labels))
+        if not wanted:
+            return True
+        ids = self._label_map(repo, wanted)
+        for name in wanted:
+            if name not in ids:
+                response = self._request("POST", self._repo_path(repo) + "/labels", repo=repo, json={
+                    "name": name, "color": _LABEL_COLOR,
+                    "description": "gitops-reloader: the branch holds commits it did not make"})
+                created = self._json(response, repo)
+                if not isinstance(created, dict) or not isinstance(created.get("id"), int):
+                    raise HostError(f"{self.kind}: creating label {name!r} in {repo} answered without an id")
+                ids[name] = created["id"]
+        self._request("POST", f"{self._repo_path(repo)}/issues/{number}/labels", repo=repo,
+                      json={"labels": [ids[name] for name in wanted]})
+        return True
+
     # -- internals -------------------------------------------------------------------------
 
     def _repo_path(self, repo: str) -> str:
@@ -192,8 +235,19 @@ class GiteaHost(_RestHost):
         return best
 
     def _label_ids(self, repo: str, names: Sequence[str]) -> list[int]:
+        """Ids of the ``names`` the repository (or its organisation) has; unknown ones are skipped."""
         if not names:
             return []
+        known = self._label_map(repo, names)
+        missing = [name for name in names if name not in known]
+        if missing:
+            log.info("labels unknown to the repository skipped", extra={
+                "host": self.kind, "repo": repo, "labels": ",".join(missing)})
+        return [known[name] for name in dict.fromkeys(names) if name in known]
+
+    def _label_map(self, repo: str, names: Sequence[str]) -> dict[str, int]:
+        """Name → id of the labels valid on ``repo``: its own, then (if some of ``names`` are
+        still missing) its organisation's; a repository label wins a name clash."""
         known: dict[str, int] = {}
         owner, _ = split_repo(self.kind, repo)
         org_path = f"/orgs/{urllib.parse.quote(owner, safe='')}/labels"
@@ -207,11 +261,7 @@ class GiteaHost(_RestHost):
                     known.setdefault(name, label_id)
             if all(name in known for name in names):
                 break  # no need to ask the organisation
-        missing = [name for name in names if name not in known]
-        if missing:
-            log.info("labels unknown to the repository skipped", extra={
-                "host": self.kind, "repo": repo, "labels": ",".join(missing)})
-        return [known[name] for name in dict.fromkeys(names) if name in known]
+        return known
 
 
 def _has_next(response: Any, seen: int, got: int) -> bool:
@@ -239,4 +289,6 @@ def _pull_request(data: Any) -> PullRequest:
         title=str(data.get("title") or ""),
         body=str(data.get("body") or ""),
         head_sha=str(data["head"].get("sha") or ""),
+        labels=tuple(str(item["name"]) for item in data.get("labels") or ()
+                     if isinstance(item, dict) and item.get("name")),
     )

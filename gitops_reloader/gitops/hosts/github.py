@@ -9,6 +9,9 @@ a fine-grained one "Pull requests: write" (and "Issues: write" for labels).
   exists for o:branch.", which we turn into find-and-update.
 - Update/close: ``PATCH /repos/{o}/{r}/pulls/{n}``; labels are added with
   ``POST /repos/{o}/{r}/issues/{n}/labels`` (GitHub creates unknown labels).
+- Comments (a pull request is an issue): ``GET /repos/{o}/{r}/issues/{n}/comments``
+  (``per_page`` up to 100, ``page``, ``Link: rel="next"``) and ``POST`` there with
+  ``{"body": ...}`` (201).
 - Auto-merge exists only in the GraphQL API (``enablePullRequestAutoMerge``), which
   needs the pull request's node id, a repository with auto-merge allowed and branch
   protection: :meth:`GitHubHost.enable_auto_merge` does not attempt it and returns
@@ -34,9 +37,16 @@ from __future__ import annotations
 
 import urllib.parse
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, ClassVar
 
-from gitops_reloader.gitops.hosts.base import PullRequest, PullRequestState, _RestHost, split_repo
+from gitops_reloader.gitops.hosts.base import (
+    MAX_COMMENTS,
+    PullRequest,
+    PullRequestState,
+    _RestHost,
+    split_repo,
+)
 
 __all__ = ["GitHubHost"]
 
@@ -96,8 +106,7 @@ class GitHubHost(_RestHost):
                 )
             raise self._error_for(response, repo)
         pull = self._parse(_pull_request, self._json(response, repo), repo)
-        self._add_labels(repo, pull.number, labels)
-        return pull
+        return self._add_labels(repo, pull, labels)
 
     def update(
         self, repo: str, number: int, *, title: str, body: str, labels: Sequence[str] = ()
@@ -108,8 +117,7 @@ class GitHubHost(_RestHost):
             "PATCH", f"{self._repo_path(repo)}/pulls/{number}", repo=repo, json={"title": title, "body": body}
         )
         pull = self._parse(_pull_request, self._json(response, repo), repo)
-        self._add_labels(repo, number, labels)
-        return pull
+        return self._add_labels(repo, pull, labels)
 
     def close(self, repo: str, number: int) -> None:
         """Close ``number`` without merging."""
@@ -122,6 +130,29 @@ class GitHubHost(_RestHost):
     def cancel_auto_merge(self, repo: str, number: int) -> bool:
         """Always ``False``: we never enable GitHub's auto-merge (GraphQL only)."""
         return False
+
+    def comments(self, repo: str, number: int) -> list[str]:
+        """Bodies of the comments on ``number``, oldest first (issue comments, page by page)."""
+        bodies: list[str] = []
+        path = f"{self._repo_path(repo)}/issues/{number}/comments"
+        for page in range(1, MAX_COMMENTS // _PAGE + 1):
+            response = self._request("GET", path, repo=repo, params={"per_page": _PAGE, "page": page})
+            items = self._list(response, repo)
+            bodies += [str(item.get("body") or "") for item in items if isinstance(item, dict)]
+            if not items or 'rel="next"' not in response.headers.get("Link", ""):  # pages may be capped
+                break
+        return bodies
+
+    def add_comment(self, repo: str, number: int, body: str) -> None:
+        """Comment on ``number`` (``POST .../issues/{n}/comments``)."""
+        self._check_body(repo, body)
+        self._request("POST", f"{self._repo_path(repo)}/issues/{number}/comments", repo=repo,
+                      json={"body": body})
+
+    def add_labels(self, repo: str, number: int, labels: Sequence[str]) -> bool:
+        """Add ``labels`` to ``number`` (GitHub creates the missing ones)."""
+        self._post_labels(repo, number, labels)
+        return True
 
     # -- internals -------------------------------------------------------------------------
 
@@ -149,14 +180,23 @@ class GitHubHost(_RestHost):
         matching = [p for p in pulls if p.head == head and p.base == base]
         return max(matching, key=lambda p: p.number, default=None)
 
-    def _add_labels(self, repo: str, number: int, labels: Sequence[str]) -> None:
-        if labels:
-            self._request(
-                "POST",
-                f"{self._repo_path(repo)}/issues/{number}/labels",
-                repo=repo,
-                json={"labels": list(labels)},
-            )
+    def _add_labels(self, repo: str, pull: PullRequest, labels: Sequence[str]) -> PullRequest:
+        """``pull`` after adding ``labels``, with the labels GitHub answers it now has."""
+        if not labels:
+            return pull
+        return replace(pull, labels=self._post_labels(repo, pull.number, labels))
+
+    def _post_labels(self, repo: str, number: int, labels: Sequence[str]) -> tuple[str, ...]:
+        """``POST .../issues/{n}/labels``; the names of the issue's labels afterwards."""
+        if not labels:
+            return ()
+        response = self._request(
+            "POST",
+            f"{self._repo_path(repo)}/issues/{number}/labels",
+            repo=repo,
+            json={"labels": list(labels)},
+        )
+        return _label_names(self._list(response, repo))
 
 
 def _quote(segment: str) -> str:
@@ -185,4 +225,10 @@ def _pull_request(data: Any) -> PullRequest:
         title=str(data.get("title") or ""),
         body=str(data.get("body") or ""),
         head_sha=str(data["head"].get("sha") or ""),
+        labels=_label_names(data.get("labels")),
     )
+
+
+def _label_names(items: Any) -> tuple[str, ...]:
+    """Names of a pull request's ``labels`` (objects with a ``name``)."""
+    return tuple(str(item["name"]) for item in items or () if isinstance(item, dict) and item.get("name"))

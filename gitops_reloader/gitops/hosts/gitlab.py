@@ -11,6 +11,9 @@ Developer role on the project).
   request already exists for this source branch", which we turn into find-and-update.
 - Update/close: ``PUT /projects/:id/merge_requests/:iid`` (``add_labels``,
   ``state_event=close``).
+- Comments are notes: ``GET /projects/:id/merge_requests/:iid/notes`` (``sort=asc``,
+  ``order_by=created_at``, ``per_page``/``page`` with ``X-Next-Page``; system notes left
+  out) and ``POST`` there with ``{"body": ...}`` (201).
 - Auto-merge: ``PUT /projects/:id/merge_requests/:iid/merge`` with ``auto_merge`` (GitLab
   17.11+) and its deprecated spelling ``merge_when_pipeline_succeeds`` (older
   servers). Right after creation GitLab is still checking mergeability and the
@@ -44,7 +47,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from gitops_reloader.errors import HostAuthError, HostError
-from gitops_reloader.gitops.hosts.base import PullRequest, PullRequestState, _RestHost
+from gitops_reloader.gitops.hosts.base import MAX_COMMENTS, PullRequest, PullRequestState, _RestHost
 
 __all__ = ["GitLabHost"]
 
@@ -197,6 +200,32 @@ class GitLabHost(_RestHost):
         raise HostError(f"{self.kind}: cancelling the automatic merge of {repo}!{number} answered "
                         f"{status} without a status{self._quote(response)}")
 
+    def comments(self, repo: str, number: int) -> list[str]:
+        """Bodies of the notes on ``!number`` people or bots wrote, oldest first."""
+        bodies: list[str] = []
+        path = f"{self._mr_path(repo)}/{number}/notes"
+        for page in range(1, MAX_COMMENTS // _PAGE + 1):
+            response = self._request("GET", path, repo=repo, params={
+                "sort": "asc", "order_by": "created_at", "per_page": _PAGE, "page": page})
+            items = self._list(response, repo)
+            bodies += [str(item.get("body") or "") for item in items
+                       if isinstance(item, dict) and not item.get("system")]
+            if not items or not response.headers.get("X-Next-Page", "").strip():
+                break
+        return bodies
+
+    def add_comment(self, repo: str, number: int, body: str) -> None:
+        """Add a note to ``!number``."""
+        self._check_body(repo, body)
+        self._request("POST", f"{self._mr_path(repo)}/{number}/notes", repo=repo, json={"body": body})
+
+    def add_labels(self, repo: str, number: int, labels: Sequence[str]) -> bool:
+        """Add ``labels`` to ``!number`` (``add_labels``; GitLab creates the missing ones)."""
+        if labels:
+            self._request("PUT", f"{self._mr_path(repo)}/{number}", repo=repo,
+                          json={"add_labels": ",".join(labels)})
+        return True
+
     # -- internals -------------------------------------------------------------------------
 
     def _options(self, *, merge: bool = False) -> dict[str, bool]:
@@ -241,4 +270,6 @@ def _merge_request(data: Any) -> PullRequest:
         title=str(data.get("title") or ""),
         body=str(data.get("description") or ""),
         head_sha=str(data.get("sha") or ""),
+        labels=tuple(str(item.get("name") if isinstance(item, dict) else item)
+                     for item in data.get("labels") or () if item),
     )

@@ -6,7 +6,9 @@ API tokens); ``GET|POST /repositories/{ws}/{slug}/pullrequests`` (``state`` repe
 default OPEN; a BBQL subset in ``q``: ``field = "value"`` / ``!=`` / ``~`` joined by
 ``AND``; ``sort``; ``pagelen`` up to the page cap, ``page`` in a ``values``/``next``
 envelope); ``GET|PUT .../{id}`` (PUT drops reviewers that are not re-sent);
-``POST .../{id}/decline``, ``.../{id}/merge``. No labels. Commit hashes are 12
+``POST .../{id}/decline``, ``.../{id}/merge``; ``GET|POST .../{id}/comments``
+(``values``/``next`` envelope, ``pagelen`` up to 100; a comment without ``content.raw``
+is 400). No labels. Commit hashes are 12
 characters; list items carry no ``reviewers`` (only the single pull request does). A
 second create for a source branch with an open pull request into the same destination
 answers 200 with that pull request, unchanged; a missing source branch answers 400.
@@ -21,6 +23,7 @@ from typing import Any
 from gitops_reloader.testing.prhost.core import (
     PR_HOST_KINDS,
     Core,
+    _Comment,
     _dig,
     _error,
     _git,
@@ -42,7 +45,7 @@ class BitbucketApi(Core):
 
     _BB = re.compile(
         r"^/repositories/(?P<ws>[^/]+)/(?P<slug>[^/]+)/pullrequests"
-        r"(?:/(?P<id>\d+)(?:/(?P<action>decline|merge))?)?$"
+        r"(?:/(?P<id>\d+)(?:/(?P<action>decline|merge)|(?P<comments>/comments))?)?$"
     )
     _BB_STATES = {"open": "OPEN", "merged": "MERGED", "closed": "DECLINED"}
 
@@ -59,6 +62,8 @@ class BitbucketApi(Core):
                 return self._bitbucket_create(req, repo, state)
             return _Resp(405, _error("bitbucket", 405, "Method not allowed"))
         pull = self._pull_or_404("bitbucket", state, match["id"])
+        if match["comments"]:
+            return self._bitbucket_comments(req, repo, pull)
         action = match["action"]
         if action is not None:
             if req.method != "POST":
@@ -90,6 +95,40 @@ class BitbucketApi(Core):
         pull.close_source_branch = bool(body.get("close_source_branch", False))
         self._touch(pull)
         return _Resp(200, self._bitbucket_pr(repo, pull))
+
+    def _bitbucket_comments(self, req: _Req, repo: str, pull: _Pull) -> _Resp:
+        if req.method == "POST":
+            raw = _dig(req.body, "content", "raw")
+            if not isinstance(raw, str) or not raw:
+                return _Resp(400, _bb_field_error("content", "This field is required."))
+            comment = self._new_comment(pull, raw)
+            self._touch(pull)
+            return _Resp(201, self._bitbucket_comment(req, repo, pull, comment))
+        if req.method != "GET":
+            return _Resp(405, _error("bitbucket", 405, "Method not allowed"))
+        per_page = _int_arg(req, "pagelen", 10, maximum=100)
+        page = _int_arg(req, "page", 1)
+        items, more = self._page(pull.comments, page, per_page)
+        envelope: dict[str, Any] = {"pagelen": per_page, "size": len(pull.comments), "page": page,
+                                    "values": [self._bitbucket_comment(req, repo, pull, c) for c in items]}
+        if more:
+            envelope["next"] = _with_query(req, page=page + 1)
+        return _Resp(200, envelope)
+
+    def _bitbucket_comment(self, req: _Req, repo: str, pull: _Pull, comment: _Comment) -> dict[str, Any]:
+        return {
+            "type": "pullrequest_comment",
+            "id": comment.id,
+            "content": {"type": "rendered", "raw": comment.body, "markup": "markdown", "html": ""},
+            "user": {"type": "user", "display_name": comment.author, "uuid": "{" + comment.author + "}"},
+            "created_on": comment.created,
+            "updated_on": comment.created,
+            "deleted": comment.deleted,
+            "pending": False,
+            "pullrequest": {"type": "pullrequest", "id": pull.number},
+            "links": {"self": {"href": f"{req.api}/repositories/{repo}/pullrequests/{pull.number}"
+                                       f"/comments/{comment.id}"}},
+        }
 
     def _bitbucket_list(self, req: _Req, repo: str, state: _Repo) -> _Resp:
         wanted = {s.upper() for s in req.query.get("state", [])} or {"OPEN"}

@@ -26,7 +26,7 @@ from typing import Any
 
 from gitops_reloader.testing.githost import GitHostServer, WsgiApp
 
-__all__ = ["PR_HOST_KINDS", "Core", "PrRequest"]
+__all__ = ["BOT", "PR_HOST_KINDS", "Core", "PrRequest"]
 
 PR_HOST_KINDS: Mapping[str, str] = {
     "github": "/api/v3",
@@ -43,6 +43,8 @@ _MERGER = {
     "GIT_COMMITTER_EMAIL": "prhost@example.com",
 }
 _MAX_BODY = 1024 * 1024
+BOT = "gitops-reloader-bot"
+"""The account the API token belongs to (the author of what the client posts)."""
 _PAGE_CAPS = {"github": 100, "gitlab": 100, "gitea": 50, "bitbucket": 50}
 _GH_DOCS = "https://docs.github.com/rest"
 
@@ -83,6 +85,17 @@ class _Pull:
     """Merge requests still answered "being checked" (Gitea 405, GitLab 405/422)."""
     options: dict[str, bool] = field(default_factory=dict)
     """GitLab's ``remove_source_branch`` / ``squash`` as last sent."""
+    comments: list[_Comment] = field(default_factory=list)
+    """Comments (GitLab: notes) on the pull request, oldest first."""
+
+
+@dataclass
+class _Comment:
+    id: int
+    body: str
+    author: str
+    created: str
+    deleted: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,7 +248,8 @@ class Core:
 
         Keys: ``number``, ``state`` (``open``/``closed``/``merged``), ``head``, ``base``,
         ``title``, ``body``, ``labels``, ``merged``, ``auto_merge``, ``reviewers``,
-        ``head_sha``, ``merge_sha``, ``remove_source_branch``, ``squash`` (GitLab).
+        ``head_sha``, ``merge_sha``, ``remove_source_branch``, ``squash`` (GitLab),
+        ``comments`` (the bodies, oldest first).
         """
         with self._lock:
             state = self._repos.get(repo)
@@ -257,6 +271,7 @@ class Core:
                     "merge_sha": p.merge_sha,
                     "remove_source_branch": p.options.get("remove_source_branch", False),
                     "squash": p.options.get("squash", False),
+                    "comments": [c.body for c in p.comments if not c.deleted],
                 }
                 for p in sorted(state.pulls, key=lambda p: p.number)
             ]
@@ -284,6 +299,11 @@ class Core:
         with self._lock:
             pull = self._pull_or_raise(repo, number)
             return self._merge(repo, pull, message)
+
+    def comment(self, repo: str, number: int, body: str, *, author: str = "reviewer") -> None:
+        """Comment on pull request ``number`` as ``author``, a person on the host."""
+        with self._lock:
+            self._new_comment(self._pull_or_raise(repo, number), body, author=author)
 
     def close(self, repo: str, number: int) -> None:
         """Close open pull request ``number`` without merging."""
@@ -524,6 +544,12 @@ class Core:
         )
         state.pulls.append(pull)
         return pull
+
+    def _new_comment(self, pull: _Pull, body: str, *, author: str = BOT) -> _Comment:
+        self._ids += 1
+        comment = _Comment(id=self._ids, body=body, author=author, created=_now())
+        pull.comments.append(comment)
+        return comment
 
     def _head_sha(self, repo: str, pull: _Pull) -> str:
         if pull.state == "open":

@@ -5,8 +5,10 @@ As Gitea answers: ``Authorization: token|Bearer``; ``GET|POST /repos/{o}/{r}/pul
 50 by default) with ``X-Total-Count`` and ``Link``; no branch filter); ``GET|PATCH
 .../pulls/{n}`` (PATCH answers 201); ``POST .../pulls/{n}/merge``; ``GET|POST .../labels``;
 ``GET /orgs/{org}/labels`` (404 for an owner that is no organisation); ``GET|POST|PUT
-.../issues/{n}/labels``. Labels are numeric ids, the repository's own or its owning
-organisation's (unknown id: 422). Duplicate: 409; missing head branch: 404.
+.../issues/{n}/labels``; ``GET|POST .../issues/{n}/comments`` (the list is not paged; an
+empty ``body`` is 422). Labels are numeric ids, the repository's own or its owning
+organisation's (unknown id: 422 "label does not exist"); creating one needs a ``name`` and
+a ``color`` (``#rrggbb``; 422 otherwise). Duplicate: 409; missing head branch: 404.
 
 Merge scheduling (``merge_when_checks_succeed``) answers like Gitea's
 ``MergePullRequest``: 405 "Please try again later" while the new pull request is still
@@ -24,6 +26,7 @@ from typing import Any
 
 from gitops_reloader.testing.prhost.core import (
     Core,
+    _Comment,
     _error,
     _Fail,
     _int_arg,
@@ -37,6 +40,8 @@ from gitops_reloader.testing.prhost.core import (
 
 __all__ = ["GiteaApi"]
 
+_COLOR = re.compile(r"^#?[0-9a-fA-F]{6}$")
+
 
 class GiteaApi(Core):
     """The Gitea API of the PR host test server, mixed into :class:`PrHost`."""
@@ -45,7 +50,7 @@ class GiteaApi(Core):
         r"^/repos/(?P<owner>[^/]+)/(?P<name>[^/]+)/(?:"
         r"(?P<pulls>pulls)(?:/(?P<n>\d+)(?P<merge>/merge)?)?"
         r"|(?P<labels>labels)"
-        r"|issues/(?P<issue>\d+)/labels)$"
+        r"|issues/(?P<issue>\d+)/labels|issues/(?P<cissue>\d+)/comments)$"
     )
 
     _GT_ORG = re.compile(r"^/orgs/(?P<org>[^/]+)/labels$")
@@ -61,11 +66,17 @@ class GiteaApi(Core):
         state = self._repo_or_404("gitea", repo)
         if match["labels"]:
             if req.method == "POST":
-                name = req.param("name")
+                name, color = req.param("name"), req.param("color")
                 if not isinstance(name, str) or not name:
                     return _Resp(422, _error("gitea", 422, "[Name]: Required"))
-                return _Resp(201, {"id": self._label_id(state, name), "name": name, "color": "#00aabb"})
+                if not isinstance(color, str) or not _COLOR.match(color):
+                    message = "[Color]: Required" if not color else "invalid color"
+                    return _Resp(422, _error("gitea", 422, message))
+                return _Resp(201, {"id": self._label_id(state, name), "name": name,
+                                   "color": color.lstrip("#"), "description": req.param("description") or ""})
             return self._gitea_label_page(req, state.labels)
+        if match["cissue"]:
+            return self._gitea_comments(req, repo, self._pull_or_404("gitea", state, match["cissue"]))
         if match["issue"]:
             pull = self._pull_or_404("gitea", state, match["issue"])
             if req.method in ("POST", "PUT"):
@@ -129,6 +140,31 @@ class GiteaApi(Core):
             pull.labels = self._gitea_labels(state, req.param("labels"))
         self._touch(pull)
         return _Resp(201, self._gitea_pr(repo, pull))
+
+    def _gitea_comments(self, req: _Req, repo: str, pull: _Pull) -> _Resp:
+        if req.method == "POST":
+            text = req.param("body")
+            if not isinstance(text, str) or not text:
+                return _Resp(422, _error("gitea", 422, "[Body]: Required"))
+            comment = self._new_comment(pull, text)
+            self._touch(pull)
+            return _Resp(201, self._gitea_comment(repo, pull, comment))
+        if req.method != "GET":
+            return _Resp(405, _error("gitea", 405, "Method Not Allowed"))
+        return _Resp(200, [self._gitea_comment(repo, pull, c) for c in pull.comments])
+
+    def _gitea_comment(self, repo: str, pull: _Pull, comment: _Comment) -> dict[str, Any]:
+        html = f"{self._githost.url}/{repo}/pulls/{pull.number}"
+        return {
+            "id": comment.id,
+            "html_url": f"{html}#issuecomment-{comment.id}",
+            "pull_request_url": html,
+            "issue_url": "",
+            "user": {"login": comment.author},
+            "body": comment.body,
+            "created_at": comment.created,
+            "updated_at": comment.created,
+        }
 
     def _gitea_known(self, state: _Repo) -> dict[str, int]:
         """Label name → id valid on ``state``: the owner's organisation labels, then its own."""

@@ -3,7 +3,9 @@
 As GitHub answers: ``Authorization: Bearer|token``; ``GET|POST /repos/{o}/{r}/pulls``
 (``head=o:branch``, ``base``, ``state``, ``sort``, ``direction``, ``per_page`` up to the
 page cap, ``page``, ``Link: rel="next"``); ``GET|PATCH .../pulls/{n}``; ``PUT
-.../pulls/{n}/merge``; ``GET|POST .../issues/{n}/labels`` (unknown labels are created).
+.../pulls/{n}/merge``; ``GET|POST .../issues/{n}/labels`` (unknown labels are created);
+``GET|POST .../issues/{n}/comments`` (``per_page`` up to 100, ``page``, ``Link``; a missing
+or empty ``body`` is 422 ``missing_field``, one over 65,536 characters 422 too long).
 Bodies over 65,536 characters: 422 "body is too long (maximum is 65536 characters)".
 Duplicate: 422 "A pull request already exists for o:branch."; a head without commits
 over the base: 422 "No commits between base and head"; missing head: 422 ``invalid``.
@@ -23,6 +25,7 @@ from gitops_reloader.testing.prhost.core import (
     _GH_DOCS,
     PR_HOST_KINDS,
     Core,
+    _Comment,
     _error,
     _int_arg,
     _Pull,
@@ -45,7 +48,7 @@ class GitHubApi(Core):
     _GH = re.compile(
         r"^/(?:repos/(?P<owner>[^/]+)/(?P<name>[^/]+)|repositories/(?P<rid>\d+))/(?P<rest>(?:"
         r"(?P<pulls>pulls)(?:/(?P<n>\d+)(?P<merge>/merge)?)?"
-        r"|issues/(?P<issue>\d+)/labels))$"
+        r"|issues/(?P<issue>\d+)/labels|issues/(?P<cissue>\d+)/comments))$"
     )
 
     def _github(self, req: _Req) -> _Resp:
@@ -59,6 +62,8 @@ class GitHubApi(Core):
         if repo in self._renamed:
             return self._github_moved(req, repo, match["rest"])
         state = self._repo_or_404("github", repo)
+        if match["cissue"]:
+            return self._github_comments(req, repo, self._pull_or_404("github", state, match["cissue"]))
         if match["issue"]:
             pull = self._pull_or_404("github", state, match["issue"])
             if req.method == "POST":
@@ -132,6 +137,39 @@ class GitHubApi(Core):
                            "try again.",
                 "documentation_url": f"{_GH_DOCS}/overview/rate-limits-for-the-rest-api"}
         self.answer_next(n, status, body, headers=headers, path=path, kind="github")
+
+    def _github_comments(self, req: _Req, repo: str, pull: _Pull) -> _Resp:
+        if req.method == "POST":
+            text = req.param("body")
+            if not isinstance(text, str) or not text:
+                return _Resp(422, _gh_invalid("body", "missing_field"))
+            if len(text) > GITHUB_BODY_LIMIT:
+                return _Resp(422, _gh_too_long())
+            comment = self._new_comment(pull, text)
+            self._touch(pull)
+            return _Resp(201, self._github_comment(req, repo, pull, comment))
+        if req.method != "GET":
+            return _Resp(405, _error("github", 405, "Method Not Allowed"))
+        per_page = _int_arg(req, "per_page", self._page_size, maximum=self._cap("github"))
+        page = _int_arg(req, "page", 1)
+        items, more = self._page(pull.comments, page, per_page)
+        headers: tuple[tuple[str, str], ...] = ()
+        if more:
+            headers = (("Link", f'<{_with_query(req, page=page + 1)}>; rel="next"'),)
+        return _Resp(200, [self._github_comment(req, repo, pull, c) for c in items], headers)
+
+    def _github_comment(self, req: _Req, repo: str, pull: _Pull, comment: _Comment) -> dict[str, Any]:
+        return {
+            "id": comment.id,
+            "url": f"{req.api}/repos/{repo}/issues/comments/{comment.id}",
+            "html_url": f"{self._githost.url}/{repo}/pull/{pull.number}#issuecomment-{comment.id}",
+            "issue_url": f"{req.api}/repos/{repo}/issues/{pull.number}",
+            "body": comment.body,
+            "user": {"login": comment.author, "type": "User"},
+            "created_at": comment.created,
+            "updated_at": comment.created,
+            "author_association": "MEMBER",
+        }
 
     def _github_moved(self, req: _Req, old: str, rest: str) -> _Resp:
         new, elsewhere = self._renamed[old]

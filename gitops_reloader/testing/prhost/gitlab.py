@@ -5,7 +5,9 @@ As GitLab answers: ``PRIVATE-TOKEN`` or ``Authorization: Bearer``;
 ``project_id`` it reported); ``source_branch``, ``target_branch``, ``state``, ``order_by``,
 ``sort``, ``per_page``/``page`` with ``X-Next-Page``/``X-Total``; ``GET|PUT .../:iid``
 (``labels``, ``add_labels``, ``remove_labels``, ``state_event``, ``remove_source_branch``,
-``squash``); ``PUT .../:iid/merge`` (``auto_merge`` / ``merge_when_pipeline_succeeds`` only
+``squash``); ``GET|POST .../:iid/notes`` (``sort``, ``order_by``, ``per_page``/``page``
+with ``X-Next-Page``; a missing ``body`` is 400 "body is missing"); ``PUT .../:iid/merge``
+(``auto_merge`` / ``merge_when_pipeline_succeeds`` only
 records the wish); ``POST .../:iid/cancel_auto_merge`` (201 with the merge request, 409
 "Can't cancel the automatic merge" when none is armed; 404 on an older GitLab:
 :meth:`Core.gitlab_without_cancel_auto_merge`) and ``POST
@@ -26,6 +28,7 @@ from typing import Any
 
 from gitops_reloader.testing.prhost.core import (
     Core,
+    _Comment,
     _error,
     _int_arg,
     _names,
@@ -45,7 +48,8 @@ class GitLabApi(Core):
     """The GitLab API of the PR host test server, mixed into :class:`PrHost`."""
 
     _GL = re.compile(r"^/projects/(?P<project>.+?)/merge_requests(?:/(?P<iid>\d+)"
-                     r"(?:(?P<merge>/merge)|/(?P<cancel>cancel_auto_merge|cancel_merge_when_pipeline_succeeds))?)?$")
+                     r"(?:(?P<merge>/merge)|(?P<notes>/notes)"
+                     r"|/(?P<cancel>cancel_auto_merge|cancel_merge_when_pipeline_succeeds))?)?$")
 
     def _gitlab(self, req: _Req) -> _Resp:
         match = self._GL.match(req.path)
@@ -60,6 +64,8 @@ class GitLabApi(Core):
                 return self._gitlab_create(req, repo, state)
             return _Resp(405, _error("gitlab", 405, "405 Method Not Allowed"))
         pull = self._pull_or_404("gitlab", state, match["iid"])
+        if match["notes"]:
+            return self._gitlab_notes(req, pull)
         if match["cancel"]:
             return self._gitlab_cancel(req, repo, pull, match["cancel"])
         if match["merge"]:
@@ -113,6 +119,24 @@ class GitLabApi(Core):
         pull.labels = [n for n in pull.labels if n not in remove]
         self._touch(pull)
         return _Resp(200, self._gitlab_mr(repo, pull))
+
+    def _gitlab_notes(self, req: _Req, pull: _Pull) -> _Resp:
+        if req.method == "POST":
+            text = req.param("body")
+            if not isinstance(text, str) or not text:
+                return _Resp(400, {"error": "body is missing"})
+            note = self._new_comment(pull, text)
+            self._touch(pull)
+            return _Resp(201, _gitlab_note(pull, note))
+        if req.method != "GET":
+            return _Resp(405, _error("gitlab", 405, "405 Method Not Allowed"))
+        notes = sorted(pull.comments, key=lambda c: c.id, reverse=req.arg("sort", "desc") != "asc")
+        per_page = _int_arg(req, "per_page", 20, maximum=self._cap("gitlab"))
+        page = _int_arg(req, "page", 1)
+        items, more = self._page(notes, page, per_page)
+        headers = (("X-Total", str(len(notes))), ("X-Page", str(page)),
+                   ("X-Next-Page", str(page + 1) if more else ""))
+        return _Resp(200, [_gitlab_note(pull, n) for n in items], headers)
 
     def _gitlab_cancel(self, req: _Req, repo: str, pull: _Pull, endpoint: str) -> _Resp:
         """Both ways GitLab cancels an auto-merge: the new endpoint, and the deprecated one
@@ -225,6 +249,22 @@ class GitLabApi(Core):
             "merged_at": pull.merged_at or None,
             "closed_at": pull.closed_at if pull.state == "closed" else None,
         }
+
+
+def _gitlab_note(pull: _Pull, note: _Comment) -> dict[str, Any]:
+    return {
+        "id": note.id,
+        "type": None,
+        "body": note.body,
+        "author": {"username": note.author},
+        "created_at": note.created,
+        "updated_at": note.created,
+        "system": False,
+        "noteable_id": pull.global_id,
+        "noteable_type": "MergeRequest",
+        "noteable_iid": pull.number,
+        "resolvable": False,
+    }
 
 
 def _gl_duplicate_text(number: int) -> str:

@@ -32,7 +32,8 @@ def test_a_change_carries_what_came_before_it_for_key_level_reload() -> None:
     gone = SourceRef(SourceKind.CONFIGMAP, "ns", "gone")
     [created] = changes.changes(None, meta("c", ref=gone))
     assert created.previous == SourceMeta(gone)  # nothing before a creation: every key appears
-    changes.changes(meta("c", ref=gone), None)
+    [deleted] = changes.changes(meta("c", ref=gone), None)
+    assert deleted.deleted and deleted.previous == meta("c", ref=gone)  # every key it had disappears
     [recreated] = changes.changes(None, meta("d", ref=gone))
     assert recreated.previous is None  # only a tombstone is left: unknown
 

@@ -9,7 +9,7 @@ from gitops_reloader.config import Rollouts
 from gitops_reloader.control.waves import WAVES_KEY, Waves
 from gitops_reloader.model import ObjectRef, Source, SourceKind, SourceRef
 from gitops_reloader.observability.metrics import Metrics
-from gitops_reloader.rollout.completion import Phase, RolloutStatus
+from gitops_reloader.rollout.completion import PAUSED, Phase, RolloutStatus
 from gitops_reloader.rollout.marker import MARKER_ANNOTATION
 
 V1 = [Source(SourceRef(SourceKind.SECRET, "ns", "db"), "1" * 40)]
@@ -127,3 +127,46 @@ def test_failures_seen_before_activation_are_recorded_not_announced() -> None:
     park(h, ["b"], V1)
     assert h.next() == []
     assert h.warnings == [("b", "ReloadHeld")]
+
+
+def test_a_paused_rollout_holds_its_slot_and_is_announced_once_per_rollout() -> None:
+    """OpenKruise ``paused`` or an Argo Rollout ``Paused``: the rule says PROGRESSING with
+    reason Paused; the slot stays taken (the wave waits) and one RolloutPaused says why."""
+    paused = RolloutStatus(Phase.PROGRESSING, PAUSED, "the update strategy is paused; 0 of 2 pods updated")
+    h = Harness(budget=1)
+    park(h, ["a", "b"], V1)
+    assert h.next() == ["a"]
+    h.write("a", V1, paused)
+    h.finish("a", V1, paused)  # the same rollout seen again: no second Event
+    assert h.next() == []
+    assert h.warnings == [("a", "RolloutPaused")]
+    h.finish("a", V1, DONE)  # resumed and complete
+    assert h.next() == ["b"]
+    h.clock.advance(5)
+    h.write("b", V1, paused)  # another rollout: its own Event
+    assert h.warnings == [("a", "RolloutPaused"), ("b", "RolloutPaused")]
+
+
+def test_a_pause_seen_before_activation_is_recorded_not_announced() -> None:
+    """A restart's initial list (or an HA standby) shows a pause already announced."""
+    paused = RolloutStatus(Phase.PROGRESSING, PAUSED, "paused")
+    h = Harness(budget=1, active=False)
+    park(h, ["a"], V1)
+    assert h.next() == ["a"]
+    h.write("a", V1, paused)
+    h.waves.activate()
+    h.finish("a", V1, paused)  # the same rollout, seen again once active
+    assert h.warnings == []
+
+def test_a_hold_announced_before_a_restart_is_not_announced_again() -> None:
+    """The restart resumes b's reload while a's failure still holds the change: the earlier
+    instance said ReloadHeld on b, this one does not; a new change still releases it."""
+    h = Harness(budget=1, active=False)
+    h.finish("a", V1, FAILED)
+    h.waves.activate()
+    h.waves.assume_announced("ns/Deployment/b", frozenset({"ns/Secret/db@111111111111"}))
+    park(h, ["b", "c"], V1)
+    assert h.next() == []
+    assert h.warnings == [("c", "ReloadHeld")]
+    park(h, ["b"], V2)
+    assert h.next() == ["b"]

@@ -234,8 +234,8 @@ def test_application_repo_urls_match_as_argocd_matches_them(repo_url: str, found
     if found is not None:
         assert resolve_app(application).repo_name == found
         return
-    with pytest.raises(ManifestNotFound, match=r"not in --git-config.*repository fleet names the same host "
-                                               r"and path another way"):
+    with pytest.raises(ManifestNotFound, match=r"not in --git-config.*repository fleet has the same host "
+                                               r"and path in another spelling"):
         resolve_app(application)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from gitops_reloader.kube.workloads import SlimObject, adapters_for
-from gitops_reloader.model import SourceKind
+from gitops_reloader.model import CONFIG_HASH_KEY, SourceKind
 from gitops_reloader.rollout.completion import Phase
 from gitops_reloader.sinks.envvars import container_env
 
@@ -134,17 +134,21 @@ STS_STATUS = {"observedGeneration": 3, "replicas": 3, "readyReplicas": 3, "updat
               "currentRevision": "db-7f1", "updateRevision": "db-7f1"}
 DS_STATUS = {"observedGeneration": 3, "desiredNumberScheduled": 2, "updatedNumberScheduled": 2,
              "numberAvailable": 2}
+CS_STATUS = {"observedGeneration": 3, "replicas": 3, "readyReplicas": 3, "availableReplicas": 3,
+             "updatedReplicas": 3, "updatedReadyReplicas": 3}
 
 
 @pytest.mark.parametrize(("kind", "status"), [
     ("StatefulSet.apps.kruise.io", STS_STATUS), ("DaemonSet.apps.kruise.io", DS_STATUS),
+    ("CloneSet.apps.kruise.io", CS_STATUS),
     ("StatefulSet", STS_STATUS), ("DaemonSet", DS_STATUS),
 ])
 def test_a_marked_record_reads_its_rollout_by_its_kinds_rule(adapters: dict[str, Any], kind: str,
                                                               status: dict[str, Any]) -> None:
     """OpenKruise's Advanced StatefulSet/DaemonSet report the apps/v1 status fields, no Ready
-    condition: they complete by the StatefulSet/DaemonSet rule (their row's completes_like),
-    not by the generic rule, which would wait for --rollout-timeout and call them failed."""
+    condition: they complete by their own rules (the StatefulSet/DaemonSet rule with OpenKruise's
+    partition and paused), not by the generic rule, which would wait for --rollout-timeout and
+    call them failed."""
     adapter = adapters[kind]
     group, version = adapter.resource.group, adapter.resource.version
     marker = {"gitops-reloader.io/rollout": '{"at":1,"changes":["ns/ConfigMap/c@a"]}'}
@@ -154,3 +158,34 @@ def test_a_marked_record_reads_its_rollout_by_its_kinds_rule(adapters: dict[str,
            "status": status}
     record = adapter.record(raw)
     assert record.rollout is not None and record.rollout.phase is Phase.COMPLETE, record.rollout
+
+
+@pytest.mark.parametrize(("kind", "status", "phase"), [
+    ("Deployment", {"observedGeneration": 3, "replicas": 2, "updatedReplicas": 1, "availableReplicas": 1},
+     Phase.PROGRESSING),
+    ("Deployment", {"observedGeneration": 3, "replicas": 2, "updatedReplicas": 2, "availableReplicas": 2},
+     Phase.COMPLETE),
+    ("StatefulSet", STS_STATUS, Phase.COMPLETE),
+    ("StatefulSet.apps.kruise.io", STS_STATUS, Phase.COMPLETE),
+])
+def test_a_template_with_a_git_digest_keeps_its_rollout_verdict_not_its_status(
+        adapters: dict[str, Any], kind: str, status: dict[str, Any], phase: Phase) -> None:
+    """The git follow-up reads the rollout of a workload whose template carries the committed
+    digest from the cache: the record keeps the kind's verdict, computed on arrival."""
+    adapter = adapters[kind]
+    group, version = adapter.resource.group, adapter.resource.version
+    raw = {"apiVersion": f"{group}/{version}" if group else version, "kind": adapter.resource.kind,
+           "metadata": {"name": "db", "namespace": "ns", "generation": 3},
+           "spec": {"replicas": 2 if kind == "Deployment" else 3, "template": {
+               "metadata": {"annotations": {CONFIG_HASH_KEY: "d1"}},
+               "spec": {"containers": [{"name": "app", "image": "x"}]}}},
+           "status": status}
+    record = adapter.record(raw)
+    assert record.rollout is not None and record.rollout.phase is phase, record.rollout
+    assert record.template_annotations[CONFIG_HASH_KEY] == "d1"
+    assert "status" not in record.raw
+
+
+def test_a_workload_with_neither_marker_nor_digest_keeps_no_verdict(adapters: dict[str, Any]) -> None:
+    record = adapters["Deployment"].record(deployment())
+    assert record.rollout is None

@@ -56,3 +56,18 @@ def test_a_configmaps_change_is_shown() -> None:
     marker = '{"at":1764120000,"changes":["shop/ConfigMap/cfg@0123456789ab"]}'
     state = rollout_state(record({"gitops-reloader.io/rollout": marker}, FAILED), BUDGET, 1764120010)
     assert state["changes"] == ["shop/ConfigMap/cfg@0123456789ab"]
+
+
+def test_held_and_waiting_changes_are_said_with_why() -> None:
+    result = Explanation("Deployment", "shop", "web", watched=True, rollout={
+        "priority": 0, "in_use_in_namespace": 1, "pending": [
+            {"change": f"shop/Secret/db@{HIDDEN}", "state": "held", "wave": None, "since": 1764120000,
+             "held_by": ["shop/Deployment/api"], "reason": "HeldByFailedRollout", "message": ""},
+            {"change": "shop/ConfigMap/cfg@3f2a9c81d0e4", "state": "waiting", "wave": 3, "since": None,
+             "held_by": [], "reason": "WaitingForBudget", "message": ""}]})
+    text = render_text(result)
+    assert (f"  HELD: shop/Secret/db@{HIDDEN} is held by the failed rollout of shop/Deployment/api since "
+            "2025-11-26T01:20:00Z; a new change of the source, or that workload becoming healthy, "
+            "releases it") in text
+    assert ("  WAITING: shop/ConfigMap/cfg@3f2a9c81d0e4 waits for the rollout budget (1 rolling in this "
+            "namespace, wave 3 in this namespace)") in text

@@ -85,8 +85,42 @@ def test_the_informer_quicker_than_the_writer() -> None:
 
 
 def test_complete_before_the_writer_returns() -> None:
-    """E.g. a StatefulSet with OnDelete: complete at the write, seen before begin()."""
-    t, _ = tracker()
+    """E.g. a StatefulSet with OnDelete or a kind with ``completesLike: none``: complete at the
+    write, seen before begin(). begin() announces it (once): the waves' dispatcher hears the
+    slot is free, or the next wave would wait for a wake-up at the timeout."""
+    t, heard = tracker()
     t.observe(REF, MARK, DONE, 1001)
+    assert heard == []  # nothing tracked it yet
     t.begin(REF, MARK)
     assert t.rollouts(1002) == [] and t.next_deadline() is None
+    assert [(r.ref, r.status.phase) for r in heard] == [(REF, Phase.COMPLETE)]
+    t.observe(REF, MARK, DONE, 1003)  # seen again: nothing new
+    assert len(heard) == 1
+
+
+
+def test_a_restored_write_counts_until_the_engine_applies_it_and_it_completes() -> None:
+    """A marker committed to git by an earlier instance, the cluster not showing it yet."""
+    t, heard = tracker(timeout=600)
+    t.restore(REF, MARK, 1010)
+    assert t.rolling_by_namespace(1010) == {"shop": 1} and t.next_deadline() == 1600
+    t.observe(REF, Marker(900, MARK.changes), DONE, 1011)  # the live marker is the older wave's
+    assert t.rolling_by_namespace(1011) == {"shop": 1}
+    t.observe(REF, MARK, DONE, 1012)  # applied and rolled out
+    assert t.rollouts(1012) == [] and [r.status.phase for r in heard] == [Phase.COMPLETE]
+
+
+def test_a_restored_write_past_the_timeout_is_failed_without_a_second_announcement() -> None:
+    t, heard = tracker(timeout=60)
+    t.restore(REF, MARK, 1060)
+    t.poll(1061)
+    assert [r.status.reason for r in t.failed(1061)] == ["RolloutTimeout"]  # still holds its change
+    assert heard == []
+
+
+def test_a_restored_write_the_cache_already_shows_changes_nothing() -> None:
+    t, heard = tracker()
+    t.observe(REF, MARK, ROLLING, 1010)
+    t.restore(REF, MARK, 1010)
+    t.observe(REF, MARK, DONE, 1011)
+    assert t.rollouts(1011) == [] and [r.status.phase for r in heard] == [Phase.COMPLETE]

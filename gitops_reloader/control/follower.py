@@ -9,10 +9,22 @@ file it was written to, and every ``--git-follow-interval`` reads, in this order
    ``helm.toolkit.fluxcd.io/name|namespace`` labels (the HelmRelease, and its HelmChart)
    or ``kustomize.toolkit.fluxcd.io/name|namespace`` labels (the Kustomization); none
    (explicit ``git-repo``/``git-path`` without an engine) → steps 2 and 3 alone;
-2. the live workload: does its pod template carry the committed digest
-   (``gitops-reloader.io/config-hash``)? Read after the engine, so an engine that reports
-   the commit applied is never compared with a template from before the apply;
-3. its rollout, by :mod:`gitops_reloader.rollout.completion`.
+2. the live workload, from the controller's informer cache (no request): does its pod
+   template carry the committed digest (``gitops-reloader.io/config-hash``)? The cache may
+   not show an apply the engine already reports, so a verdict that the commit was *not*
+   applied (or that the workload is gone) is confirmed with one GET of the workload before
+   it is reported — a terminal verdict, so at most one GET per emission;
+3. its rollout, by :mod:`gitops_reloader.rollout.completion`: the record keeps its kind's
+   verdict (:attr:`~gitops_reloader.kube.workloads.WorkloadRecord.rollout`) for every
+   workload whose template carries a digest, computed on arrival, so the status itself is
+   not kept.
+
+**At scale.** One round reads each engine once (one GET per Application / Kustomization /
+HelmRelease, and its HelmChart, shared by all the workloads it deploys), asks the clone
+once per pair of commits whether one descends from the other, and reads no workload from
+the API server: 5,000 followed workloads take a few tens of milliseconds
+(``bench/follow.py``, ``docs/benchmarks.md``). Without the caches (``explain``) each
+workload is one GET.
 
 :func:`~gitops_reloader.rollout.follow.decide` turns them into one state; an engine's
 revision counts only when it is the pushed commit or a descendant of it on the branch
@@ -24,8 +36,9 @@ rendered into the pod template, the engine is suspended, its sync failed, auto-s
 or nothing within ``--git-apply-timeout``) or a Warning ``RolloutFailed``; metric
 ``git_follow_outcomes_total{sink, outcome, reason}``.
 
-**Restarts.** Nothing is kept only here: a new instance's start-up check (or a take-over)
-hands every git workload whose value is already committed to :meth:`Follower.resume`,
+**Restarts.** Nothing is kept only here: every activation of an instance (any flags: a
+restart or a take-over; :mod:`gitops_reloader.control.resume`) hands every git workload
+whose value is already committed to :meth:`Follower.resume`,
 which follows it from the commit that last wrote the file when that commit is younger than
 ``--git-apply-timeout`` (an older one was answered before), and reports its end unless an
 Event with the same reason and commit is already on the workload. It never commits.
@@ -37,10 +50,12 @@ import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from gitops_reloader.clock import Clock, SystemClock
+from gitops_reloader.config import Config
 from gitops_reloader.errors import GitError, KubeError, KubeNotFound
+from gitops_reloader.gitops.handle import RepositoryHandle
 from gitops_reloader.gitops.locate import (
     ARGOCD_TRACKING_ANNOTATION,
     FLUX_HELM_NAME_LABEL,
@@ -51,7 +66,6 @@ from gitops_reloader.gitops.locate import (
     parse_tracking_id,
     workload_identity,
 )
-from gitops_reloader.gitops.yamledit import CONFIG_HASH_KEY
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.events import EventRecorder
 from gitops_reloader.kube.resources import (
@@ -62,8 +76,8 @@ from gitops_reloader.kube.resources import (
     KUSTOMIZATIONS,
     ResourceKind,
 )
-from gitops_reloader.kube.workloads import WorkloadAdapter, adapters_for
-from gitops_reloader.model import ObjectRef, ReloadRequest
+from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord, adapters_for
+from gitops_reloader.model import CONFIG_HASH_KEY, ObjectRef, ReloadRequest
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.rollout.follow import (
     EngineReport,
@@ -74,9 +88,9 @@ from gitops_reloader.rollout.follow import (
     helmrelease_report,
     kustomization_report,
 )
-from gitops_reloader.sinks.git import RepositoryHandle
 
-__all__ = ["APPLIED", "NOT_APPLIED", "ROLLOUT_FAILED", "EngineRef", "Followed", "Follower", "engine_of"]
+__all__ = ["APPLIED", "NOT_APPLIED", "ROLLOUT_FAILED", "ApiWorkloads", "EngineRef", "Followed", "Follower",
+           "WorkloadLookup", "build_follower", "engine_of"]
 
 log = logging.getLogger(__name__)
 
@@ -138,17 +152,62 @@ def engine_of(record: Any, argocd_namespace: str) -> EngineRef | None:
     return None
 
 
+class WorkloadLookup(Protocol):
+    """Where the follow-up reads a workload: the controller's caches (:class:`.caches.Caches`)."""
+
+    def workload(self, ref: ObjectRef) -> WorkloadRecord | None:
+        """The workload's record; None when there is none."""
+
+
+class ApiWorkloads:
+    """Workloads read from the API server, one GET each, trimmed like the informers trim them."""
+
+    def __init__(self, api: KubeApi, adapters: Mapping[str, WorkloadAdapter]) -> None:
+        self.api = api
+        self.adapters = adapters
+
+    def workload(self, ref: ObjectRef) -> WorkloadRecord | None:
+        """The workload as the API server has it now; None when it no longer exists."""
+        adapter = self.adapters.get(ref.kind)
+        if adapter is None:
+            raise KubeError(f"{ref}: no adapter for kind {ref.kind}")
+        try:
+            return adapter.record(dict(self.api.get(adapter.resource, ref.namespace, ref.name)))
+        except KubeNotFound:
+            return None
+
+
+@dataclass(slots=True)
+class _Round:
+    """What one round read once and shares across its emissions."""
+
+    engines: dict[EngineRef, EngineReport | KubeError | None] = field(default_factory=dict)
+    """Each engine's report (or the retryable error reading it)."""
+    counts: dict[tuple[str, str, str], bool] = field(default_factory=dict)
+    """(repository, followed commit, reported commit) → whether the reported one counts."""
+    synced: set[str] = field(default_factory=set)
+    """Repositories fetched this round (pull requests waiting for their merge)."""
+
+
 class Follower:
     """Follows emissions of the git sinks until they rolled, failed or were not applied.
 
     ``repositories``: the sink's clone handles by repository name (read under their lock).
     ``timeout``: ``--git-apply-timeout``; ``interval``: ``--git-follow-interval``.
+    ``workloads``: where workloads are read (the controller's caches); without it each is
+    one GET (``explain``). ``adapters``: the workload kinds by name (default: the core and
+    built-in kinds); the controller passes its own table, so a ``--workload-kinds-config`` kind
+    is read (and its rollout judged, by its ``completesLike``) like any other.
     """
 
     def __init__(self, *, api: KubeApi, repositories: Mapping[str, RepositoryHandle], metrics: Metrics,
                  recorder: EventRecorder | None, argocd_namespace: str, timeout: float, interval: float,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, workloads: WorkloadLookup | None = None,
+                 adapters: Mapping[str, WorkloadAdapter] | None = None) -> None:
         self.api = api
+        self.live = ApiWorkloads(api, adapters if adapters is not None else _ADAPTERS)
+        """Reads a workload from the API server (confirms what the caches say was not applied)."""
+        self.workloads: WorkloadLookup = workloads if workloads is not None else self.live
         self.repositories = dict(repositories)
         self.metrics = metrics
         self.recorder = recorder
@@ -264,10 +323,10 @@ class Follower:
         """Read the statuses of every followed emission once; report and drop those that ended."""
         with self._lock:
             entries = list(self._followed.values())
-        synced: set[str] = set()
+        shared = _Round()
         for entry in entries:
             try:
-                state = self._merged(entry, synced) if entry.waiting else self.assess(entry)
+                state = self._merged(entry, shared) if entry.waiting else self._assess(entry, shared)
             except (KubeError, GitError) as exc:
                 log.debug("follow-up read failed, trying again", extra={"object": entry.ref.key,
                                                                         "error": str(exc)})
@@ -278,13 +337,13 @@ class Follower:
 
     # -- one emission ---------------------------------------------------------------------
 
-    def _merged(self, entry: Followed, synced: set[str]) -> FollowState:
+    def _merged(self, entry: Followed, shared: _Round) -> FollowState:
         """A pull request's edit: still waiting, or (the base holds the digest) followed from its commit."""
         handle = self.repositories[entry.repo_name]
         with handle.lock:
-            if entry.repo_name not in synced:
+            if entry.repo_name not in shared.synced:
                 handle.sync()  # once per round and repository
-                synced.add(entry.repo_name)
+                shared.synced.add(entry.repo_name)
             text = handle.repo.read(entry.path) or b""
             found = handle.repo.last_change(entry.path) if entry.digest.encode() in text else None
         age = self.clock.monotonic() - entry.started
@@ -294,30 +353,45 @@ class Follower:
         log.info("pull request merged, following its commit", extra={
             "object": entry.ref.key, "commit": found[0][:12], "waited_seconds": round(age)})
         entry.commit, entry.waiting, entry.started = found[0], False, self.clock.monotonic()
-        return self.assess(entry)
+        return self._assess(entry, shared)
 
     def assess(self, entry: Followed) -> FollowState:
         """Read the engine, then the workload and its rollout; the verdict of ``entry`` now."""
-        engine = self._engine_report(entry.engine)
-        adapter = _ADAPTERS.get(entry.ref.kind)
-        if adapter is None:
-            raise KubeError(f"{entry.ref}: no adapter for kind {entry.ref.kind}")
-        try:
-            live = self.api.get(adapter.resource, entry.ref.namespace, entry.ref.name)
-        except KubeNotFound:
+        return self._assess(entry, _Round())
+
+    def _assess(self, entry: Followed, shared: _Round) -> FollowState:
+        engine = self._engine_report(entry.engine, shared)
+        state = self._verdict(entry, engine, self.workloads.workload(entry.ref), shared)
+        if state.stage is Stage.NOT_APPLIED and self.workloads is not self.live:
+            # The cache may not show yet what the engine reports applied: ask the API server.
+            state = self._verdict(entry, engine, self.live.workload(entry.ref), shared)
+        return state
+
+    def _verdict(self, entry: Followed, engine: EngineReport | None, record: WorkloadRecord | None,
+                 shared: _Round) -> FollowState:
+        if record is None:
             return FollowState(Stage.NOT_APPLIED, "WorkloadDeleted", f"{entry.ref} no longer exists")
-        template = adapter.pod_template(live) or {}
-        annotations = (template.get("metadata") or {}).get("annotations") or {}
-        in_template = annotations.get(CONFIG_HASH_KEY) == entry.digest
-        rollout = adapter.rollout_status(live) if in_template else None
-        return decide(engine=engine, counts=lambda commit: self._counts(entry, commit),
-                      in_template=in_template, rollout=rollout,
+        in_template = record.template_annotations.get(CONFIG_HASH_KEY) == entry.digest
+        return decide(engine=engine, counts=lambda commit: self._counts(entry, commit, shared),
+                      in_template=in_template, rollout=record.rollout if in_template else None,
                       elapsed=self.clock.monotonic() - entry.started, timeout=self.timeout,
                       target=entry.target)
 
-    def _engine_report(self, ref: EngineRef | None) -> EngineReport | None:
+    def _engine_report(self, ref: EngineRef | None, shared: _Round) -> EngineReport | None:
+        """The engine's report, read once per round (one GET shared by all the workloads it deploys)."""
         if ref is None:
             return None
+        if ref not in shared.engines:
+            try:
+                shared.engines[ref] = self._read_engine(ref)
+            except KubeError as exc:  # retryable: every emission of this engine waits for the next round
+                shared.engines[ref] = exc
+        report = shared.engines[ref]
+        if isinstance(report, KubeError):
+            raise report
+        return report
+
+    def _read_engine(self, ref: EngineRef) -> EngineReport | None:
         try:
             obj = self.api.get(ref.resource, ref.namespace, ref.name)
         except KubeError as exc:
@@ -342,17 +416,23 @@ class Follower:
         except KubeError:
             return None
 
-    def _counts(self, entry: Followed, commit: str) -> bool:
-        """Whether ``commit`` is the followed commit or a descendant on the branch (fetching once)."""
-        handle = self.repositories.get(entry.repo_name)
-        if handle is None:
-            return False
-        with handle.lock:
-            found = handle.repo.contains(entry.commit, commit)
-            if found is None:
-                handle.sync()
+    def _counts(self, entry: Followed, commit: str, shared: _Round) -> bool:
+        """Whether ``commit`` is the followed commit or a descendant on the branch (fetching once).
+
+        Asked of the clone once per round and pair of commits: one commit deploys many workloads.
+        """
+        key = (entry.repo_name, entry.commit, commit)
+        if key not in shared.counts:
+            handle = self.repositories.get(entry.repo_name)
+            if handle is None:
+                return False
+            with handle.lock:
                 found = handle.repo.contains(entry.commit, commit)
-        return bool(found)
+                if found is None:
+                    handle.sync()
+                    found = handle.repo.contains(entry.commit, commit)
+            shared.counts[key] = bool(found)
+        return shared.counts[key]
 
     def _finish(self, entry: Followed) -> None:
         state = entry.state
@@ -398,3 +478,17 @@ class Follower:
 
     def _count(self, sink: str) -> None:
         self.metrics.set_following(sink, sum(1 for e in self._followed.values() if e.sink == sink))
+
+
+def build_follower(config: Config, api: KubeApi, *, repositories: Mapping[str, RepositoryHandle],
+                   argocd_namespace: str, workloads: WorkloadLookup, adapters: Mapping[str, WorkloadAdapter],
+                   metrics: Metrics, recorder: EventRecorder | None,
+                   clock: Clock | None = None) -> Follower | None:
+    """The follow-up of one git sink's emissions, reading workloads from ``workloads`` (the
+    controller's caches); ``None`` with ``--git-apply-timeout 0`` or ``--dry-run``."""
+    gitops = config.gitops
+    if gitops.apply_timeout <= 0 or config.runtime.dry_run:
+        return None
+    return Follower(api=api, repositories=repositories, metrics=metrics, recorder=recorder,
+                    argocd_namespace=argocd_namespace, timeout=gitops.apply_timeout,
+                    interval=gitops.follow_interval, clock=clock, workloads=workloads, adapters=adapters)
