@@ -12,10 +12,13 @@ import os
 import shutil
 import subprocess
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from gitops_reloader.testing.harness import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = ROOT / ".ci" / "build-image.sh"
@@ -116,6 +119,14 @@ class Container:
                        check=False)
         running, _, code = state.stdout.strip().partition(" ")
         return None if running != "false" else int(code)
+
+    def wait(self, predicate: Callable[[], Any], *, timeout: float, message: str,
+             interval: float = 0.05) -> Any:
+        """:func:`wait_for`, and on a timeout the container's log in the failure."""
+        try:
+            return wait_for(predicate, timeout=timeout, interval=interval, message=message)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n--- log of {self.name} ---\n{self.logs()[-6000:]}") from None
 
     def signal(self, name: str) -> None:
         podman("kill", f"--signal={name}", self.name)

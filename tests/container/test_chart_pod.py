@@ -133,7 +133,7 @@ def chart_pod(cluster: Cluster, tmp_path: Path, values: Mapping[str, Any],
 def stop_within_grace(pod: Container, run: PodRun) -> str:
     """SIGTERM as the kubelet sends it; the pod must exit 0 within the grace period. Its log."""
     pod.signal("TERM")
-    wait_for(lambda: pod.exit_code() is not None, timeout=run.grace_seconds, interval=0.1,
+    pod.wait(lambda: pod.exit_code() is not None, timeout=run.grace_seconds, interval=0.1,
              message=f"exit within terminationGracePeriodSeconds={run.grace_seconds}")
     logs = pod.logs()
     assert pod.exit_code() == 0, logs
@@ -153,7 +153,7 @@ def test_chart_pod_with_ssh_and_ha_probes_answer_and_sigterm_releases_the_lease(
         wait_probe(pod, run.probes["livenessProbe"], "livenessProbe")
         wait_probe(pod, run.probes["readinessProbe"], "readinessProbe")
         # the identity is <hostname>-<pid>: the pod's name, and PID 1 in its container
-        assert wait_for(lambda: lease_holder(cluster), timeout=60, message="the Lease") == f"{POD_NAME}-1"
+        assert pod.wait(lambda: lease_holder(cluster), timeout=60, message="the Lease") == f"{POD_NAME}-1"
         logs = stop_within_grace(pod, run)
     assert lease_holder(cluster) == "", logs
     assert "Traceback" not in logs and SA_TOKEN not in logs
@@ -210,15 +210,15 @@ def test_chart_pod_commits_over_ssh_and_a_changed_host_key_pushes_nothing(
         with running_container(image, run.args, options=run.options) as pod:
             wait_probe(pod, run.probes["readinessProbe"], "readinessProbe")
             change("b")
-            wait_for(lambda: len(githost.log("fleet")) == 2, timeout=60, message="one commit over SSH")
+            pod.wait(lambda: len(githost.log("fleet")) == 2, timeout=60, message="one commit over SSH")
             assert githost.log("fleet")[0][1] == "reload: web (configmap/app-config changed)"
             assert sshgit.sessions() >= 2  # fetched and pushed over SSH
             sessions = sshgit.sessions()
 
             sshgit.change_host_key()
             change("c")
-            (event,) = wait_for(lambda: [e for e in warning_events(cluster, "web") if "does not match"
-                                         in e["message"]], timeout=60, message="a Warning Event")
+            event = pod.wait(lambda: [e for e in warning_events(cluster, "web") if "does not match"
+                                      in e["message"]], timeout=60, message="a Warning Event")[0]
             logs = stop_within_grace(pod, run)
     assert event["reason"] == "ReloadFailed"
     assert sshgit.url("fleet") in event["message"]

@@ -20,7 +20,7 @@ from containers import HARDENED, running_container
 from pod import config_file, secret_volume, service_account
 
 from gitops_reloader.hashing import configmap_hash
-from gitops_reloader.testing.harness import deployment, wait_for
+from gitops_reloader.testing.harness import deployment
 
 pytestmark = pytest.mark.container
 
@@ -112,17 +112,17 @@ def test_in_cluster_pod_reloads_through_env_vars_annotations_git_and_pull_reques
             return {e["name"]: e.get("value") for e in container.get("env") or ()}.get(
                 "STAKATER_APP_CONFIG_CONFIGMAP")
 
-        assert wait_for(env_value, timeout=60, message="env-vars sink") == digest
-        annotations = wait_for(
+        assert pod.wait(env_value, timeout=60, message="env-vars sink") == digest
+        annotations = pod.wait(
             lambda: cluster.deployment("annoweb")["spec"]["template"]["metadata"].get("annotations"),
             timeout=60, message="annotations sink")
         reloaded_from = annotations["reloader.stakater.com/last-reloaded-from"]
         assert f'"hash":"{digest}"' in reloaded_from.replace(" ", "")
-        log = wait_for(lambda: githost.log("manifests") if len(githost.log("manifests")) == 2 else None,
-                       timeout=60, message="git sink commit " + pod.logs())
+        log = pod.wait(lambda: githost.log("manifests") if len(githost.log("manifests")) == 2 else None,
+                       timeout=60, message="git sink commit")
         assert log[0][1] == "reload: gitweb (configmap/app-config changed)"
         assert HASH_LINE in (githost.read_file("manifests", "apps/gitweb.yaml") or b"").decode()
-        pulls = wait_for(lambda: prhost.pulls("org/fleet"), timeout=60, message="pull request")
+        pulls = pod.wait(lambda: prhost.pulls("org/fleet"), timeout=60, message="pull request")
         assert [(p["state"], p["base"]) for p in pulls] == [("open", "main")]
         proposed = githost.read_file("org/fleet", "apps/prweb.yaml", ref=pulls[0]["head"]) or b""
         assert HASH_LINE in proposed.decode()
