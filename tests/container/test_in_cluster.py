@@ -11,6 +11,7 @@ servers on 127.0.0.1. One ConfigMap change must reach a workload through each si
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 from cluster import GIT_TOKEN, SA_TOKEN, Cluster, free_port, wait_ready
 from containers import HARDENED, running_container
 from pod import config_file, secret_volume, service_account
+from tls_certs import make_tls_files
 
 from gitops_reloader.hashing import configmap_hash
 from gitops_reloader.testing.harness import deployment
@@ -130,3 +132,25 @@ def test_in_cluster_pod_reloads_through_env_vars_annotations_git_and_pull_reques
         logs = pod.logs()
     assert GIT_TOKEN not in logs and SA_TOKEN not in logs
     assert githost.requests[("POST", "git-receive-pack")] >= 2
+
+
+@pytest.mark.parametrize(("token", "other_ca", "says"), [
+    ("sa-token-unknown-7d1e", False, "401 Unauthorized"),
+    (SA_TOKEN, True, "CERTIFICATE_VERIFY_FAILED"),
+])
+def test_in_cluster_pod_that_cannot_authenticate_stops_with_a_clear_reason(
+        image: str, cluster: Cluster, tmp_path: Path, token: str, other_ca: bool, says: str) -> None:
+    """A token the API server does not know, or a ``ca.crt`` of another CA: the controller
+    exits 1 with one error line saying why, and the token is not in it."""
+    ca_cert = make_tls_files(tmp_path / "other-ca").ca_cert if other_ca else cluster.tls.ca_cert
+    options = [*HARDENED, "--network=host",
+               *service_account(tmp_path / "serviceaccount", token=token, ca_cert=ca_cert,
+                                namespace=CONTROLLER_NS, api_port=cluster.server.port)]
+    with running_container(image, ["run", f"--http-address=127.0.0.1:{free_port()}", "--log-format=json"],
+                           options=options) as pod:
+        code = pod.wait(pod.exit_code, timeout=90, message="the controller to stop")
+        logs = pod.logs()
+    errors = [json.loads(line) for line in logs.splitlines() if '"level": "error"' in line]
+    assert code == 1, logs
+    assert len(errors) == 1 and errors[0]["msg"].startswith("cannot start: ") and says in errors[0]["msg"]
+    assert token not in logs
