@@ -15,12 +15,14 @@
 #
 # Base image: python:3.11-slim pinned by its multi-arch index digest (linux/amd64 and
 # linux/arm64; Debian trixie, Python 3.11.16), the digest public Dockerfiles pinning
-# python:3.11-slim used in 2026-08. It is named once, on the `release-base` line below,
-# and not in the ARG: Dependabot (.github/dependabot.yml, docker ecosystem) updates FROM
-# lines but not ARG defaults (dependabot-core issue 2057). Both stages start FROM
-# ${BASE_IMAGE}, which is that stage unless a build passes another base; any base works
-# that has python3 with its venv module, and apt-get unless it already has git and ssh.
-ARG BASE_IMAGE=release-base
+# python:3.11-slim used in 2026-08. Both stages start FROM ${BASE_IMAGE}, that image unless
+# a build passes another base (CI: .ci/build-image.sh); any base works that has python3
+# with its venv module, and apt-get unless it already has git and ssh.
+# Dependabot (.github/dependabot.yml, docker ecosystem) updates FROM lines but not ARG
+# defaults (dependabot-core issue 2057): the `release-base` stage names the same digest for
+# it, and nothing builds from that stage. tests/unit/test_dockerfile.py fails while the two
+# differ, so a Dependabot pull request says which line to bump with it.
+ARG BASE_IMAGE=python:3.11-slim@sha256:9c900dea9e8fb7e16277c179b555cc72d29a352dbc33cff48ad5a0412fd5bfc7
 
 FROM python:3.11-slim@sha256:9c900dea9e8fb7e16277c179b555cc72d29a352dbc33cff48ad5a0412fd5bfc7 AS release-base
 
