@@ -121,7 +121,7 @@ class Container:
         return None if running != "false" else int(code)
 
     def wait(self, predicate: Callable[[], Any], *, timeout: float, message: str,
-             interval: float = 0.05) -> Any:
+             interval: float = 0.2) -> Any:
         """:func:`wait_for`, and on a timeout the container's log in the failure."""
         try:
             return wait_for(predicate, timeout=timeout, interval=interval, message=message)
