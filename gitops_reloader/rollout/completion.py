@@ -138,6 +138,16 @@ def _generation_behind(obj: JSON, status: JSON, *,
     return None
 
 
+def _on_delete_or_behind(obj: JSON, strategy: JSON, status: JSON, *,
+                         unobserved_is_behind: bool = False) -> RolloutStatus | None:
+    """The verdict every workload rule gives before looking at its pods: complete at the
+    write for an OnDelete ``strategy``, else PROGRESSING while the generation is not observed
+    (see :func:`_generation_behind`); None when neither applies."""
+    if strategy.get("type") == "OnDelete":
+        return _ON_DELETE
+    return _generation_behind(obj, status, unobserved_is_behind=unobserved_is_behind)
+
+
 def _deadline_exceeded(status: JSON) -> RolloutStatus | None:
     """FAILED when a ``Progressing`` condition says ``ProgressDeadlineExceeded``."""
     progressing = condition(status, "Progressing")
@@ -173,12 +183,10 @@ def statefulset_rule(obj: JSON) -> RolloutStatus:
     """``kubectl rollout status`` for a StatefulSet; OnDelete is done at the write."""
     spec = section(obj, "spec")
     strategy = section(spec, "updateStrategy")
-    if strategy.get("type") == "OnDelete":
-        return _ON_DELETE
     status = section(obj, "status")
-    behind = _generation_behind(obj, status, unobserved_is_behind=True)
-    if behind is not None:
-        return behind
+    early = _on_delete_or_behind(obj, strategy, status, unobserved_is_behind=True)
+    if early is not None:
+        return early
     wanted = _int(spec, "replicas", 1)
     ready = _int(status, "readyReplicas")
     if ready < wanted:
@@ -198,10 +206,9 @@ def statefulset_rule(obj: JSON) -> RolloutStatus:
 
 def daemonset_rule(obj: JSON) -> RolloutStatus:
     """``kubectl rollout status`` for a DaemonSet; OnDelete is done at the write."""
-    if section(section(obj, "spec"), "updateStrategy").get("type") == "OnDelete":
-        return _ON_DELETE
     status = section(obj, "status")
-    return _generation_behind(obj, status) or _daemon_pods(status, 0)
+    return (_on_delete_or_behind(obj, section(obj, "spec", "updateStrategy"), status)
+            or _daemon_pods(status, 0))
 
 
 def _daemon_pods(status: JSON, partition: int) -> RolloutStatus:
@@ -267,12 +274,10 @@ def cloneset_rule(obj: JSON) -> RolloutStatus:
     done at the write; ``spec.updateStrategy.paused`` holds it."""
     spec = section(obj, "spec")
     strategy = section(spec, "updateStrategy")
-    if strategy.get("type") == "OnDelete":
-        return _ON_DELETE
     status = section(obj, "status")
-    behind = _generation_behind(obj, status, unobserved_is_behind=True)
-    if behind is not None:
-        return behind
+    early = _on_delete_or_behind(obj, strategy, status, unobserved_is_behind=True)
+    if early is not None:
+        return early
     failed = _deadline_exceeded(status)
     if failed is not None:
         return failed
@@ -307,12 +312,10 @@ def advanced_daemonset_rule(obj: JSON) -> RolloutStatus:
     """An OpenKruise Advanced DaemonSet: the DaemonSet rule with ``rollingUpdate.partition``
     (a percentage of the desired pods rounded down, as its controller); ``paused`` holds it."""
     strategy = section(obj, "spec", "updateStrategy")
-    if strategy.get("type") == "OnDelete":
-        return _ON_DELETE
     status = section(obj, "status")
-    behind = _generation_behind(obj, status)
-    if behind is not None:
-        return behind
+    early = _on_delete_or_behind(obj, strategy, status)
+    if early is not None:
+        return early
     rolling = section(strategy, "rollingUpdate")
     raw = rolling.get("partition")
     partition = 0 if raw is None else scaled_int_or_percent(raw, _int(status, "desiredNumberScheduled"),
