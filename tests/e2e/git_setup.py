@@ -5,11 +5,12 @@ cache directory per test (fixture ``git`` in conftest.py)."""
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from reload_helpers import GIT_TOKEN
 
+from gitops_reloader.sinks.git import GitSink
 from gitops_reloader.testing.githost import GitHostServer
 
 REPO = "manifests"
@@ -46,3 +47,30 @@ class GitSetup:
 
     def flags(self, *more: str) -> list[str]:
         return [f"--git-config={self.config_path}", f"--git-cache-dir={self.cache_dir}", WINDOW, *more]
+
+
+def deployment_manifest(name: str, *, image: str = "nginx", owner: str | None = "team-a") -> str:
+    """Deployment ``ns/<name>`` as the manifest repository holds it; ``owner``, unless None, is
+    a pod-template annotation (a reload's hash line goes into that mapping)."""
+    annotations = f"      annotations:\n        owner: {owner}\n" if owner else ""
+    return (f"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: ns\n"
+            f"spec:\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n"
+            f"      labels:\n        app: {name}\n{annotations}    spec:\n"
+            f"      containers:\n        - name: app\n          image: {image}\n")
+
+
+def race_first_push(host: GitHostServer, theirs: list[str]) -> Callable[[GitSink], None]:
+    """A ``sink_hook`` for a push race: someone else pushes a README edit to ``REPO`` between
+    the sink's fetch and its first push; the sha of that commit is appended to ``theirs``."""
+    def hook(sink: GitSink) -> None:
+        repo = sink.repository(REPO).repo
+        original = repo.push
+
+        def push() -> None:
+            if not theirs:  # someone else pushes between our fetch and our push
+                theirs.append(host.commit_directly(REPO, {"README.md": "# manifests\nedited by a human\n"}))
+            original()
+
+        repo.push = push  # type: ignore[method-assign]
+
+    return hook

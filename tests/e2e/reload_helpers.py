@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -102,3 +103,30 @@ def env_of(obj: Mapping[str, Any], container: str = "app") -> dict[str, Any]:
 def writes(server: ApiServer, resource: str) -> int:
     counts = server.request_counts()
     return sum(counts.get((verb, resource), 0) for verb in ("patch", "update", "create", "delete"))
+
+
+def events(api_client: ApiClient, name: str, namespace: str = "ns") -> list[dict[str, Any]]:
+    """The Events in ``namespace`` about the object called ``name``."""
+    items = call(api_client, "GET", f"/api/v1/namespaces/{namespace}/events").get("items") or []
+    return [e for e in items if (e.get("involvedObject") or {}).get("name") == name]
+
+
+def wait_event(api_client: ApiClient, name: str, reason: str, *, namespace: str = "ns",
+               timeout: float = 30.0) -> dict[str, Any]:
+    """The first Event with ``reason`` about ``name``, once there is one."""
+    def find() -> dict[str, Any] | None:
+        return next((e for e in events(api_client, name, namespace) if e.get("reason") == reason), None)
+
+    return wait_for(find, timeout=timeout, message=f"{reason} event on {namespace}/{name}")
+
+
+def metric(app: App, name: str, **labels: str) -> float:
+    """The app's ``gitops_reloader_<name>`` sample with ``labels`` (0 when absent)."""
+    return app.registry.get_sample_value(f"gitops_reloader_{name}", labels) or 0.0
+
+
+def quiet(app: App, *, wait: float = 1.5) -> None:
+    """Let the controller finish everything it has (including retries)."""
+    settle(app, timeout=30)
+    time.sleep(wait)
+    settle(app, timeout=30)

@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from git_setup import deployment_manifest
 from kubernetes.client import ApiClient
 from prometheus_client import CollectorRegistry
-from reload_helpers import GIT_TOKEN, call, configmap, create
+from reload_helpers import GIT_TOKEN, call, configmap, create, wait_event
 
 from gitops_reloader.app import App
 from gitops_reloader.config import load_config
@@ -34,7 +35,7 @@ from gitops_reloader.sinks.annotations import LAST_RELOADED_FROM
 from gitops_reloader.sinks.dryrun import dry_run_sinks
 from gitops_reloader.testing.apiserver import ApiServer
 from gitops_reloader.testing.githost import GitHostServer
-from gitops_reloader.testing.harness import deployment, env_from_configmap, settle, wait_for
+from gitops_reloader.testing.harness import deployment, env_from_configmap, settle
 from gitops_reloader.testing.prhost import PrHost
 from gitops_reloader.testing.receiver import HttpReceiver
 
@@ -43,27 +44,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("isolated_git")]
 TOKEN = GIT_TOKEN
 REPO = "org/fleet"
 WRITES = {"create", "update", "patch", "delete", "deletecollection"}
-
-
-def manifest(name: str) -> str:
-    return textwrap.dedent(f"""\
-        apiVersion: apps/v1
-        kind: Deployment
-        metadata:
-          name: {name}
-          namespace: ns
-        spec:
-          selector:
-            matchLabels: {{app: {name}}}
-          template:
-            metadata:
-              labels:
-                app: {name}
-            spec:
-              containers:
-                - name: app
-                  image: nginx:1.25
-        """)
 
 
 
@@ -105,18 +85,6 @@ def workload(name: str, sink: str, *, namespace: str = "ns", **annotations: str)
                       containers=[env_from_configmap("app-config")])
 
 
-def events(api_client: ApiClient, namespace: str, name: str) -> list[dict[str, Any]]:
-    items = call(api_client, "GET", f"/api/v1/namespaces/{namespace}/events").get("items") or []
-    return [e for e in items if (e.get("involvedObject") or {}).get("name") == name]
-
-
-def wait_event(api_client: ApiClient, namespace: str, name: str, reason: str) -> dict[str, Any]:
-    def find() -> dict[str, Any] | None:
-        return next((e for e in events(api_client, namespace, name) if e.get("reason") == reason), None)
-
-    return wait_for(find, timeout=30, message=f"{reason} event on {namespace}/{name}")
-
-
 def put_data(api_client: ApiClient, namespace: str, name: str, data: dict[str, str]) -> None:
     path = f"/api/v1/namespaces/{namespace}/configmaps/{name}"
     current = call(api_client, "GET", path)
@@ -139,8 +107,8 @@ def test_dry_run_reports_every_sink_and_writes_nothing(
         receiver: HttpReceiver) -> None:
     prhost = PrHost(githost)
     config_file = git_config(tmp_path, githost, prhost.mount("github"))
-    githost.create_repo(REPO, {"apps/git-web.yaml": manifest("git-web"),
-                               "apps/pr-web.yaml": manifest("pr-web")})
+    githost.create_repo(REPO, {f"apps/{name}.yaml": deployment_manifest(name, image="nginx:1.25", owner=None)
+                               for name in ("git-web", "pr-web")})
     for namespace in ("ns", "ns2"):
         create(api_client, configmap("app-config", {"url": "a"}, namespace=namespace))
     create(api_client, workload("env-web", "env-vars",
@@ -163,7 +131,7 @@ def test_dry_run_reports_every_sink_and_writes_nothing(
     try:
         put_data(api_client, "ns", "app-config", {"url": "b"})
         put_data(api_client, "ns2", "app-config", {"url": "b"})
-        details = {name: wait_event(api_client, namespace, name, "WouldReload")["message"]
+        details = {name: wait_event(api_client, name, "WouldReload", namespace=namespace)["message"]
                    for namespace, name in [("ns", "env-web"), ("ns", "ann-web"), ("ns", "git-web"),
                                            ("ns", "pr-web"), ("ns2", "hook-web")]}
         settle(cluster, timeout=30)

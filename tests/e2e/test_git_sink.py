@@ -19,9 +19,9 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from git_setup import REPO, GitSetup
+from git_setup import REPO, GitSetup, race_first_push
 from kubernetes.client import ApiClient
-from reload_helpers import GIT_TOKEN, call, configmap, create, secret
+from reload_helpers import GIT_TOKEN, call, configmap, create, events, metric, secret
 
 from gitops_reloader.app import App
 from gitops_reloader.config import load_config
@@ -196,11 +196,6 @@ def line_diff(before: str, after: str) -> tuple[list[str], list[str]]:
     return removed, added
 
 
-def events(api_client: ApiClient, name: str, namespace: str = "ns") -> list[dict[str, Any]]:
-    items = call(api_client, "GET", f"/api/v1/namespaces/{namespace}/events").get("items") or []
-    return [e for e in items if (e.get("involvedObject") or {}).get("name") == name]
-
-
 def wait_event(api_client: ApiClient, name: str, reason: str, *, namespace: str = "ns",
                timeout: float = 20.0) -> dict[str, Any]:
     def find() -> dict[str, Any] | None:
@@ -219,10 +214,6 @@ def digest_key_secret(api_client: ApiClient) -> bytes:
         "name": "gitops-reloader-digest-key", "namespace": CONTROLLER_NS},
         "data": {"digest-key": base64.b64encode(key).decode()}})
     return key
-
-
-def metric(app: App, name: str, **labels: str) -> float:
-    return app.registry.get_sample_value(f"gitops_reloader_{name}", labels) or 0.0
 
 
 def hash_value(text: str) -> str | None:
@@ -342,19 +333,7 @@ def test_remote_moved_on_before_the_push_is_fetched_and_reapplied(
     create(api_client, configmap("app-config", {"url": "a"}))
     create(api_client, git_workload("web"))
     other: list[str] = []
-
-    def race_first_push(sink: GitSink) -> None:
-        repo = sink.repository(REPO).repo
-        original = repo.push
-
-        def push() -> None:
-            if not other:  # someone else pushes between our sync and our push
-                other.append(host.commit_directly(REPO, {"README.md": "# manifests\nedited by a human\n"}))
-            original()
-
-        repo.push = push  # type: ignore[method-assign]
-
-    with git_controller(api_client, git, sink_hook=race_first_push) as (app, _):
+    with git_controller(api_client, git, sink_hook=race_first_push(host, other)) as (app, _):
         put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
         log = wait_commits(host, 3)
         assert_no_new_commit(app, host, 3)

@@ -14,21 +14,21 @@ import os
 import pwd
 import subprocess
 import textwrap
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from git_setup import deployment_manifest, race_first_push
 from kubernetes.client import ApiClient
-from reload_helpers import GIT_TOKEN, call, configmap, create
+from reload_helpers import GIT_TOKEN, call, configmap, create, events, metric, quiet, wait_event
 
 from gitops_reloader.app import App
 from gitops_reloader.config import load_config
 from gitops_reloader.sinks.git import GitSink
 from gitops_reloader.testing.githost import GitHostServer
-from gitops_reloader.testing.harness import deployment, settle, wait_for
+from gitops_reloader.testing.harness import deployment, wait_for
 from gitops_reloader.testing.prhost import PrHost
 from gitops_reloader.testing.sshhost import SshGitHost
 
@@ -37,29 +37,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("isolated_git")]
 REPO = "manifests"
 CONTROLLER_NS = "gitops-system"
 WINDOW = "--coalesce-window=1s"
-
-
-def manifest(name: str) -> str:
-    return textwrap.dedent(f"""\
-        apiVersion: apps/v1
-        kind: Deployment
-        metadata:
-          name: {name}
-          namespace: ns
-        spec:
-          selector:
-            matchLabels: {{app: {name}}}
-          template:
-            metadata:
-              labels:
-                app: {name}
-              annotations:
-                owner: team-a
-            spec:
-              containers:
-                - name: app
-                  image: nginx
-        """)
 
 
 class SshSetup:
@@ -136,29 +113,6 @@ def wait_commits(host: GitHostServer, count: int, timeout: float = 30.0) -> list
                     message=f"{count} commits on {REPO}")
 
 
-def events(api_client: ApiClient, name: str) -> list[dict[str, Any]]:
-    items = call(api_client, "GET", "/api/v1/namespaces/ns/events").get("items") or []
-    return [e for e in items if (e.get("involvedObject") or {}).get("name") == name]
-
-
-def wait_event(api_client: ApiClient, name: str, reason: str, *, timeout: float = 30.0) -> dict[str, Any]:
-    def find() -> dict[str, Any] | None:
-        return next((e for e in events(api_client, name) if e.get("reason") == reason), None)
-
-    return wait_for(find, timeout=timeout, message=f"{reason} event on {name}")
-
-
-def metric(app: App, name: str, **labels: str) -> float:
-    return app.registry.get_sample_value(f"gitops_reloader_{name}", labels) or 0.0
-
-
-def quiet(app: App, *, wait: float = 1.5) -> None:
-    """Let the controller finish everything it has (including retries)."""
-    settle(app, timeout=30)
-    time.sleep(wait)
-    settle(app, timeout=30)
-
-
 def has_hash(text: str) -> bool:
     return "gitops-reloader.io/config-hash:" in text
 
@@ -174,7 +128,7 @@ def private_key_material(setup: SshSetup) -> list[str]:
 
 def test_git_sink_clones_fetches_and_pushes_over_ssh(api_client: ApiClient, setup: SshSetup,
                                                      githost: GitHostServer, sshgit: SshGitHost) -> None:
-    githost.create_repo(REPO, {"apps/web.yaml": manifest("web")})
+    githost.create_repo(REPO, {"apps/web.yaml": deployment_manifest("web")})
     setup.configure()
     create(api_client, configmap("app-config", {"url": "a"}))
     create(api_client, git_workload("web"))
@@ -201,7 +155,7 @@ def test_ssh_never_writes_under_a_read_only_home(api_client: ApiClient, setup: S
     monkeypatch.setenv("HOME", str(home))  # git and ssh inherit it, as in the image
     account_ssh_dir = Path(pwd.getpwuid(os.getuid()).pw_dir, ".ssh")  # ssh's own idea of home
     had_account_ssh_dir = account_ssh_dir.exists()
-    githost.create_repo(REPO, {"apps/web.yaml": manifest("web")})
+    githost.create_repo(REPO, {"apps/web.yaml": deployment_manifest("web")})
     setup.configure()
     known_hosts_before = setup.known_hosts.read_bytes()
     create(api_client, configmap("app-config", {"url": "a"}))
@@ -216,24 +170,12 @@ def test_ssh_never_writes_under_a_read_only_home(api_client: ApiClient, setup: S
 
 def test_push_race_over_ssh_is_fetched_and_reapplied_without_force(
         api_client: ApiClient, setup: SshSetup, githost: GitHostServer) -> None:
-    githost.create_repo(REPO, {"apps/web.yaml": manifest("web"), "README.md": "# manifests\n"})
+    githost.create_repo(REPO, {"apps/web.yaml": deployment_manifest("web"), "README.md": "# manifests\n"})
     setup.configure()
     create(api_client, configmap("app-config", {"url": "a"}))
     create(api_client, git_workload("web"))
     other: list[str] = []
-
-    def race_first_push(sink: GitSink) -> None:
-        repo = sink.repository(REPO).repo
-        original = repo.push
-
-        def push() -> None:
-            if not other:  # someone else pushes between our fetch and our push
-                other.append(githost.commit_directly(REPO, {"README.md": "# manifests\nedited by a human\n"}))
-            original()
-
-        repo.push = push  # type: ignore[method-assign]
-
-    with controller(api_client, setup, sink_hook=race_first_push) as (app, _):
+    with controller(api_client, setup, sink_hook=race_first_push(githost, other)) as (app, _):
         put_data(api_client, "app-config", {"url": "b"})
         log = wait_commits(githost, 3)
         quiet(app)
@@ -249,7 +191,7 @@ def test_push_race_over_ssh_is_fetched_and_reapplied_without_force(
 def test_unknown_or_changed_host_key_is_refused_and_reported(
         case: str, api_client: ApiClient, setup: SshSetup, githost: GitHostServer, sshgit: SshGitHost,
         caplog: pytest.LogCaptureFixture) -> None:
-    githost.create_repo(REPO, {"apps/web.yaml": manifest("web")})
+    githost.create_repo(REPO, {"apps/web.yaml": deployment_manifest("web")})
     if case == "unknown":  # known_hosts pins another server only
         setup.known_hosts.write_text(f"[127.0.0.1]:1 {sshgit.host_public_key}\n")
     else:  # the server's key is no longer the pinned one
@@ -285,7 +227,7 @@ def test_a_clone_owned_by_another_user_is_still_used(api_client: ApiClient, setu
     """The cache volume may hold a clone another uid made (an earlier container's user, a
     root init container, an fsGroup volume): git's "dubious ownership" check would refuse it;
     the controller trusts exactly its own clone directories (safe.directory) and nothing else."""
-    githost.create_repo(REPO, {"apps/web.yaml": manifest("web")})
+    githost.create_repo(REPO, {"apps/web.yaml": deployment_manifest("web")})
     setup.configure()
     create(api_client, configmap("app-config", {"url": "a"}))
     create(api_client, git_workload("web"))
@@ -319,7 +261,7 @@ def test_pull_request_branch_is_pushed_over_ssh_and_the_pull_request_opened(
         prhost: PrHost, caplog: pytest.LogCaptureFixture) -> None:
     """git over SSH with the deploy key; the host's REST API with the token of ``pullRequest.tokenFile``
     (an SSH repository has no ``tokenFile`` of its own)."""
-    githost.create_repo(PR_REPO, {"apps/web.yaml": manifest("web")})
+    githost.create_repo(PR_REPO, {"apps/web.yaml": deployment_manifest("web")})
     api_url = prhost.mount(kind)
     token_file = setup.tmp / "api-token"
     token_file.write_text(GIT_TOKEN + "\n")

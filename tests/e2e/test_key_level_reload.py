@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from kubernetes.client import ApiClient
-from reload_helpers import call, configmap, create, env_of, secret, workload
+from reload_helpers import call, configmap, create, env_of, events, secret, workload
 
 from gitops_reloader import cli
 from gitops_reloader.hashing import configmap_hash, key_digests, used_key_hash
@@ -77,11 +77,6 @@ def reloads(app: Any) -> float:
 def skipped(app: Any) -> float:
     return app.registry.get_sample_value("gitops_reloader_unused_key_changes_total",
                                          {"kind": "ConfigMap"}) or 0.0
-
-
-def events(api_client: ApiClient, name: str) -> list[dict[str, Any]]:
-    items = call(api_client, "GET", "/api/v1/namespaces/ns/events").get("items") or []
-    return [e for e in items if (e.get("involvedObject") or {}).get("name") == name]
 
 
 def run_plan(kubeconfig: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:

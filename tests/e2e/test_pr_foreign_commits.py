@@ -38,6 +38,7 @@ from test_pull_request_sink import (
     pulls,
     put_data,
     quiet,
+    web_reloads_on_app_config,
 )
 
 from gitops_reloader.gitops import prpolicy
@@ -94,11 +95,8 @@ def push_foreign_commit(githost: GitHostServer) -> str:
 
 def test_a_foreign_commit_gets_the_old_pull_request_a_notice_and_the_reload_a_new_one(
         api_client: ApiClient, setup: PrSetup, githost: GitHostServer, prhost: PrHost, kind: str) -> None:
-    setup.create({"apps/web.yaml": manifest("web")})
-    setup.configure()
+    web_reloads_on_app_config(api_client, setup)
     keep_reflogs(githost)
-    create(api_client, configmap("app-config", {"url": "a"}))
-    create(api_client, pr_workload("web"))
     with pr_controller(api_client, setup) as (app, _):
         put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
         old = wait_pull_on(prhost, WEB_BRANCH)
@@ -163,10 +161,7 @@ def test_when_the_new_pull_request_is_merged_and_its_branch_deleted_the_notice_i
     """GitHub's "delete head branches" after a merge takes ``<branch>-1`` away while the old pull
     request is still open: the next change comes back to it, finds its own notice and label on
     the host, and opens the next pull request from ``<branch>-1`` again without a word more."""
-    setup.create({"apps/web.yaml": manifest("web")})
-    setup.configure()
-    create(api_client, configmap("app-config", {"url": "a"}))
-    create(api_client, pr_workload("web"))
+    web_reloads_on_app_config(api_client, setup)
     with pr_controller(api_client, setup) as (app, _):
         put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
         wait_pull_on(prhost, WEB_BRANCH)
@@ -197,10 +192,7 @@ def test_when_the_new_pull_request_is_merged_and_its_branch_deleted_the_notice_i
 @pytest.mark.parametrize("kind", ["gitlab"])
 def test_a_comment_someone_else_wrote_with_a_marker_does_not_pass_for_the_notice(
         api_client: ApiClient, setup: PrSetup, githost: GitHostServer, prhost: PrHost, kind: str) -> None:
-    setup.create({"apps/web.yaml": manifest("web")})
-    setup.configure()
-    create(api_client, configmap("app-config", {"url": "a"}))
-    create(api_client, pr_workload("web"))
+    web_reloads_on_app_config(api_client, setup)
     with pr_controller(api_client, setup) as (app, _):
         put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
         old = wait_pull_on(prhost, WEB_BRANCH)
@@ -263,10 +255,7 @@ def test_a_refused_comment_is_reported_and_the_reload_still_moves_on(
     """A token that may open pull requests but not comment (GitHub answers 403): logged and
     counted as ``git_errors_total{reason="foreign-notice"}``; the label is still added and the
     reload is not held up."""
-    setup.create({"apps/web.yaml": manifest("web")})
-    setup.configure()
-    create(api_client, configmap("app-config", {"url": "a"}))
-    create(api_client, pr_workload("web"))
+    web_reloads_on_app_config(api_client, setup)
     with pr_controller(api_client, setup) as (app, _):
         put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
         wait_pull_on(prhost, WEB_BRANCH)

@@ -17,7 +17,6 @@ import re
 import subprocess
 import textwrap
 import threading
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 import pytest
 from kubernetes.client import ApiClient
 from prometheus_client import CollectorRegistry
-from reload_helpers import GIT_TOKEN, call, configmap, create, secret
+from reload_helpers import GIT_TOKEN, call, configmap, create, events, metric, quiet, secret, wait_event
 
 from gitops_reloader.app import App
 from gitops_reloader.config import load_config
@@ -40,7 +39,7 @@ from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.sinks.gitwiring import build_pull_request_sink
 from gitops_reloader.sinks.pullrequest import PullRequestSink
 from gitops_reloader.testing.githost import GitHostServer
-from gitops_reloader.testing.harness import deployment, settle, wait_for
+from gitops_reloader.testing.harness import deployment, wait_for
 from gitops_reloader.testing.prhost import PR_HOST_KINDS, PrHost
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("isolated_git")]
@@ -183,6 +182,15 @@ def pr_workload(name: str, *, sources: str = "app-config", secrets: str = "") ->
     return deployment(name, annotations=own)
 
 
+def web_reloads_on_app_config(api_client: ApiClient, setup: PrSetup, **configure: Any) -> None:
+    """The usual start: ``apps/web.yaml`` in the repository, the git config written (``configure``:
+    its options), ConfigMap ``app-config`` and Deployment ``web`` reloading on it by pull request."""
+    setup.create({"apps/web.yaml": manifest("web")})
+    setup.configure(**configure)
+    create(api_client, configmap("app-config", {"url": "a"}))
+    create(api_client, pr_workload("web"))
+
+
 def put_data(api_client: ApiClient, kind: str, name: str, data: Mapping[str, str]) -> None:
     """Replace a ConfigMap's or Secret's data (PUT), without waiting."""
     plural = "configmaps" if kind == "ConfigMap" else "secrets"
@@ -230,29 +238,6 @@ def commits_ahead(githost: GitHostServer, branch: str) -> list[str]:
     """Subjects of the commits ``branch`` has on top of ``main``."""
     main = {sha for sha, _ in githost.log(REPO)}
     return [subject for sha, subject in githost.log(REPO, branch) if sha not in main]
-
-
-def events(api_client: ApiClient, name: str) -> list[dict[str, Any]]:
-    items = call(api_client, "GET", "/api/v1/namespaces/ns/events").get("items") or []
-    return [e for e in items if (e.get("involvedObject") or {}).get("name") == name]
-
-
-def wait_event(api_client: ApiClient, name: str, reason: str, *, timeout: float = 30.0) -> dict[str, Any]:
-    def find() -> dict[str, Any] | None:
-        return next((e for e in events(api_client, name) if e.get("reason") == reason), None)
-
-    return wait_for(find, timeout=timeout, message=f"{reason} event on {name}")
-
-
-def metric(app: App, name: str, **labels: str) -> float:
-    return app.registry.get_sample_value(f"gitops_reloader_{name}", labels) or 0.0
-
-
-def quiet(app: App, *, wait: float = 1.5) -> None:
-    """Let the controller finish everything it has (including retries)."""
-    settle(app, timeout=30)
-    time.sleep(wait)
-    settle(app, timeout=30)
 
 
 def assert_no_secrets_in(text: str, *needles: str) -> None:
@@ -306,10 +291,7 @@ def test_first_change_opens_a_pull_request_and_a_second_updates_it(
 
 def test_after_a_merge_the_next_change_opens_a_new_pull_request(
         api_client: ApiClient, setup: PrSetup, githost: GitHostServer, prhost: PrHost) -> None:
-    setup.create({"apps/web.yaml": manifest("web")})
-    setup.configure()
-    create(api_client, configmap("app-config", {"url": "a"}))
-    create(api_client, pr_workload("web"))
+    web_reloads_on_app_config(api_client, setup)
     with pr_controller(api_client, setup) as (app, _):
         put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
         first = wait_open_pull(prhost)
@@ -330,10 +312,7 @@ def test_after_a_merge_the_next_change_opens_a_new_pull_request(
 
 def test_after_a_close_the_next_change_opens_a_new_pull_request(
         api_client: ApiClient, setup: PrSetup, githost: GitHostServer, prhost: PrHost) -> None:
-    setup.create({"apps/web.yaml": manifest("web")})
-    setup.configure()
-    create(api_client, configmap("app-config", {"url": "a"}))
-    create(api_client, pr_workload("web"))
+    web_reloads_on_app_config(api_client, setup)
     with pr_controller(api_client, setup) as (app, _):
         put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
         first = wait_open_pull(prhost)
@@ -351,10 +330,7 @@ def test_after_a_close_the_next_change_opens_a_new_pull_request(
 
 def test_a_change_already_on_the_base_opens_no_pull_request(
         api_client: ApiClient, setup: PrSetup, githost: GitHostServer, prhost: PrHost) -> None:
-    setup.create({"apps/web.yaml": manifest("web")})
-    setup.configure()
-    create(api_client, configmap("app-config", {"url": "a"}))
-    create(api_client, pr_workload("web"))
+    web_reloads_on_app_config(api_client, setup)
     with pr_controller(api_client, setup) as (app, _):
         put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
         first = wait_open_pull(prhost)
@@ -453,10 +429,7 @@ def test_two_controllers_racing_on_one_change_open_exactly_one_pull_request(
 def test_host_down_retries_then_opens_the_pull_request_and_never_shows_the_token(
         api_client: ApiClient, setup: PrSetup, githost: GitHostServer, prhost: PrHost, kind: str,
         caplog: pytest.LogCaptureFixture) -> None:
-    setup.create({"apps/web.yaml": manifest("web")})
-    setup.configure()
-    create(api_client, configmap("app-config", {"url": "a"}))
-    create(api_client, pr_workload("web"))
+    web_reloads_on_app_config(api_client, setup)
     caplog.set_level(logging.DEBUG)
     with pr_controller(api_client, setup) as (app, _):
         prhost.set_down(True)
@@ -502,10 +475,7 @@ def test_a_refused_api_token_is_reported_without_the_token(
 
 def test_a_person_pushing_to_our_branch_stops_us_touching_it(
         api_client: ApiClient, setup: PrSetup, githost: GitHostServer, prhost: PrHost, kind: str) -> None:
-    setup.create({"apps/web.yaml": manifest("web")})
-    setup.configure()
-    create(api_client, configmap("app-config", {"url": "a"}))
-    create(api_client, pr_workload("web"))
+    web_reloads_on_app_config(api_client, setup)
     with pr_controller(api_client, setup) as (app, _):
         put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
         pull = wait_open_pull(prhost)
@@ -578,10 +548,7 @@ def test_a_commit_with_our_e_mail_and_a_copied_seal_is_not_laundered(
     the controller must refuse the branch (ForeignCommits), never re-commit that content
     under its name, and never merge it.
     """
-    setup.create({"apps/web.yaml": manifest("web")})
-    setup.configure(auto_merge=True)
-    create(api_client, configmap("app-config", {"url": "a"}))
-    create(api_client, pr_workload("web"))
+    web_reloads_on_app_config(api_client, setup, auto_merge=True)
     with pr_controller(api_client, setup) as (app, _):
         put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
         pull = wait_open_pull(prhost)
