@@ -5,12 +5,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api
 
 from gitops_reloader.app import App
-from gitops_reloader.config import load_config
+from gitops_reloader.config import Config, load_config
+
+SinkT = TypeVar("SinkT")
 
 
 def wait_for(predicate: Callable[[], Any], *, timeout: float = 10.0, interval: float = 0.01,
@@ -38,6 +40,23 @@ def running_controller(api_client: ApiClient, flags: Sequence[str] = (), *,
     app.start()
     try:
         yield app
+    finally:
+        app.stop()
+
+
+@contextmanager
+def running_sink(api_client: ApiClient, config: Config, name: str, sink_type: type[SinkT],
+                 sink_hook: Callable[[SinkT], Any] | None = None) -> Iterator[tuple[App, SinkT]]:
+    """Build the App for ``config``, let ``sink_hook`` see its sink ``name`` (a ``sink_type``)
+    before it starts, run it, and stop it (which closes the sinks)."""
+    app = App(config, api_client=api_client, serve_http=False)
+    sink = app.controller.sinks[name]
+    assert isinstance(sink, sink_type)
+    if sink_hook is not None:
+        sink_hook(sink)
+    app.start()
+    try:
+        yield app, sink
     finally:
         app.stop()
 

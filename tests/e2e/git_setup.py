@@ -12,9 +12,21 @@ from reload_helpers import GIT_TOKEN
 
 from gitops_reloader.sinks.git import GitSink
 from gitops_reloader.testing.githost import GitHostServer
+from gitops_reloader.testing.harness import wait_for
 
 REPO = "manifests"
 WINDOW = "--coalesce-window=1s"
+
+
+def commits(host: GitHostServer) -> list[tuple[str, str]]:
+    """``(sha, subject)`` of the commits on ``REPO``'s main branch, newest first."""
+    return host.log(REPO)
+
+
+def wait_commits(host: GitHostServer, count: int, timeout: float = 20.0) -> list[tuple[str, str]]:
+    """:func:`commits`, once there are at least ``count``."""
+    return wait_for(lambda: len(commits(host)) >= count and commits(host), timeout=timeout,
+                    message=f"{count} commits on {REPO}")
 
 
 class GitSetup:

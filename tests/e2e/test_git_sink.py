@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from git_setup import REPO, GitSetup, race_first_push
+from git_setup import REPO, GitSetup, commits, race_first_push, wait_commits
 from kubernetes.client import ApiClient
 from reload_helpers import GIT_TOKEN, call, configmap, create, events, metric, secret
 
@@ -42,7 +42,7 @@ from gitops_reloader.sinks.git import GitSink
 from gitops_reloader.testing.apiserver import ApiServer
 from gitops_reloader.testing.apiserver.faults import Fault
 from gitops_reloader.testing.githost import GitHostServer, Symlink
-from gitops_reloader.testing.harness import deployment, settle, wait_for
+from gitops_reloader.testing.harness import deployment, running_sink, settle, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("isolated_git")]
 
@@ -120,16 +120,8 @@ def git_controller(api_client: ApiClient, setup: GitSetup, *flags: str,
     """Build the App (which wires the git sink), let ``sink_hook`` see the sink, run, stop."""
     config = load_config(setup.flags(*flags),
                          environ={"HOME": str(setup.tmp / "home"), "POD_NAMESPACE": CONTROLLER_NS})
-    app = App(config, api_client=api_client, serve_http=False)
-    sink = app.controller.sinks["git"]
-    assert isinstance(sink, GitSink)
-    if sink_hook is not None:
-        sink_hook(sink)
-    app.start()
-    try:
-        yield app, sink
-    finally:
-        app.stop()
+    with running_sink(api_client, config, "git", GitSink, sink_hook) as running:
+        yield running
 
 
 def git_workload(name: str, *, sources: str = "app-config", secrets: str = "",
@@ -159,15 +151,6 @@ def put_data(api_client: ApiClient, kind: str, name: str, data: Mapping[str, str
     else:
         current["data"] = dict(data)
     call(api_client, "PUT", path, current)
-
-
-def commits(host: GitHostServer) -> list[tuple[str, str]]:
-    return host.log(REPO)
-
-
-def wait_commits(host: GitHostServer, count: int, timeout: float = 20.0) -> list[tuple[str, str]]:
-    return wait_for(lambda: len(commits(host)) >= count and commits(host), timeout=timeout,
-                    message=f"{count} commits on {REPO}")
 
 
 def assert_no_new_commit(app: App, host: GitHostServer, count: int, *, wait: float = 2.0) -> None:

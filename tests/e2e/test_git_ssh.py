@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from git_setup import deployment_manifest, race_first_push
+from git_setup import commits, deployment_manifest, race_first_push, wait_commits
 from kubernetes.client import ApiClient
 from reload_helpers import GIT_TOKEN, call, configmap, create, events, metric, quiet, wait_event
 
@@ -28,7 +28,7 @@ from gitops_reloader.app import App
 from gitops_reloader.config import load_config
 from gitops_reloader.sinks.git import GitSink
 from gitops_reloader.testing.githost import GitHostServer
-from gitops_reloader.testing.harness import deployment, wait_for
+from gitops_reloader.testing.harness import deployment, running_sink, wait_for
 from gitops_reloader.testing.prhost import PrHost
 from gitops_reloader.testing.sshhost import SshGitHost
 
@@ -37,6 +37,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("isolated_git")]
 REPO = "manifests"
 CONTROLLER_NS = "gitops-system"
 WINDOW = "--coalesce-window=1s"
+SSH_WAIT = 30.0  # seconds to wait for commits: every fetch and push is an SSH session
 
 
 class SshSetup:
@@ -80,16 +81,8 @@ def controller(api_client: ApiClient, setup: SshSetup, *flags: str,
                sink_hook: Any = None) -> Iterator[tuple[App, GitSink]]:
     config = load_config(setup.flags(*flags),
                          environ={"HOME": os.environ["HOME"], "POD_NAMESPACE": CONTROLLER_NS})
-    app = App(config, api_client=api_client, serve_http=False)
-    sink = app.controller.sinks["git"]
-    assert isinstance(sink, GitSink)
-    if sink_hook is not None:
-        sink_hook(sink)
-    app.start()
-    try:
-        yield app, sink
-    finally:
-        app.stop()
+    with running_sink(api_client, config, "git", GitSink, sink_hook) as running:
+        yield running
 
 
 def git_workload(name: str) -> dict[str, Any]:
@@ -102,15 +95,6 @@ def put_data(api_client: ApiClient, name: str, data: Mapping[str, str]) -> None:
     current = call(api_client, "GET", path)
     current["data"] = dict(data)
     call(api_client, "PUT", path, current)
-
-
-def commits(host: GitHostServer) -> list[tuple[str, str]]:
-    return host.log(REPO)
-
-
-def wait_commits(host: GitHostServer, count: int, timeout: float = 30.0) -> list[tuple[str, str]]:
-    return wait_for(lambda: len(commits(host)) >= count and commits(host), timeout=timeout,
-                    message=f"{count} commits on {REPO}")
 
 
 def has_hash(text: str) -> bool:
@@ -134,12 +118,12 @@ def test_git_sink_clones_fetches_and_pushes_over_ssh(api_client: ApiClient, setu
     create(api_client, git_workload("web"))
     with controller(api_client, setup) as (app, _):
         put_data(api_client, "app-config", {"url": "b"})
-        log = wait_commits(githost, 2)
+        log = wait_commits(githost, 2, timeout=SSH_WAIT)
         assert log[0][1] == "reload: web (configmap/app-config changed)"
         assert has_hash(githost.read_file(REPO, "apps/web.yaml").decode())
         # A second change is fetched and pushed through the same clone.
         put_data(api_client, "app-config", {"url": "c"})
-        wait_commits(githost, 3)
+        wait_commits(githost, 3, timeout=SSH_WAIT)
         quiet(app)  # the commit is on the server a moment before the push returns and is counted
         assert len(commits(githost)) == 3
         assert metric(app, "git_commits_total", repo=REPO) == 2.0
@@ -162,7 +146,7 @@ def test_ssh_never_writes_under_a_read_only_home(api_client: ApiClient, setup: S
     create(api_client, git_workload("web"))
     with controller(api_client, setup):
         put_data(api_client, "app-config", {"url": "b"})
-        wait_commits(githost, 2)
+        wait_commits(githost, 2, timeout=SSH_WAIT)
     assert list(home.iterdir()) == []
     assert account_ssh_dir.exists() == had_account_ssh_dir
     assert setup.known_hosts.read_bytes() == known_hosts_before  # UpdateHostKeys=no, nothing added
@@ -177,7 +161,7 @@ def test_push_race_over_ssh_is_fetched_and_reapplied_without_force(
     other: list[str] = []
     with controller(api_client, setup, sink_hook=race_first_push(githost, other)) as (app, _):
         put_data(api_client, "app-config", {"url": "b"})
-        log = wait_commits(githost, 3)
+        log = wait_commits(githost, 3, timeout=SSH_WAIT)
         quiet(app)
         assert [s for _, s in commits(githost)] == ["reload: web (configmap/app-config changed)",
                                                      "commit by someone else", "initial"]
@@ -233,7 +217,7 @@ def test_a_clone_owned_by_another_user_is_still_used(api_client: ApiClient, setu
     create(api_client, git_workload("web"))
     with controller(api_client, setup):
         put_data(api_client, "app-config", {"url": "b"})
-        wait_commits(githost, 2)
+        wait_commits(githost, 2, timeout=SSH_WAIT)
     clone = setup.cache_dir / REPO
     if os.geteuid() == 0:
         for path in (clone, *clone.rglob("*")):
@@ -245,7 +229,7 @@ def test_a_clone_owned_by_another_user_is_still_used(api_client: ApiClient, setu
     assert refused.returncode != 0 and "dubious ownership" in refused.stderr  # plain git refuses it
     with controller(api_client, setup) as (app, _):
         put_data(api_client, "app-config", {"url": "c"})
-        wait_commits(githost, 3)
+        wait_commits(githost, 3, timeout=SSH_WAIT)
         quiet(app)
         assert metric(app, "git_errors_total", repo=REPO, reason="sync") == 0
 

@@ -39,7 +39,7 @@ from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.sinks.gitwiring import build_pull_request_sink
 from gitops_reloader.sinks.pullrequest import PullRequestSink
 from gitops_reloader.testing.githost import GitHostServer
-from gitops_reloader.testing.harness import deployment, wait_for
+from gitops_reloader.testing.harness import deployment, running_sink, wait_for
 from gitops_reloader.testing.prhost import PR_HOST_KINDS, PrHost
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("isolated_git")]
@@ -160,16 +160,8 @@ def pr_controller(api_client: ApiClient, setup: PrSetup, *flags: str, cache: str
     """Build the App (which wires the pull-request sink), let ``sink_hook`` see it, run, stop."""
     config = load_config(setup.flags(cache, *flags, config=config_file),
                          environ={"HOME": str(setup.tmp / "home"), "POD_NAMESPACE": CONTROLLER_NS})
-    app = App(config, api_client=api_client, serve_http=False)
-    sink = app.controller.sinks["pull-request"]
-    assert isinstance(sink, PullRequestSink)
-    if sink_hook is not None:
-        sink_hook(sink)
-    app.start()
-    try:
-        yield app, sink
-    finally:
-        app.stop()  # closes the sink's host clients
+    with running_sink(api_client, config, "pull-request", PullRequestSink, sink_hook) as running:
+        yield running  # stopping the app closes the sink's host clients
 
 
 def pr_workload(name: str, *, sources: str = "app-config", secrets: str = "") -> dict[str, Any]:
