@@ -41,6 +41,7 @@ from test_pull_request_sink import (
     web_reloads_on_app_config,
 )
 
+from gitops_reloader.app import App
 from gitops_reloader.gitops import prpolicy
 from gitops_reloader.testing.githost import GitHostServer
 from gitops_reloader.testing.harness import wait_for
@@ -71,6 +72,16 @@ def wait_pull_on(prhost: PrHost, branch: str, predicate: Any = None) -> dict[str
     return wait_for(find, timeout=30, message=f"an open pull request from {branch}")
 
 
+def change_and_wait_pull(api_client: ApiClient, app: App, prhost: PrHost, url: str, branch: str,
+                         predicate: Any = None) -> dict[str, Any]:
+    """Set ``app-config``'s url; the open pull request from ``branch`` it leads to (once
+    ``predicate(pull)`` holds), returned when the controller is quiet again."""
+    put_data(api_client, "ConfigMap", "app-config", {"url": url})
+    pull = wait_pull_on(prhost, branch, predicate)
+    quiet(app)
+    return pull
+
+
 def reflog(githost: GitHostServer, branch: str) -> list[str]:
     """New shas of ``branch``'s reflog in the bare repository, oldest first."""
     out = subprocess.run(["git", f"--git-dir={githost.bare_path(REPO)}", "reflog", "show", "--format=%H",
@@ -98,14 +109,10 @@ def test_a_foreign_commit_gets_the_old_pull_request_a_notice_and_the_reload_a_ne
     web_reloads_on_app_config(api_client, setup)
     keep_reflogs(githost)
     with pr_controller(api_client, setup) as (app, _):
-        put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
-        old = wait_pull_on(prhost, WEB_BRANCH)
-        quiet(app)
+        old = change_and_wait_pull(api_client, app, prhost, "b", WEB_BRANCH)
         theirs = push_foreign_commit(githost)
 
-        put_data(api_client, "ConfigMap", "app-config", {"url": "c"})
-        new = wait_pull_on(prhost, NEXT_BRANCH)
-        quiet(app)
+        new = change_and_wait_pull(api_client, app, prhost, "c", NEXT_BRANCH)
         # The old pull request: open, untouched, one notice naming the commit and the new branch.
         still = pull_on(prhost, WEB_BRANCH)
         assert still is not None and still["state"] == "open" and not still["merged"]
@@ -135,9 +142,7 @@ def test_a_foreign_commit_gets_the_old_pull_request_a_notice_and_the_reload_a_ne
 
         # The next change updates the new pull request: no third, no second notice.
         before = new["body"]
-        put_data(api_client, "ConfigMap", "app-config", {"url": "d"})
-        wait_pull_on(prhost, NEXT_BRANCH, lambda p: p["body"] != before)
-        quiet(app)
+        change_and_wait_pull(api_client, app, prhost, "d", NEXT_BRANCH, lambda p: p["body"] != before)
         assert len(pulls(prhost)) == 2 and len(open_pulls(prhost)) == 2
         assert len(pull_on(prhost, WEB_BRANCH)["comments"]) == 1  # type: ignore[index]
         assert githost.branches(REPO)[WEB_BRANCH] == theirs and reflog(githost, WEB_BRANCH)[-1] == theirs
@@ -146,9 +151,7 @@ def test_a_foreign_commit_gets_the_old_pull_request_a_notice_and_the_reload_a_ne
     # A restart (another clone, nothing remembered) finds the same new pull request.
     with pr_controller(api_client, setup, cache="restarted") as (app, _):
         before = pull_on(prhost, NEXT_BRANCH)["body"]  # type: ignore[index]
-        put_data(api_client, "ConfigMap", "app-config", {"url": "e"})
-        wait_pull_on(prhost, NEXT_BRANCH, lambda p: p["body"] != before)
-        quiet(app)
+        change_and_wait_pull(api_client, app, prhost, "e", NEXT_BRANCH, lambda p: p["body"] != before)
         assert len(pulls(prhost)) == 2
         assert len(pull_on(prhost, WEB_BRANCH)["comments"]) == 1  # type: ignore[index]
         assert githost.branches(REPO)[WEB_BRANCH] == theirs
@@ -163,21 +166,15 @@ def test_when_the_new_pull_request_is_merged_and_its_branch_deleted_the_notice_i
     the host, and opens the next pull request from ``<branch>-1`` again without a word more."""
     web_reloads_on_app_config(api_client, setup)
     with pr_controller(api_client, setup) as (app, _):
-        put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
-        wait_pull_on(prhost, WEB_BRANCH)
-        quiet(app)
+        change_and_wait_pull(api_client, app, prhost, "b", WEB_BRANCH)
         theirs = push_foreign_commit(githost)
-        put_data(api_client, "ConfigMap", "app-config", {"url": "c"})
-        first = wait_pull_on(prhost, NEXT_BRANCH)
-        quiet(app)
+        first = change_and_wait_pull(api_client, app, prhost, "c", NEXT_BRANCH)
         prhost.merge(REPO, first["number"])
         subprocess.run(["git", f"--git-dir={githost.bare_path(REPO)}", "update-ref", "-d",
                         f"refs/heads/{NEXT_BRANCH}"], check=True)
         prhost.clear_requests()
 
-        put_data(api_client, "ConfigMap", "app-config", {"url": "d"})
-        second = wait_pull_on(prhost, NEXT_BRANCH)
-        quiet(app)
+        second = change_and_wait_pull(api_client, app, prhost, "d", NEXT_BRANCH)
         assert second["number"] not in (first["number"],)
         assert [p["state"] for p in pulls(prhost)] == ["open", "merged", "open"]
         old = pull_on(prhost, WEB_BRANCH)
@@ -194,15 +191,11 @@ def test_a_comment_someone_else_wrote_with_a_marker_does_not_pass_for_the_notice
         api_client: ApiClient, setup: PrSetup, githost: GitHostServer, prhost: PrHost, kind: str) -> None:
     web_reloads_on_app_config(api_client, setup)
     with pr_controller(api_client, setup) as (app, _):
-        put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
-        old = wait_pull_on(prhost, WEB_BRANCH)
-        quiet(app)
+        old = change_and_wait_pull(api_client, app, prhost, "b", WEB_BRANCH)
         forged = "<!-- gitops-reloader:foreign-commits=" + "0" * 64 + " -->"
         prhost.comment(REPO, old["number"], f"nothing to see here {forged}")
         push_foreign_commit(githost)
-        put_data(api_client, "ConfigMap", "app-config", {"url": "c"})
-        wait_pull_on(prhost, NEXT_BRANCH)
-        quiet(app)
+        change_and_wait_pull(api_client, app, prhost, "c", NEXT_BRANCH)
         comments = pull_on(prhost, WEB_BRANCH)["comments"]  # type: ignore[index]
         assert len(comments) == 2 and NOTICE in comments[1]
         assert metric(app, "pr_foreign_commits_total", host=kind) == 1.0
@@ -235,9 +228,7 @@ def test_a_grouped_pull_request_moves_on_with_our_earlier_edits_and_none_of_thei
             "apps/api.yaml": api_before.replace("replicas: 1", "replicas: 9"),
         }, branch=ALL_BRANCH, message="review: tweaks")
 
-        put_data(api_client, "ConfigMap", "app-config", {"url": "c"})
-        new = wait_pull_on(prhost, ALL_BRANCH + "-1")
-        quiet(app)
+        new = change_and_wait_pull(api_client, app, prhost, "c", ALL_BRANCH + "-1")
         assert "`ns/Deployment/api`" in new["body"] and "`ns/Deployment/web`" in new["body"]
         api = file_at(githost, "apps/api.yaml", ALL_BRANCH + "-1")
         web = file_at(githost, "apps/web.yaml", ALL_BRANCH + "-1")
@@ -257,15 +248,11 @@ def test_a_refused_comment_is_reported_and_the_reload_still_moves_on(
     reload is not held up."""
     web_reloads_on_app_config(api_client, setup)
     with pr_controller(api_client, setup) as (app, _):
-        put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
-        wait_pull_on(prhost, WEB_BRANCH)
-        quiet(app)
+        change_and_wait_pull(api_client, app, prhost, "b", WEB_BRANCH)
         theirs = push_foreign_commit(githost)
         prhost.answer_next(1, 403, {"message": "Resource not accessible by personal access token"},
                            method="POST", path="/comments", kind="github")
-        put_data(api_client, "ConfigMap", "app-config", {"url": "c"})
-        wait_pull_on(prhost, NEXT_BRANCH)
-        quiet(app)
+        change_and_wait_pull(api_client, app, prhost, "c", NEXT_BRANCH)
         old = pull_on(prhost, WEB_BRANCH)
         assert old is not None and old["comments"] == [] and prpolicy.FOREIGN_LABEL in old["labels"]
         assert metric(app, "git_errors_total", repo=sink_tests.NAME, reason="foreign-notice") == 1.0
