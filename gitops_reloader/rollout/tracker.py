@@ -30,6 +30,14 @@ _WRITE_NOT_SEEN = RolloutStatus(Phase.PROGRESSING, "WriteNotSeen", "waiting for 
 _SEEN_COMPLETE = RolloutStatus(Phase.COMPLETE, "RolloutComplete", "complete before the writer reported it")
 
 
+def shows(seen: Marker, write: Marker) -> bool:
+    """Whether a workload carrying marker ``seen`` shows the write that carried ``write``
+    (that write, or a later one). Markers count whole seconds, so a marker of the same second
+    shows the write only when it is the same marker: two changes a second apart in time but
+    not on the clock stay apart (a rollout of the previous change is never taken for this one)."""
+    return seen.at > write.at or seen == write
+
+
 @dataclass(frozen=True, slots=True)
 class Rollout:
     """One tracked rollout: the workload, its marker and where it stands (deadline applied)."""
@@ -50,7 +58,7 @@ class Tracker:
         self._observed: dict[ObjectRef, tuple[Marker, RolloutStatus]] = {}
         self._begun: dict[ObjectRef, Marker] = {}
         self._failed: set[ObjectRef] = set()
-        self._completed: OrderedDict[ObjectRef, int] = OrderedDict()  # recent, bounded
+        self._completed: OrderedDict[ObjectRef, Marker] = OrderedDict()  # recent, bounded
         self._listeners: list[Listener] = []
         self._lock = threading.Lock()
 
@@ -71,9 +79,10 @@ class Tracker:
         with self._lock:
             self._failed.discard(ref)
             seen = self._observed.get(ref)
-            if seen is not None and seen[0].at >= marker.at:
+            if seen is not None and shows(seen[0], marker):
                 return
-            if self._completed.get(ref, -1) >= marker.at:
+            completed = self._completed.get(ref)
+            if completed is not None and shows(completed, marker):
                 done = Rollout(ref, marker, _SEEN_COMPLETE)
             else:
                 self._begun[ref] = marker
@@ -97,7 +106,7 @@ class Tracker:
             begun = self._begun.get(ref)
             tracked = begun is not None or ref in self._observed
             if begun is not None:
-                if marker is None or marker.at < begun.at:
+                if marker is None or not shows(marker, begun):
                     self._observed.pop(ref, None)  # a view from before our write
                     return
                 del self._begun[ref]  # the cache shows our write
@@ -108,7 +117,7 @@ class Tracker:
             if verdict.phase is Phase.COMPLETE:
                 self._observed.pop(ref, None)
                 self._failed.discard(ref)
-                self._completed[ref] = marker.at
+                self._completed[ref] = marker
                 self._completed.move_to_end(ref)
                 if len(self._completed) > RECENT_COMPLETIONS:
                     self._completed.popitem(last=False)

@@ -124,3 +124,31 @@ def test_a_restored_write_the_cache_already_shows_changes_nothing() -> None:
     t.restore(REF, MARK, 1010)
     t.observe(REF, MARK, DONE, 1011)
     assert t.rollouts(1011) == [] and [r.status.phase for r in heard] == [Phase.COMPLETE]
+
+
+def test_the_previous_change_in_the_same_second_is_not_taken_for_this_write() -> None:
+    """Markers count whole seconds: a rollout of the previous change that completed (or is seen)
+    in the second of the next write is not that write. Taking it for the write freed the slot at
+    once and let a third rollout start under a budget of 2 (test_rollout_waves, under load)."""
+    t, heard = tracker()
+    previous = Marker(1000, frozenset({"shop/Secret/db@1"}))
+    fix = Marker(1000, frozenset({"shop/Secret/db@2"}))
+    t.begin(REF, previous)
+    t.observe(REF, previous, DONE, 1000)
+    assert [r.marker for r in heard] == [previous]
+    t.begin(REF, fix)  # the next change, written in the same second
+    assert t.rolling_by_namespace(1000) == {"shop": 1} and len(heard) == 1
+    t.observe(REF, previous, DONE, 1000)  # a relist still showing the previous write
+    assert t.rolling_by_namespace(1000) == {"shop": 1} and len(heard) == 1
+    t.observe(REF, fix, ROLLING, 1001)
+    t.observe(REF, fix, DONE, 1001)
+    assert t.rolling_by_namespace(1001) == {} and [r.marker for r in heard] == [previous, fix]
+
+
+def test_a_view_of_the_previous_change_in_the_same_second_does_not_hide_this_write() -> None:
+    t, _ = tracker()
+    previous = Marker(1000, frozenset({"shop/Secret/db@1"}))
+    t.observe(REF, previous, ROLLING, 1000)  # under way when the next change is written
+    t.begin(REF, Marker(1000, frozenset({"shop/Secret/db@2"})))
+    t.observe(REF, previous, DONE, 1000)
+    assert t.rolling_by_namespace(1000) == {"shop": 1}
