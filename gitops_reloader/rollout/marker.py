@@ -41,6 +41,14 @@ class Marker:
                           separators=(",", ":"))
 
 
+def shows(seen: Marker, write: Marker) -> bool:
+    """Whether a workload carrying marker ``seen`` shows the write that carried ``write``
+    (that write, or a later one). Markers count whole seconds, so a marker of the same second
+    shows the write only when it is the same marker: two changes a second apart in time but
+    not on the clock stay apart (a rollout of the previous change is never taken for this one)."""
+    return seen.at > write.at or seen == write
+
+
 def change_id(source: Source) -> str:
     """One source change: ``<namespace>/<Kind>/<name>@<hash prefix>``."""
     return f"{source.ref}@{source.hash[:_HASH_CHARS]}"

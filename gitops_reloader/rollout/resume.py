@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from gitops_reloader.rollout.marker import Marker
+from gitops_reloader.rollout.marker import Marker, shows
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,4 +68,4 @@ def unseen(in_git: Marker | None, live: Marker | None) -> bool:
     """Whether the marker committed in the workload's manifest is a write the cluster has not
     shown yet (the engine has not applied the commit): such a rollout counts against the
     budget from its commit, as it did for the instance that committed it."""
-    return in_git is not None and (live is None or live.at < in_git.at)
+    return in_git is not None and (live is None or not shows(live, in_git))

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from gitops_reloader.model import ObjectRef
 from gitops_reloader.rollout.completion import Phase, RolloutStatus, with_deadline
-from gitops_reloader.rollout.marker import Marker
+from gitops_reloader.rollout.marker import Marker, shows
 
 RECENT_COMPLETIONS = 1024
 """Completed rollouts remembered (their marker's ``at``), for a write whose rollout the
@@ -28,14 +28,6 @@ informer reports complete before the writer has called :meth:`Tracker.begin`."""
 
 _WRITE_NOT_SEEN = RolloutStatus(Phase.PROGRESSING, "WriteNotSeen", "waiting for the write to be observed")
 _SEEN_COMPLETE = RolloutStatus(Phase.COMPLETE, "RolloutComplete", "complete before the writer reported it")
-
-
-def shows(seen: Marker, write: Marker) -> bool:
-    """Whether a workload carrying marker ``seen`` shows the write that carried ``write``
-    (that write, or a later one). Markers count whole seconds, so a marker of the same second
-    shows the write only when it is the same marker: two changes a second apart in time but
-    not on the clock stay apart (a rollout of the previous change is never taken for this one)."""
-    return seen.at > write.at or seen == write
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,3 +46,5 @@ def test_a_marker_in_git_is_unseen_until_the_live_workload_carries_it_or_a_newer
     assert not unseen(committed, committed)
     assert not unseen(committed, Marker(1100, frozenset({CFG})))
     assert not unseen(None, None)
+    # Markers count whole seconds: the previous change's marker of the same second is not this one.
+    assert unseen(committed, Marker(committed.at, frozenset({"ns/ConfigMap/other@1"})))
