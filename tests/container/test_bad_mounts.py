@@ -134,7 +134,18 @@ def test_bad_ssh_mounts_in_the_image_are_reported_per_repository_and_live_reload
 
     with running_container(image, args, options=pod_options(cluster, tmp_path, key, known_hosts)) as pod:
         readyz = synced_readyz(pod, port)
+        # start-up's report first: a mount that passed its check fails here, not after a timeout
+        assert readyz.status_code == 503, readyz.text
+        lines = readyz.text.splitlines()
+        assert len(lines) == len(EXPECTED), readyz.text
         metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+        for repo, (reason, file) in EXPECTED.items():
+            prefix = f"git sink: repository {repo} unusable ({reason}): "
+            (line,) = [line for line in lines if line.startswith(prefix)]
+            assert file in line, readyz.text
+            labels = f'reason="{reason}",repo="{repo}",sink="git"'
+            assert f"gitops_reloader_git_repository_unusable{{{labels}}} 1.0" in metrics, metrics
+
         cluster.api.request("PUT", f"{CM_PATH}/app-config",
                             body={**cluster.get(f"{CM_PATH}/app-config"), "data": {"url": "b"}})
         assert pod.wait(lambda: live_env(cluster), timeout=60, message="the env-vars reload") == \
@@ -145,19 +156,10 @@ def test_bad_ssh_mounts_in_the_image_are_reported_per_repository_and_live_reload
         assert pod.running()
         logs = pod.logs()
 
-    assert readyz.status_code == 503, readyz.text
-    lines = readyz.text.splitlines()
-    assert len(lines) == len(EXPECTED), readyz.text
-    for repo, (reason, file) in EXPECTED.items():
-        prefix = f"git sink: repository {repo} unusable ({reason}): "
-        (line,) = [line for line in lines if line.startswith(prefix)]
-        assert file in line, readyz.text
-        sample = f'gitops_reloader_git_repository_unusable{{reason="{reason}",repo="{repo}",sink="git"}} 1.0'
-        assert sample in metrics, metrics
-        event = events[repo]
-        assert event["type"] == "Warning"
-        assert f"repository {repo}" in event["message"] and file in event["message"], event["message"]
-
+    for repo, (_, file) in EXPECTED.items():
+        assert events[repo]["type"] == "Warning"
+        message = events[repo]["message"]
+        assert f"repository {repo}" in message and file in message, message
     records = [json.loads(line) for line in logs.splitlines() if line.startswith("{")]
     unusable = [(r["repo"], r["reason"], r["file"]) for r in records
                 if r["msg"].startswith("git repository unusable")]
