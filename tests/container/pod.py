@@ -41,14 +41,15 @@ def service_account(directory: Path, *, token: str, ca_cert: Path, namespace: st
 
 
 def secret_volume(directory: Path, files: Mapping[str, str], mount_path: str, *, mode: int = SECRET_MODE,
-                  group: int = FS_GROUP) -> str:
-    """A Secret volume (by default as the chart mounts it: 0440, group fsGroup); the podman
-    ``--volume``."""
+                  group: int = FS_GROUP, owner: int = 0) -> str:
+    """A Secret volume (by default as the chart mounts it: 0440, owner root, group fsGroup); the
+    podman ``--volume``. ``owner`` gives the files to another uid, as a projected volume or a CSI
+    secrets driver gives them to the pod's runAsUser."""
     directory.mkdir(parents=True)
     os.chown(directory, 0, group)
     directory.chmod(0o750)
     for name, text in files.items():
-        _write(directory / name, text, mode, gid=group)
+        _write(directory / name, text, mode, uid=owner, gid=group)
     return f"--volume={directory}:{mount_path}:ro"
 
 
