@@ -41,7 +41,9 @@ restart or a take-over; :mod:`gitops_reloader.control.resume`) hands every git w
 whose value is already committed to :meth:`Follower.resume`,
 which follows it from the commit that last wrote the file when that commit is younger than
 ``--git-apply-timeout`` (an older one was answered before), and reports its end unless an
-Event with the same reason and commit is already on the workload. It never commits.
+Event with the same reason and commit is already on the workload. It never commits. A
+pull-request workload whose open pull request was awaited goes to :meth:`Follower.await_merge`
+again (:mod:`gitops_reloader.sinks.prresume`).
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ from the memory of the instance that stopped:
    <gitops_reloader.control.follower.Follower.resume>`, which follows the commit that last wrote
    the file while it is younger than ``--git-apply-timeout`` and reports its end unless the
    Event is already on the workload (one ``Applied`` per commit). Nothing is committed here.
+   The ``pull-request`` sink's workloads go to :func:`~gitops_reloader.sinks.prresume.resume_pull_requests`:
+   an open pull request of the controller's is awaited until merged, a merged one is followed
+   through the same :meth:`Follower.resume`; nothing is pushed, opened or commented.
 2. **Writes not seen yet.** A marker committed in a manifest that the live workload does not
    carry yet (the engine has not applied the commit) is a rollout under way: the
    :class:`~gitops_reloader.rollout.tracker.Tracker` counts it from the commit, so the
@@ -45,6 +48,8 @@ from gitops_reloader.model import EMPTY_MAP, ObjectRef, ReloadRequest, SinkName,
 from gitops_reloader.rollout.marker import MARKER_ANNOTATION, Marker, change_id, parse_marker
 from gitops_reloader.rollout.resume import InFlight, in_flight, unseen, waits
 from gitops_reloader.sinks.git import GitSink, ManifestPlanner, source_digest_inputs
+from gitops_reloader.sinks.prresume import resume_pull_requests
+from gitops_reloader.sinks.pullrequest import PullRequestSink
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +78,7 @@ class Resumed:
     restored: int = 0
     """Rollouts counted from a commit the cluster has not shown yet."""
     followed: int = 0
-    """Git workloads whose committed value was handed to the follow-up."""
+    """Git and pull-request workloads handed to the follow-up."""
 
 
 class Resumer:
@@ -92,10 +97,17 @@ class Resumer:
         """Resume the follow-up, restore unseen writes, and list the workloads a wave still owes."""
         git = self.reconciler.sinks.get(SinkName.GIT.value)
         reads_git = isinstance(git, GitSink) and (git.follower is not None or self.waves is not None)
+        pulls = self.reconciler.sinks.get(SinkName.PULL_REQUEST.value)
+        follows_pulls = isinstance(pulls, PullRequestSink) and pulls.follower is not None
         resumed = Resumed()
-        if not reads_git and self.waves is None:
-            return resumed  # no budget, no git follow-up: nothing can be under way
+        if not reads_git and not follows_pulls and self.waves is None:
+            return resumed  # no budget, no follow-up: nothing can be under way
         records = [r for r in self.caches.workloads() if self.caches.namespace_allowed(r.ref.namespace)]
+        if follows_pulls:
+            assert isinstance(pulls, PullRequestSink)
+            now = int(self.clock.now())
+            resumed.followed += resume_pull_requests(
+                pulls, [self._request(r, now) for r in records if self.reconciler.sink_for(r) is pulls])
         committed: dict[ObjectRef, Committed] = {}
         if reads_git:
             assert isinstance(git, GitSink)
@@ -174,6 +186,10 @@ class Resumer:
 
     # --- git ------------------------------------------------------------------------------
 
+    def _request(self, record: WorkloadRecord, now: int) -> ReloadRequest:
+        """A request for ``record`` with no changed source: what its manifest should hold now."""
+        return ReloadRequest(record.ref, record, (), now, tracked=self.reconciler.tracked_sources(record))
+
     def _read_git(self, sink: GitSink, records: Iterable[WorkloadRecord], resumed: Resumed,
                   ) -> dict[ObjectRef, Committed]:
         """Per ``git`` workload, what its manifest holds; the committed values handed to the
@@ -206,8 +222,7 @@ class Resumer:
                                 extra={"repo": repo_name, "error": str(exc)})
                     continue
                 for record, resolution in items:
-                    request = ReloadRequest(record.ref, record, (), now,
-                                            tracked=self.reconciler.tracked_sources(record))
+                    request = self._request(record, now)
                     try:
                         location = sink.locator.locate(record, resolution, handle.index, confirm=True)
                         digest = ManifestPlanner.committed_value(handle, request, location)

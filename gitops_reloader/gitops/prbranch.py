@@ -175,8 +175,8 @@ class PullRequestRepository(Repository):
             if not prpolicy.hash_only_diff(diff):
                 refused.append(path)
                 continue
-            before = self._blob(parent, path)  # what the commit started from
-            after = self._blob(commit, path)  # what it made of it
+            before = self.read_at(parent, path)  # what the commit started from
+            after = self.read_at(commit, path)  # what it made of it
             now = self.read(path)  # the new base
             if after is None or now == after:
                 continue
@@ -193,7 +193,8 @@ class PullRequestRepository(Repository):
                 carried.append(path)
         return CarryOver(tuple(carried), tuple(conflicted), tuple(refused))
 
-    def _blob(self, sha: str, path: str) -> bytes | None:
+    def read_at(self, sha: str, path: str) -> bytes | None:
+        """``path`` as commit ``sha`` has it (``None``: not in that commit); the work tree is not touched."""
         repo = self._require()
         clean = self._relative(path)
         if not self._git(repo, "ls-tree", "--name-only", sha, "--", clean):

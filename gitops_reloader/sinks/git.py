@@ -378,7 +378,12 @@ class ManifestPlanner:
     def committed_value(cls, handle: RepositoryHandle, request: ReloadRequest,
                         location: Location) -> str | None:
         """The digest the located document holds now in the clone (``None``: none yet)."""
-        text = _read_text(handle.repo, location.path, handle.index.max_file_bytes)
+        return cls.value_in(_read_text(handle.repo, location.path, handle.index.max_file_bytes),
+                            request, location)
+
+    @classmethod
+    def value_in(cls, text: str, request: ReloadRequest, location: Location) -> str | None:
+        """The digest the located document holds in ``text``, a version of its file (``None``: none)."""
         return read_at_path(text, path_expr=cls._annotations_path(request, location),
                             doc_index=location.doc_index, path=location.path)
 

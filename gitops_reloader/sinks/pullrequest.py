@@ -233,7 +233,7 @@ class PullRequestSink:
         target = self.targets.get(resolution.repo_name)
         if target is None:
             return prpolicy.group_key(resolution.repo_name, "unconfigured")
-        return prpolicy.group_key(resolution.repo_name, self._branch_key(target, record.ref))
+        return prpolicy.group_key(resolution.repo_name, self.branch_key(target, record.ref))
 
     def emit(self, request: ReloadRequest) -> Outcome:
         """One workload on its own (used when the controller did not batch it)."""
@@ -283,7 +283,7 @@ class PullRequestSink:
             if target is None or name not in self.repositories:
                 outcomes[position] = self._skip(request, name, PullRequestNotConfigured(request.ref, name))
                 continue
-            key = self._branch_key(target, request.ref)
+            key = self.branch_key(target, request.ref)
             groups.setdefault((name, key), []).append((position, request, resolution))
         if groups:
             digest_key = self.digest_key()  # KubeError: retryable, nothing done yet
@@ -304,7 +304,8 @@ class PullRequestSink:
 
     # -- one branch ----------------------------------------------------------------------
 
-    def _branch_key(self, target: _Target, ref: ObjectRef) -> str:
+    def branch_key(self, target: _Target, ref: ObjectRef) -> str:
+        """The branch key of ``ref``'s pull request (its repository's grouping, else ``--pr-grouping``)."""
         return prpolicy.branch_key(ref, target.config.grouping or self.default_grouping)
 
     def _emit_branch(self, handle: RepositoryHandle, target: _Target, key: str,

@@ -26,8 +26,18 @@ from git_setup import REPO, GitSetup
 from kubernetes.client import ApiClient, CoreV1Api
 from processes import Cluster, Controller, running_cluster, stop_process
 from reload_helpers import call, configmap, create, env_of, secret
-from test_git_follow import FOLLOW, KUSTOMIZE_DEPLOYMENT, TENANTS, change_config, flux_web, hash_of
+from test_git_follow import (
+    FOLLOW,
+    KUSTOMIZE_DEPLOYMENT,
+    KUSTOMIZE_FILES,
+    TENANTS,
+    change_config,
+    flux_web,
+    hash_of,
+)
 from test_git_sink import CONTROLLER_NS, commits, events, put_data
+from test_pull_request_sink import REPO as PR_REPO
+from test_pull_request_sink import PrSetup, pulls, wait_open_pull
 from test_rollout_waves import change_secret, create_fleet, hashes, names
 
 from gitops_reloader.hashing import configmap_hash, secret_hash
@@ -35,6 +45,7 @@ from gitops_reloader.rollout.marker import MARKER_ANNOTATION
 from gitops_reloader.testing.apiserver import ApiServer
 from gitops_reloader.testing.githost import GitHostServer
 from gitops_reloader.testing.harness import deployment, env_from_secret, wait_for
+from gitops_reloader.testing.prhost import PrHost
 from gitops_reloader.testing.rollouts import DeploymentPlayer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("isolated_git")]
@@ -290,4 +301,80 @@ def test_killed_while_following_a_commit_restarted_without_flags_reports_applied
         assert len(applied) == 1 and f"commit {sha[:12]}" in applied[0]["message"]
         assert reasons(api_client, "web", "ns", ("NotApplied", "RolloutFailed")) == []
         assert len(commits(host)) == count
+    cluster.http.close()
+
+
+@pytest.mark.parametrize("merged_while_down", [False, True],
+                         ids=["merged-after-restart", "merged-while-down"])
+def test_killed_with_a_pull_request_open_restarted_without_flags_follows_its_merge_once(
+        server: ApiServer, api_client: ApiClient, githost: GitHostServer, prhost: PrHost,
+        tmp_path: Path, merged_while_down: bool) -> None:
+    """The pull-request half: the controller is SIGKILLed with its pull request open and waiting. The
+    next instance, without flags and with a fresh cache, finds the pull request open on the host and
+    waits for its merge, or (merged, applied and rolled out while no controller ran) finds the merge
+    commit on the base; either way it reports Applied for the merge commit, once. The instance after
+    that finds the merged commit and the Event, and reports nothing. No instance after the first
+    pushes, opens, updates or comments anything: the host sees only reads."""
+    setup = PrSetup(tmp_path, githost, prhost, "github")
+    manifest = KUSTOMIZE_DEPLOYMENT.replace("sink: git", "sink: pull-request")
+    setup.create({**KUSTOMIZE_FILES, "apps/web/deployment.yaml": manifest})
+    setup.configure()
+    create(api_client, configmap("app-config", {"url": "a"}))
+    flux = EnginePlayer(api_client, githost, PR_REPO, tmp_path)
+    flux.kustomization("web", "./apps/web")
+    flux.reconcile_kustomization("web", "apps/web")
+    cluster = Cluster("", str(server.write_kubeconfig(tmp_path / "kubeconfig")), api_client, httpx.Client())
+
+    def controller(name: str) -> Controller:  # each instance its own cache: nothing read from a disk
+        flags = setup.flags(f"cache-{name}", *FOLLOW, f"--lease-namespace={CONTROLLER_NS}")
+        return Controller(cluster, tmp_path / f"{name}.jsonl", flags)
+
+    first = controller("first")
+    try:
+        first.wait_ready(cluster.http)
+        put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
+        pull = wait_open_pull(prhost)
+        wait_for(lambda: any(r["msg"] == "following emission" for r in first.log()), timeout=20,
+                 message="the first instance waiting for the merge")
+        os.kill(first.pid, signal.SIGKILL)
+        first.proc.wait(10)
+    finally:
+        stop_process(first.proc)
+    prhost.clear_requests()
+    branches = githost.branches(PR_REPO)
+
+    def merge() -> str:
+        sha = prhost.merge(PR_REPO, pull["number"])
+        flux.reconcile_kustomization("web", "apps/web")
+        complete_rollout(api_client, "web")
+        return sha
+
+    merged = merge() if merged_while_down else ""
+    second = controller("second")
+    try:
+        second.wait_ready(cluster.http)
+        if not merged_while_down:
+            wait_for(lambda: any(r["msg"] == "following emission" for r in second.log()), timeout=30,
+                     message="the second instance waiting for the merge again")
+            assert reasons(api_client, "web", "ns", ("Applied", "NotApplied")) == []
+            merged = merge()
+        ended = wait_for(lambda: ended_follow_up(second), timeout=30,
+                         message="the second instance ended the follow-up of the merge")
+        assert ended["commit"] == merged[:12] and ended["outcome"] == "rolled"
+    finally:
+        stop_process(second.proc)
+    third = controller("third")
+    try:
+        third.wait_ready(cluster.http)
+        ended = wait_for(lambda: ended_follow_up(third), timeout=30,
+                         message="the third instance ended the resumed follow-up")
+        assert ended["commit"] == merged[:12] and ended["outcome"] == "rolled"
+    finally:
+        stop_process(third.proc)
+    applied = [e for e in events(api_client, "web", "ns") if e["reason"] == "Applied"]
+    assert len(applied) == 1 and f"commit {merged[:12]}" in applied[0]["message"]
+    assert reasons(api_client, "web", "ns", ("NotApplied", "RolloutFailed")) == []
+    assert [p["number"] for p in pulls(prhost)] == [pull["number"]]  # no second pull request
+    assert {r.method for r in prhost.requests} == {"GET"}  # nothing opened, updated or commented
+    assert githost.branches(PR_REPO) == {**branches, "main": merged}  # nothing pushed
     cluster.http.close()
