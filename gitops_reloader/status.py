@@ -189,9 +189,12 @@ def _emissions(api: KubeApi, config: Config, controller: Controller, notes: list
     locator = Locator(git_config, api)
     with tempfile.TemporaryDirectory(prefix="gitops-reloader-status-") as cache:
         handles = build_repository_handles(git_config, cache)
+        # Workloads from the caches just listed (no GET each; a NotApplied verdict is confirmed
+        # with one), and the controller's kind table, so configured kinds are judged by their rule.
         follower = Follower(api=api, repositories=handles, metrics=Metrics(CollectorRegistry()),
                             recorder=None, argocd_namespace=git_config.argocd_namespace,
-                            timeout=config.gitops.apply_timeout, interval=config.gitops.follow_interval)
+                            timeout=config.gitops.apply_timeout, interval=config.gitops.follow_interval,
+                            workloads=controller.caches, adapters=controller.adapters)
         synced: set[str] = set()
         unreadable: set[str] = set()
         for record in sorted(records, key=lambda r: r.ref.key):
