@@ -30,7 +30,7 @@ Holds already in force (a failed rollout of the same change) are not announced a
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -130,7 +130,8 @@ class Resumer:
             return resumed
         failed = frozenset(c for r in waves.tracker.failed(now) for c in r.marker.changes)
         for record in records:
-            sources = self._waiting(record, flight, committed.get(record.ref), git)
+            sources = self._waiting(record, flight, committed.get(record.ref),
+                                    git if isinstance(git, GitSink) else None)
             if not sources:
                 continue
             resumed.pending[record.ref.key] = sources
@@ -143,16 +144,14 @@ class Resumer:
     # --- waves ----------------------------------------------------------------------------
 
     def _waiting(self, record: WorkloadRecord, flight: InFlight, committed: Committed | None,
-                 git: object) -> dict[SourceRef, PendingSource]:
+                 git: GitSink | None) -> dict[SourceRef, PendingSource]:
         """The in-flight changes ``record`` has not been given yet (empty: none, or not gated)."""
         assert self.waves is not None
         sink = self.reconciler.sink_for(record)
         if sink is None or not self.waves.gates(sink.name, record.ref):
             return {}
-        if sink is git:
-            budgeted: Callable[[WorkloadRecord], bool] | None = getattr(sink, "budgeted", None)
-            if committed is None or budgeted is None or not budgeted(record):
-                return {}  # not located (reported when it is reloaded), or not waved (a git-target)
+        if git is not None and sink is git and (committed is None or not git.budgeted(record)):
+            return {}  # not located (reported when it is reloaded), or not waved (a git-target)
         out: dict[SourceRef, PendingSource] = {}
         created: int | None = None
         for meta, container in self.reconciler.tracked(record):
