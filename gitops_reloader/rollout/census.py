@@ -38,6 +38,7 @@ from gitops_reloader.model import ObjectRef
 from gitops_reloader.rollout.budget import Budget, Waiting, is_held
 from gitops_reloader.rollout.completion import ROLLOUT_TIMEOUT, Phase, RolloutStatus, with_deadline
 from gitops_reloader.rollout.marker import Marker
+from gitops_reloader.rollout.resume import in_flight
 
 HIDDEN = "(secret: not shown)"
 HELD_EVENT = "ReloadHeld"
@@ -255,7 +256,7 @@ def census(workloads: Iterable[Workload], *, budget: Budget, hold: bool, timeout
     rolling = Counter(w.ref.namespace for w, _, v in started if v.phase is Phase.PROGRESSING)
 
     entries: dict[str, list[Entry]] = {}
-    first_at: dict[str, int] = {}
+    first_at = in_flight(marker for _, marker, _ in started).first_at
     for workload, marker, verdict in started:
         state = {Phase.PROGRESSING: State.ROLLING, Phase.FAILED: State.FAILED}.get(verdict.phase,
                                                                                    State.ROLLED)
@@ -265,7 +266,6 @@ def census(workloads: Iterable[Workload], *, budget: Budget, hold: bool, timeout
             deadline = marker.at + timeout if verdict.reason == ROLLOUT_TIMEOUT else None
             since = int(announced) if announced is not None else deadline
         for change in marker.changes:
-            first_at[change] = min(first_at.get(change, marker.at), marker.at)
             entries.setdefault(change, []).append(Entry(
                 str(workload.ref), state, 0, since, verdict.reason if state is not State.ROLLED else "",
                 verdict.message if state is not State.ROLLED else "", priority=workload.priority))
