@@ -47,7 +47,7 @@ from prometheus_client import CollectorRegistry
 
 from gitops_reloader.config import Config, load_config
 from gitops_reloader.control.caches import source_transform
-from gitops_reloader.control.waves import AT_WRITE_KINDS, GATED_SINKS
+from gitops_reloader.control.waves import gates
 from gitops_reloader.controller import Controller
 from gitops_reloader.errors import ConfigError, ReloaderError
 from gitops_reloader.gitops import prpolicy
@@ -62,7 +62,7 @@ from gitops_reloader.kube.workloads import WorkloadRecord, adapters_for
 from gitops_reloader.model import ReloadRequest, SinkName, SourceKind, SourceMeta, SourceRef
 from gitops_reloader.observability.logging import configure_logging
 from gitops_reloader.observability.metrics import Metrics
-from gitops_reloader.rollout.budget import PRIORITY_ANNOTATION, Budget, Waiting, parse_priority
+from gitops_reloader.rollout.budget import Budget, Waiting, priority_of
 from gitops_reloader.rollout.census import assign_waves
 from gitops_reloader.sinks import build_live_sinks
 from gitops_reloader.sinks.annotations import AnnotationsSink, describe_annotation
@@ -356,11 +356,7 @@ def assign_plan_waves(config: Config, workloads: Sequence[WorkloadPlan],
         record = records.get(plan.key)
         if plan.status != "would-write" or record is None or not gated(plan.sink, record):
             continue
-        try:
-            priority = parse_priority(str(record.annotations.get(PRIORITY_ANNOTATION, "0")))
-        except ValueError:
-            priority = 0  # the controller reports it and uses 0 too
-        queue.append(Waiting(record.ref, priority))
+        queue.append(Waiting(record.ref, priority_of(record.annotations)))
     waves = assign_waves(budget, queue)
     for plan in workloads:
         record = records.get(plan.key)
@@ -373,7 +369,7 @@ def gated(sink: str, record: WorkloadRecord) -> bool:
     a git write through a ``git-target`` cannot carry the marker and is exempt)."""
     if sink == SinkName.GIT and GIT_TARGET_ANNOTATION in record.annotations:
         return False
-    return sink in GATED_SINKS and record.ref.kind not in AT_WRITE_KINDS
+    return gates(sink, record.ref)
 
 
 # --------------------------------------------------------------------------- output

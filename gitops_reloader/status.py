@@ -35,17 +35,17 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from gitops_reloader.config import Config, load_config
+from gitops_reloader.control.waves import gates
 from gitops_reloader.controller import Controller
 from gitops_reloader.errors import ConfigError, KubeError, ReloaderError
 from gitops_reloader.kinds import kube_kind
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.events import COMPONENT
 from gitops_reloader.kube.resources import EVENTS
-from gitops_reloader.kube.workloads import WorkloadRecord
 from gitops_reloader.model import ObjectRef, ReloadRequest, SinkName, Source
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.plan import read_only_controller
-from gitops_reloader.rollout.budget import PRIORITY_ANNOTATION, Budget, parse_priority
+from gitops_reloader.rollout.budget import Budget, priority_of
 from gitops_reloader.rollout.census import (
     DEFAULT_LIMIT,
     FAILED_EVENT,
@@ -67,7 +67,6 @@ MAX_EVENT_PAGES = 20
 """At most this many pages of each Event reason are read (10,000 Events)."""
 LIVE_SINKS = frozenset({SinkName.ENV_VARS, SinkName.ANNOTATIONS})
 GIT_SINKS = frozenset({SinkName.GIT, SinkName.PULL_REQUEST})
-_AT_WRITE_KINDS = frozenset({"Job", "CronJob"})
 
 USAGE = """usage: gitops-reloader status [-n NAMESPACE | -A] [-o text|json] [--limit N] [run flags]
 
@@ -88,13 +87,6 @@ def _scoped(config: Config, namespace: str | None) -> Config:
                               "the controller does not watch it")
         filters = dataclasses.replace(filters, namespaces=(namespace,))
     return dataclasses.replace(config, behaviour=behaviour, filters=filters)
-
-
-def _priority(record: WorkloadRecord) -> int:
-    try:
-        return parse_priority(str(record.annotations.get(PRIORITY_ANNOTATION, "0")))
-    except ValueError:
-        return 0  # the controller reports the bad value; it waits with priority 0 there too
 
 
 def _workloads(controller: Controller) -> Iterator[Workload]:
@@ -120,9 +112,9 @@ def _workloads(controller: Controller) -> Iterator[Workload]:
                 if recorded in (used, meta.hash) or (recorded is None and change not in in_flight):
                     continue
                 pending.add(change)
-        yield Workload(record.ref, sink, _priority(record), markers.get(record.ref), record.rollout,
-                       frozenset(pending),
-                       gated=sink in LIVE_SINKS and record.ref.kind not in _AT_WRITE_KINDS)
+        yield Workload(record.ref, sink, priority_of(record.annotations), markers.get(record.ref),
+                       record.rollout, frozenset(pending),
+                       gated=sink in LIVE_SINKS and gates(sink, record.ref))
 
 
 def _events(api: KubeApi, namespace: str | None, refs: Iterable[ObjectRef]) -> Iterator[Event]:

@@ -48,6 +48,12 @@ Warn = Callable[[ObjectRef, str, str], None]
 """(workload, reason, message): a log line and a Warning Event on the workload."""
 
 
+def gates(sink: str | None, ref: ObjectRef) -> bool:
+    """Whether a write by ``sink`` to ``ref`` waits for the budget (live sinks and the git
+    sink, kinds that roll: a Job or CronJob is done at the write)."""
+    return sink in GATED_SINKS and ref.kind not in AT_WRITE_KINDS
+
+
 class Waves:
     """The rollout budget and holds, applied to the reconciler's live writes (thread-safe)."""
 
@@ -78,8 +84,8 @@ class Waves:
     # --- the reconciler's questions ---------------------------------------------------
 
     def gates(self, sink: str | None, ref: ObjectRef) -> bool:
-        """Whether a write by ``sink`` to ``ref`` waits for the budget (live sinks, rolling kinds)."""
-        return sink in GATED_SINKS and ref.kind not in AT_WRITE_KINDS
+        """Whether a write by ``sink`` to ``ref`` waits for the budget (:func:`gates`)."""
+        return gates(sink, ref)
 
     def admit(self, ref: ObjectRef, annotations: Mapping[str, str], sources: Iterable[Source],
               detected: float | None = None) -> bool:

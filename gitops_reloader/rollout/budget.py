@@ -75,6 +75,15 @@ def parse_priority(text: str) -> int:
     return number
 
 
+def priority_of(annotations: Mapping[str, str]) -> int:
+    """The priority a workload waits with: its ``rollout-priority`` annotation, 0 when absent
+    or malformed (the controller reports a malformed one and waits with 0 too)."""
+    try:
+        return parse_priority(str(annotations.get(PRIORITY_ANNOTATION, "0")))
+    except ValueError:
+        return 0
+
+
 def is_held(changes: Iterable[str], failed_changes: frozenset[str]) -> bool:
     """Whether a reload carrying ``changes`` is held by a failed rollout of one of them."""
     return any(change in failed_changes for change in changes)
