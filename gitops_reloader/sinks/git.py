@@ -135,6 +135,7 @@ __all__ = [
     "GitTargetRefused",
     "ManifestPlanner",
     "UnsupportedWorkload",
+    "bounded_text",
     "failure_reason",
     "skip_workload",
     "source_digest_inputs",
@@ -726,6 +727,12 @@ def _read_text(repo: Repository, path: str, max_bytes: int) -> str:
     data = repo.read(path)
     if data is None:
         raise ManifestNotFound(f"{path} disappeared from the work tree")
+    return bounded_text(data, path, max_bytes)
+
+
+def bounded_text(data: bytes, path: str, max_bytes: int) -> str:
+    """A version of the file at ``path`` as text, refused (:class:`YamlEditError`) when larger
+    than ``max_bytes`` (the scan index's bound) or not UTF-8: repository files are tenant input."""
     if len(data) > max_bytes:
         raise YamlEditError(f"{path}: larger than {max_bytes} bytes; not edited")
     try:

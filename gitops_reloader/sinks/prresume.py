@@ -27,11 +27,12 @@ from collections.abc import Sequence
 from gitops_reloader.errors import ReloaderError
 from gitops_reloader.gitops import prpolicy
 from gitops_reloader.gitops.digestkey import DigestKey
+from gitops_reloader.gitops.handle import RepositoryHandle
 from gitops_reloader.gitops.locate import Location, Resolution
 from gitops_reloader.gitops.prbranch import PullRequestRepository
 from gitops_reloader.gitops.prresume import Step, resume_step
 from gitops_reloader.model import ReloadRequest
-from gitops_reloader.sinks.git import ManifestPlanner
+from gitops_reloader.sinks.git import ManifestPlanner, bounded_text
 from gitops_reloader.sinks.pullrequest import PullRequestSink
 
 __all__ = ["resume_pull_requests"]
@@ -96,7 +97,7 @@ def _resume_branch(sink: PullRequestSink, name: str, key: str, items: Sequence[_
         plan = sink.planner.plan(handle, items, digest_key)  # in memory: nothing is written
         resumed = 0
         for position, request, location in (*plan.applied, *plan.current):
-            step = resume_step(open_pull=tip is not None, proposed=_proposed(repo, tip, request, location),
+            step = resume_step(open_pull=tip is not None, proposed=_proposed(handle, tip, request, location),
                                base=ManifestPlanner.committed_value(handle, request, location),
                                current=plan.values[position])
             if step is None:
@@ -109,12 +110,21 @@ def _resume_branch(sink: PullRequestSink, name: str, key: str, items: Sequence[_
         return resumed
 
 
-def _proposed(repo: PullRequestRepository, tip: str | None, request: ReloadRequest,
+def _proposed(handle: RepositoryHandle, tip: str | None, request: ReloadRequest,
               location: Location) -> str | None:
-    """The digest the pull-request branch's tip holds for the workload (``None``: no branch, none)."""
+    """The digest the pull-request branch's tip holds for the workload (``None``: no branch, none).
+    The file is read within the same bound as the base's (:func:`~gitops_reloader.sinks.git.bounded_text`)."""
     if tip is None:
         return None
+    repo = handle.repo
+    assert isinstance(repo, PullRequestRepository)
     data = repo.read_at(tip, location.path)
     if data is None:
         return None
-    return ManifestPlanner.value_in(data.decode("utf-8", "replace"), request, location)
+    try:
+        text = bounded_text(data, location.path, handle.index.max_file_bytes)
+        return ManifestPlanner.value_in(text, request, location)
+    except ReloaderError as exc:  # this workload only: the others of the branch go on
+        log.warning("pull-request branch file not read; not resumed", extra={
+            "object": request.ref.key, "path": location.path, "error": str(exc)})
+        return None
