@@ -17,6 +17,7 @@ from gitops_reloader.config import Config
 from gitops_reloader.control.follower import build_follower
 from gitops_reloader.controller import Controller
 from gitops_reloader.errors import KubeError
+from gitops_reloader.filewatch import FileWatch
 from gitops_reloader.gitops.digestkey import DigestKeyStore
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.client import load_api_client
@@ -38,7 +39,8 @@ from gitops_reloader.observability.metainfo import publish_meta_info
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.sinks import build_live_sinks
 from gitops_reloader.sinks.dryrun import dry_run_sinks
-from gitops_reloader.sinks.gitwiring import build_git_sink, build_pull_request_sink
+from gitops_reloader.sinks.gitwiring import build_git_sink, build_pull_request_sink, credential_files
+from gitops_reloader.state.failurestore import FailureStore
 from gitops_reloader.state.keeper import StateKeeper
 from gitops_reloader.state.resync import store_scope
 from gitops_reloader.state.shards import ConfigMapShards
@@ -65,7 +67,7 @@ class App:
         self.registry = registry or CollectorRegistry()
         self.metrics = Metrics(self.registry,
                                count_by_namespace=config.metrics_count_by_namespace)
-        self.recorder = EventRecorder(self.api, clock=self.clock)
+        self.recorder = EventRecorder(self.api, clock=self.clock, on_filtered=self.metrics.event_filtered)
         behaviour = config.behaviour
         openshift = behaviour.is_openshift
         if openshift is None:
@@ -93,12 +95,22 @@ class App:
         alert_config = alert_config_from_env(config.alerts)
         self.alerter = (Alerter(alert_config, metrics=self.metrics)
                         if alert_config.enabled else None)
+        runtime = config.runtime
         self.controller = Controller(
             config, self.api, sinks=sinks, metrics=self.metrics, recorder=self.recorder,
             adapters=self.adapters, clock=self.clock,
             listeners=[self._alert] if self.alerter is not None else [],
             state=build_state_keeper(config, self.api, self.metrics),
+            failure_store=lambda book: FailureStore(
+                self.api, book, namespace=runtime.lease_namespace, name=runtime.failure_record,
+                metrics=self.metrics, read_only=runtime.dry_run),
+            alert=self.alerter.notify if self.alerter is not None else None,
         )
+        self.file_watch = FileWatch(
+            [config.gitops.config_file, *credential_files(git_sink), *credential_files(pr_sink)],
+            lambda paths: self.controller.retry_waiting_for_a_person("mounted files changed"))
+        """Credential files and ``--git-config``: a failure only a person can fix (a host key,
+        refused credentials) is tried again as soon as they change, without a restart."""
         for git in (git_sink, pr_sink):
             if git is not None:  # the git sinks hand their commits to a follower reading the caches
                 git.follower = build_follower(
@@ -148,6 +160,7 @@ class App:
         publish_meta_info(self.api, self.config)
         for server in self.http_servers:
             server.start()
+        self.file_watch.start()
         runtime = self.config.runtime
         if not runtime.enable_ha:
             self.metrics.set_leader(True)
@@ -221,6 +234,7 @@ class App:
 
     def stop(self) -> None:
         self._stop.set()
+        self.file_watch.stop()
         self.controller.stop()
         if self.elector is not None and self._election is not None and self.config.runtime.release_on_cancel:
             self._election.join(timeout=self.config.runtime.lease_duration)  # no renewal in flight

@@ -158,8 +158,11 @@ class Runtime:
     write_qps: float = 200.0
     write_burst: int = 300
     max_retries: int = 12
-    retry_base_delay: float = 0.05
-    retry_max_delay: float = 60.0
+    """Attempts after which a failing emission is *raised* (Event, alert, status); never dropped."""
+    retry_base_delay: float = 1.0
+    retry_max_delay: float = 300.0
+    resync_period: float = 600.0
+    """``--resync-period``: the slow comparison of every workload with its sources (0: off)."""
     http_address: str = ":9090"
     enable_ha: bool = False
     lease_name: str = "gitops-reloader"
@@ -180,6 +183,11 @@ class Runtime:
     """Decide every reload as usual; write nothing but ``WouldReload`` Events."""
     permission_check: str = "strict"
     """At start-up: ``strict`` stops on a missing essential permission, ``warn`` logs, ``off``."""
+
+    @property
+    def failure_record(self) -> str:
+        """The ConfigMap (in ``lease_namespace``) recording what is failing: ``<lease name>-failures``."""
+        return f"{self.lease_name}-failures"
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,7 +341,9 @@ FLAGS: tuple[FlagSpec, ...] = (
     FlagSpec(("--workers",), "Concurrent sink workers.", "4", stakater=False),
     FlagSpec(("--write-qps",), "Client-side limit on API writes per second (token bucket).", "200", stakater=False),
     FlagSpec(("--write-burst",), "Token-bucket burst for API writes.", "300", stakater=False),
-    FlagSpec(("--max-retries",), "Retries (exponential backoff) before a failed emission is reported and dropped from the queue.", "12", stakater=False),
+    FlagSpec(("--max-retries",), "Attempts after which a failing emission is raised (Warning Event, alert, status); it stays pending and is retried until it succeeds, never dropped.", "12", stakater=False),
+    FlagSpec(("--retry-max-delay",), "Cap of the exponential backoff between attempts of a failing emission, and the period at which a failure only a person can fix is tried again.", "5m", stakater=False),
+    FlagSpec(("--resync-period",), "How often every workload is compared with its sources' current state from the caches, and whatever a missed change left out of date is reloaded (0: never).", "10m", stakater=False),
     FlagSpec(("--http-address",), "Address for /metrics, /live, /healthz, /readyz.", ":9090", stakater=False),
     FlagSpec(("--lease-name",), "Lease name for --enable-ha.", "gitops-reloader", stakater=False),
     FlagSpec(("--lease-duration",), "How long a standby waits for a silent leader before taking over.", "15s", stakater=False),
@@ -626,6 +636,8 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
         write_qps=_flag("write-qps", raw["write_qps"], _positive_float),
         write_burst=_flag("write-burst", raw["write_burst"], _positive_int),
         max_retries=_flag("max-retries", raw["max_retries"], _positive_int),
+        retry_max_delay=_flag("retry-max-delay", raw["retry_max_delay"], _positive_duration),
+        resync_period=_flag("resync-period", raw["resync_period"], parse_duration),
         http_address=http_address,
         health_address=raw["health_addr"] if raw["health_addr"] not in ("", http_address) else "",
         enable_ha=flag_bool["enable_ha"],

@@ -7,9 +7,13 @@ LIST call — records the source as pending for each and adds the workload key t
 queue after the coalescing window. A worker takes the key and hands it to the
 :class:`~.control.reconciler.Reconciler`, which reads the *current* workload and sources
 from the caches, asks the policy, and emits one :class:`ReloadRequest` through the
-workload's sink. Success → ``forget``; a retryable error → the pending sources are put
-back and the key re-queued with backoff (up to ``--max-retries``); a permanent error →
-log, metric, Warning Event. Pause periods (:mod:`.control.pause`) and the start-up check
+workload's sink. Success → ``forget``; a failure → the pending sources are put back and
+the key re-queued after :mod:`.control.retrypolicy`'s delay for its class, recorded in the
+:class:`~.control.failures.FailureBook` (and by :mod:`.state.failurestore` in the cluster,
+so a restart continues it) until it succeeds: never dropped. After ``--max-retries``
+attempts it is *raised* (log, Warning Event, alert). A slow resync (``--resync-period``)
+compares every workload with its sources from the caches and queues whatever a missed
+change left out of date. Pause periods (:mod:`.control.pause`) and the start-up check
 (:mod:`.control.startup`) feed the same queue. With ``--state-store`` a
 :class:`~.state.keeper.StateKeeper` is told every source the caches hold and every applied
 emission, loaded when this instance becomes active and written in batches from then on.
@@ -21,8 +25,11 @@ worker threads.
 from __future__ import annotations
 
 import logging
+import random
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from gitops_reloader import policy, usedkeys
@@ -30,9 +37,11 @@ from gitops_reloader.clock import Clock, SystemClock
 from gitops_reloader.config import Config
 from gitops_reloader.control.caches import Caches
 from gitops_reloader.control.changes import ChangeDetector, PendingChanges, PendingSource
+from gitops_reloader.control.failures import Failure, FailureBook
 from gitops_reloader.control.pause import UNPAUSE_PREFIX, PauseScheduler
 from gitops_reloader.control.reconciler import Reconciler, view
 from gitops_reloader.control.resume import Resumer
+from gitops_reloader.control.retrypolicy import FailureClass, RetryPolicy, classify, failure_reason
 from gitops_reloader.control.startup import deleted_while_down, out_of_date, used_key_sources
 from gitops_reloader.control.waves import WAVES_KEY, Waves
 from gitops_reloader.errors import ReloaderError
@@ -51,15 +60,18 @@ from gitops_reloader.model import (
     SourceRef,
     WorkloadKey,
 )
+from gitops_reloader.observability.logging import redact_text
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.queue import WorkQueue
 from gitops_reloader.ratelimit import ItemExponentialLimiter
 from gitops_reloader.sinks.base import Sink
+from gitops_reloader.state.failurestore import FailureStore
 from gitops_reloader.state.keeper import StateKeeper
 
 log = logging.getLogger(__name__)
 
 BATCH_PREFIX = "batch|"
+_SOURCE_KINDS = {kind.kube_kind: kind for kind in SourceKind}
 
 
 class Controller:
@@ -77,9 +89,19 @@ class Controller:
         clock: Clock | None = None,
         listeners: Iterable[Callable[[ReloadRequest, Outcome], None]] = (),
         state: StateKeeper | None = None,
+        failure_store: Callable[[FailureBook], FailureStore] | None = None,
+        alert: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
         self.state = state
+        self.failures = FailureBook()
+        """What is failing now, per queue key (never dropped; see :mod:`.control.failures`)."""
+        self.failure_store = failure_store(self.failures) if failure_store is not None else None
+        self.alert = alert
+        runtime = config.runtime
+        self.retry = RetryPolicy(base=min(runtime.retry_base_delay, runtime.retry_max_delay),
+                                 cap=runtime.retry_max_delay, slow=runtime.retry_max_delay)
+        self.recorder = recorder
         if state is not None:
             listeners = (*listeners, self._record_emission)
         self.api = api
@@ -120,6 +142,9 @@ class Controller:
         self._workers: list[threading.Thread] = []
         self._started = threading.Event()
         self._active = threading.Event()
+        self._stopping = threading.Event()
+        self._resync_thread: threading.Thread | None = None
+        self._random = random.Random()
         metrics.set_queue_depth_callback(lambda: float(len(self.queue)))
 
     # --- lifecycle -----------------------------------------------------------------
@@ -199,15 +224,90 @@ class Controller:
                                                   "deleted_while_down": len(deleted),
                                                   "state_store": loaded})
         self._resume()
+        self._restore_failures()
         if state is not None and loaded:
             for record in self.workloads():
                 self._assume_current(record)
         if state is not None:
             state.start(held=self.pending.sources)  # after the check: its work is held back
+        if self.failure_store is not None:
+            self.failure_store.start()
         for number in range(self.config.runtime.workers):
             thread = threading.Thread(target=self._worker, name=f"worker-{number}", daemon=True)
             thread.start()
             self._workers.append(thread)
+        if self.config.runtime.resync_period > 0:
+            self._resync_thread = threading.Thread(target=self._resync_loop, name="resync", daemon=True)
+            self._resync_thread.start()
+
+    def _restore_failures(self) -> None:
+        """Continue what an earlier instance recorded as failing: each workload it named is
+        pending again for the sources it named, at their *current* state (the sink compares,
+        so what went through before the restart is not written twice)."""
+        if self.failure_store is None:
+            return
+        entries = self.failure_store.load()
+        restored = 0
+        for entry in entries:
+            for key, source_ids in entry.workloads.items():
+                sources = self._current_sources(key, source_ids)
+                if sources:
+                    self._add_pending(key, sources)
+                    restored += 1
+        self.failures.restore(entries)
+        self.metrics.set_pending_failures(self.failures.counts())
+        if entries:
+            log.info("resuming failing emissions recorded before the restart",
+                     extra={"failing": len(entries), "workloads_pending": restored})
+
+    def _current_sources(self, key: str, source_ids: Iterable[str]) -> dict[SourceRef, PendingSource]:
+        """The cached sources named ``Kind/name`` in workload ``key``'s namespace, as changes now."""
+        try:
+            ref = ObjectRef.from_key(key)
+        except ValueError:
+            return {}
+        if self.workload(ref) is None:
+            return {}
+        out: dict[SourceRef, PendingSource] = {}
+        for source_id in source_ids:
+            kind_name, _, name = source_id.partition("/")
+            kind = _SOURCE_KINDS.get(kind_name)
+            meta = self.source(SourceRef(kind, ref.namespace, name)) if kind is not None and name else None
+            if meta is not None and meta.hash:
+                out[meta.ref] = PendingSource(meta, detected=self.clock.monotonic())
+        return out
+
+    # --- the slow resync -----------------------------------------------------------
+
+    def _resync_loop(self) -> None:
+        period = self.config.runtime.resync_period
+        while not self._stopping.wait(period):
+            try:
+                self.resync()
+            except Exception:  # a bug must not stop the next pass
+                log.exception("resync pass failed; the next one runs in its period")
+
+    def resync(self) -> int:
+        """One pass: every workload compared with its sources' current state, from the caches
+        only (no LIST, no GET); the out-of-date ones not already pending or failing are queued.
+        A git or pull-request workload is handed to its sink as a check (it compares the
+        manifest's digest, and writes only where one is recorded and differs). Returns how many
+        workloads were found out of date."""
+        started = time.perf_counter()
+        busy = self.pending.busy() | self.failures.workload_keys()
+        state = self.state if self.state is not None and self.state.loaded else None
+        repaired = 0
+        for key, sources in out_of_date(self.caches, self.reconciler, state).items():
+            if key in busy:
+                continue
+            if not all(p.resync for p in sources.values()):
+                repaired += 1
+                log.info("resync: out of date, reloading", extra={
+                    "object": key, "sources": sorted(str(ref) for ref in sources)})
+            self._add_pending(key, {ref: PendingSource(p.meta, p.deleted, p.resync, self.clock.monotonic())
+                                    if not p.resync else p for ref, p in sources.items()})
+        self.metrics.resync_pass(time.perf_counter() - started, repaired)
+        return repaired
 
     def _resume(self) -> None:
         """Continue what an earlier instance left under way (:mod:`.control.resume`); a failure
@@ -225,6 +325,7 @@ class Controller:
                 "rollouts_restored": resumed.restored, "git_follow_ups": resumed.followed})
 
     def stop(self, *, drain: bool = False, timeout: float = 10.0) -> None:
+        self._stopping.set()
         if self.discovery is not None:
             self.discovery.stop()
         if self.waves is not None:
@@ -236,6 +337,8 @@ class Controller:
             thread.join(timeout)
         if self.state is not None:
             self.state.stop()  # the last batch, after the last emission
+        if self.failure_store is not None:
+            self.failure_store.stop()  # what is still failing, for the next instance
 
     def _kind_served(self, kind: str, adapter: WorkloadAdapter) -> None:
         """A discovered kind's API appeared: watch it (its first list indexes every
@@ -286,6 +389,17 @@ class Controller:
             self.pauses.schedule(record)
             if self.state is not None and self.state.loaded:
                 self._assume_current(record)
+            old = delta.old
+            if old is not None and (old.annotations != record.annotations
+                                    or old.template_annotations != record.template_annotations):
+                self._retry_after_annotation_change(record.ref.key)
+
+    def _retry_after_annotation_change(self, key: str) -> None:
+        """A failure only a person can fix, of a workload whose annotations changed: try now."""
+        for entry in self.failures.failing():
+            if entry.failure is FailureClass.NEEDS_PERSON and key in entry.workloads:
+                log.info("annotations changed; retrying the failing emission now", extra={"object": key})
+                self.queue.add(entry.key)
 
     def _assume_current(self, record: WorkloadRecord) -> None:
         """State store: a ``used-keys`` workload without an entry for a source it uses key by
@@ -301,6 +415,8 @@ class Controller:
         assert meta is not None
         if self.state is not None and self.state.is_shard(meta):
             return  # the store's own ConfigMaps change with every batch: never a reload
+        if self.failure_store is not None and self.failure_store.is_record(meta.ref):
+            return  # likewise the failure record
         if not event.initial:
             for change in self.changes.changes(event.delta.old, event.delta.new):
                 # A delete's version is the event's; otherwise the object's own.
@@ -469,6 +585,7 @@ class Controller:
                 else:
                     self.reconciler.sync(key)
                 self.queue.forget(key)
+                self._succeeded(key)
             except ReloaderError as exc:
                 self._failed(key, exc)
             except Exception as exc:  # a bug: report, keep the worker alive
@@ -478,20 +595,92 @@ class Controller:
                 self.pending.settle(key)
                 self.queue.done(key)
 
-    def _failed(self, key: str, exc: ReloaderError) -> None:
-        requeues = self.queue.num_requeues(key)
-        if exc.retryable and requeues < self.config.runtime.max_retries:
-            self.metrics.queue_retry()
-            log.info("emission failed, will retry",
-                     extra={"object": key, "error": str(exc), "attempt": requeues + 1})
-            if exc.retry_after:
-                self.queue.add_after(key, exc.retry_after)
-            else:
-                self.queue.add_rate_limited(key)
+    def _succeeded(self, key: str) -> None:
+        entry = self.failures.clear(key)
+        if entry is None:
             return
-        self.queue.forget(key)
-        log.error("emission failed, giving up",
-                  extra={"object": key, "error": str(exc), "attempts": requeues + 1})
+        self.metrics.set_pending_failures(self.failures.counts())
+        log.info("emission went through after failing", extra={
+            "object": key, "attempts": entry.attempts, "failing_since": _stamp(entry.since)})
+
+    def _failed(self, key: str, exc: ReloaderError) -> None:
+        """A failed attempt: recorded, and tried again after its class's delay. Never dropped;
+        after ``--max-retries`` attempts it is raised (log, Warning Event, alert)."""
+        self.metrics.queue_retry()
+        failure = classify(exc)
+        workloads = self._failing_workloads(key)
+        previous = self.failures.get(key)
+        attempts = (previous.attempts if previous is not None else 0) + 1
+        delay = self.retry.delay(failure, attempts, retry_after=exc.retry_after, spread=self._random.random())
+        self.queue.add_after(key, delay)
+        if not workloads:  # not a reload (waves, unpause): retried the same way, nothing to record
+            log.info("step failed, will retry",
+                     extra={"object": key, "error": str(exc), "retry_in": round(delay, 3)})
+            return
+        sink = self._failing_sink(workloads) or "unknown"
+        entry = self.failures.record(key, sink=sink, reason=failure_reason(exc), failure=failure,
+                                     error=redact_text(str(exc)), workloads=workloads,
+                                     now=self.clock.now(), delay=delay)
+        self.metrics.set_pending_failures(self.failures.counts())
+        log.info("emission failed, still pending; will retry", extra={
+            "object": key, "error": str(exc), "attempt": entry.attempts, "class": failure.value,
+            "retry_in": round(delay, 3)})
+        if entry.attempts >= self.config.runtime.max_retries and not entry.raised:
+            self._raise(entry, delay)
+
+    def _raise(self, entry: Failure, delay: float) -> None:
+        """``--max-retries`` attempts failed: say it loudly, once per failing episode."""
+        self.failures.mark_raised(entry.key)
+        self.metrics.failure_raised(entry.sink)
+        every = ("every " + _duration(self.retry.slow)) if entry.failure is FailureClass.NEEDS_PERSON \
+            else f"with backoff up to {_duration(self.retry.cap)}"
+        message = (f"reload still failing after {entry.attempts} attempts since {_stamp(entry.since)} "
+                   f"({entry.reason}); it stays pending and is retried {every}: {entry.error}")
+        log.error("emission still failing; raised, still pending", extra={
+            "object": entry.key, "attempts": entry.attempts, "reason": entry.reason,
+            "failing_since": _stamp(entry.since), "error": entry.error})
+        for key in entry.workloads:
+            self.reconciler.warn_ref(ObjectRef.from_key(key), "ReloadStillFailing", message)
+        if self.alert is not None:
+            self.alert(f"gitops-reloader: {', '.join(sorted(entry.workloads)[:5])}: {message}")
+
+    def _failing_workloads(self, key: str) -> dict[str, list[str]]:
+        """Workload key → pending sources (``Kind/name``) of queue ``key``, after a failure put
+        them back."""
+        members = self.pending.members(key) if key.startswith(BATCH_PREFIX) else (
+            [key] if "/" in key and not key.startswith(UNPAUSE_PREFIX) and key != WAVES_KEY else [])
+        out: dict[str, list[str]] = {}
+        for member in members:
+            refs = self.pending.pending_for(member)
+            if refs:
+                out[member] = sorted(f"{ref.kind.kube_kind}/{ref.name}" for ref in refs)
+        return out
+
+    def _failing_sink(self, workloads: Mapping[str, object]) -> str | None:
+        for key in workloads:
+            record = self.workload(ObjectRef.from_key(key))
+            if record is not None:
+                return self.sink_name(record)
+        return None
+
+    def retry_waiting_for_a_person(self, why: str) -> int:
+        """An input a person fixes changed (credential files, ``--git-config``): try every
+        failure of that class again now. Returns how many were re-queued."""
+        keys = self.failures.waiting_for_a_person()
+        for key in keys:
+            self.queue.add(key)
+        if keys:
+            log.info("retrying failing emissions now: an input changed",
+                     extra={"why": why, "keys": len(keys)})
+        return len(keys)
+
+
+def _stamp(wall: float) -> str:
+    return datetime.fromtimestamp(wall, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 60:g}m" if seconds >= 60 else f"{seconds:g}s"
 
 
 class _MetricsObserver:

@@ -13,6 +13,8 @@
     ├── GitError                  a git operation failed (retryable)
     │   ├── PushRejected          the remote moved on: re-apply on the new tip (retryable)
     │   ├── HostKeyRefused        ssh refused the remote's host key: unknown or changed (retryable)
+    │   ├── RemoteRefused         the remote refused the credentials or the push (protected
+    │   │                         branch): retried slowly, at once when the credentials change
     │   ├── RepositoryUnusable    a mounted credential or the clone directory failed the start-up
     │   │                         checks (permanent until the pod restarts with it fixed)
     │   ├── ManifestNotFound      no manifest for the workload (permanent)
@@ -95,6 +97,19 @@ class HostKeyRefused(GitError):
     Retryable like any unreachable remote (the mounted known_hosts file may be fixed in
     place), but never by accepting the key. ``reason`` is ``HostKeyUnknown`` or
     ``HostKeyChanged`` (a metric label).
+    """
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class RemoteRefused(GitError):
+    """The remote refused us: the credentials (``CredentialsRefused``) or the push itself,
+    e.g. branch protection or a pre-receive hook (``PushDeclined``). ``reason`` names which.
+
+    Retryable, but nothing changes until a person acts: retried slowly, and at once when a
+    credential file or ``--git-config`` changes.
     """
 
     def __init__(self, message: str, *, reason: str) -> None:

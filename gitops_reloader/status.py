@@ -9,6 +9,9 @@ controller runs elsewhere — and writes nothing:
   differs from the current one, as ``--sync-after-restart`` compares them; a workload that
   never recorded one counts when its source's current change is in some marker);
 - the ``ReloadHeld`` and ``RolloutFailed`` Events the controller wrote (when, for whom);
+- the emissions failing and still pending, from the controller's failure record (a
+  ConfigMap ``<lease name>-failures`` in its namespace): since when, attempts, next try,
+  the last error (redacted as in the logs);
 - with ``--git-config``: the git sinks' workloads, each located as the sink locates it in a
   fresh clone (temporary directory, deleted afterwards), the commit that last wrote its
   digest and that commit's stage by the git follow-up's own reading of the engine, the live
@@ -35,6 +38,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from gitops_reloader.config import Config, load_config
+from gitops_reloader.control.failures import FailureBook
 from gitops_reloader.control.waves import gates
 from gitops_reloader.controller import Controller
 from gitops_reloader.errors import ConfigError, KubeError, ReloaderError
@@ -52,6 +56,7 @@ from gitops_reloader.rollout.census import (
     HELD_EVENT,
     Emission,
     Event,
+    FailingReport,
     Report,
     Workload,
     as_dict,
@@ -59,6 +64,7 @@ from gitops_reloader.rollout.census import (
     render_text,
 )
 from gitops_reloader.rollout.marker import MARKER_ANNOTATION, Marker, change_id, parse_marker
+from gitops_reloader.state.failurestore import FailureStore
 
 __all__ = ["main", "read_census"]
 
@@ -232,6 +238,7 @@ def read_census(api: KubeApi, config: Config, *, namespace: str | None = None, l
         events = list(_events(api, namespace, (w.ref for w in workloads)))
         notes: list[str] = []
         emissions = list(_emissions(api, scoped, controller, notes)) if git else []
+        failing = _failing(api, config, namespace)
     finally:
         controller.stop()
     rollouts = config.rollouts
@@ -239,7 +246,25 @@ def read_census(api: KubeApi, config: Config, *, namespace: str | None = None, l
                     hold=rollouts.hold_on_failure, timeout=rollouts.timeout,
                     now=time.time() if now is None else now, events=events, emissions=emissions, limit=limit)
     report.notes.extend(notes)
+    report.failing.extend(failing)
     return report
+
+
+def _failing(api: KubeApi, config: Config, namespace: str | None) -> list[FailingReport]:
+    """The emissions the controller recorded as failing (its failure record), in ``namespace``."""
+    runtime = config.runtime
+    store = FailureStore(api, FailureBook(), namespace=runtime.lease_namespace,
+                         name=runtime.failure_record, metrics=Metrics(CollectorRegistry()),
+                         read_only=True)
+    out: list[FailingReport] = []
+    for entry in store.load():
+        workloads = sorted(w for w in entry.workloads if namespace is None or w.startswith(f"{namespace}/"))
+        if namespace is not None and not workloads:
+            continue
+        out.append(FailingReport(entry.key, workloads, entry.sink, entry.reason, entry.failure.value,
+                                 int(entry.since), entry.attempts, int(entry.next_try), entry.error,
+                                 entry.raised))
+    return out
 
 
 def main(argv: Sequence[str]) -> int:

@@ -85,6 +85,7 @@ class PendingChanges:
         self._pending: dict[str, dict[SourceRef, PendingSource]] = {}
         self._groups: dict[str, set[str]] = {}
         self._in_flight: dict[str, set[SourceRef]] = {}
+        self._flying_members: dict[str, list[str]] = {}
         self._lock = threading.Lock()
 
     def __bool__(self) -> bool:
@@ -118,6 +119,22 @@ class PendingChanges:
         """The work taken for ``key`` (a workload or batch group key) is finished."""
         with self._lock:
             self._in_flight.pop(key, None)
+            self._flying_members.pop(key, None)
+
+    def busy(self) -> set[str]:
+        """Every workload key with work outstanding: pending, in a batch group, or in flight."""
+        with self._lock:
+            out = set(self._pending) | set(self._in_flight)
+            for members in self._groups.values():
+                out |= members
+            for flying in self._flying_members.values():
+                out.update(flying)
+            return out
+
+    def members(self, group: str) -> list[str]:
+        """The workload keys of batch ``group`` (waiting now, or taken and not yet settled)."""
+        with self._lock:
+            return sorted(self._groups.get(group, set()) | set(self._flying_members.get(group, ())))
 
     def sources(self) -> set[SourceRef]:
         """Every source with work outstanding: pending or in flight."""
@@ -137,6 +154,8 @@ class PendingChanges:
         with self._lock:
             members = sorted(self._groups.pop(group, set()))
             taken = {key: self._pending.pop(key, {}) for key in members}
+            if members:
+                self._flying_members[group] = members
             flying = {ref for sources in taken.values() for ref in sources}
             if flying:
                 self._in_flight.setdefault(group, set()).update(flying)

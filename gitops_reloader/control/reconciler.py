@@ -4,7 +4,8 @@
 workload and sources from the caches, asks the policy which pending sources this
 workload reloads for, hands one :class:`ReloadRequest` to the workload's sink (or one
 batch to a batch sink), and reports the outcome as a log line, metrics, an Event and to
-the listeners. A retryable failure puts the pending sources back before it is re-raised.
+the listeners. A failure puts the pending sources back before it is re-raised: the
+controller retries it until it succeeds (a newer change of a source replaces it).
 """
 
 from __future__ import annotations
@@ -206,11 +207,10 @@ class Reconciler:
         try:
             emitted = self._emit(record, pending)
         except ReloaderError as exc:
-            if self._will_retry(key, exc):
-                self.pending.add(key, pending, retry=True)
-            else:
-                self.metrics.reload_executed(False, ref.namespace)
-                self.warn(record, "ReloadFailed", f"reload failed: {exc}")
+            # Never dropped: pending until it succeeds or a newer change of a source replaces it.
+            self.pending.add(key, pending, retry=True)
+            self.metrics.reload_executed(False, ref.namespace)
+            self.warn(record, "ReloadFailed", f"reload failed, still pending: {exc}")
             raise
         finally:
             if self.waves is not None:
@@ -220,9 +220,6 @@ class Reconciler:
         request, outcome = emitted
         self._observe_latency(outcome, pending.values())
         self.report(record, request, outcome)
-
-    def _will_retry(self, key: str, exc: ReloaderError) -> bool:
-        return exc.retryable and self.queue.num_requeues(key) < self.config.runtime.max_retries
 
     def _emit(self, record: WorkloadRecord,
               pending: Mapping[SourceRef, PendingSource]) -> tuple[ReloadRequest, Outcome] | None:
@@ -304,14 +301,11 @@ class Reconciler:
         except ReloaderError as exc:
             self.metrics.sink_outcome(sink.name, "error")
             self.metrics.sink_error(sink.name, type(exc).__name__)
-            retry = self._will_retry(group, exc)
-            for key, record, _ in requests:
-                if retry:
-                    self.pending.add(key, pending[key], retry=True)
-                    self.pending.join_group(group, key)
-                else:
-                    self.metrics.reload_executed(False, record.ref.namespace)
-                self.warn(record, "ReloadFailed", f"{sink.name} sink: {exc}")
+            for key, record, _ in requests:  # never dropped: pending until it succeeds
+                self.pending.add(key, pending[key], retry=True)
+                self.pending.join_group(group, key)
+                self.metrics.reload_executed(False, record.ref.namespace)
+                self.warn(record, "ReloadFailed", f"{sink.name} sink, still pending: {exc}")
             raise
         for (key, record, request), outcome in zip(requests, outcomes, strict=True):
             if key in markers and self.waves is not None:

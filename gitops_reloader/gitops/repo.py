@@ -37,7 +37,14 @@ from typing import Any
 import git  # GitPython: only in this module
 import git.exc
 
-from gitops_reloader.errors import ConfigError, GitError, HostKeyRefused, PushRejected, UnsafePath
+from gitops_reloader.errors import (
+    ConfigError,
+    GitError,
+    HostKeyRefused,
+    PushRejected,
+    RemoteRefused,
+    UnsafePath,
+)
 from gitops_reloader.gitops.auth import (
     GitAuth,
     display_url,
@@ -60,7 +67,12 @@ _AUTH_FAILED = re.compile(
     r"Permission denied \(publickey|Host key verification failed",
     re.IGNORECASE,
 )
+# What hosts say when branch protection or a server hook declines a push (GitHub GH006,
+# GitLab's pre-receive, Gitea's protected branch, Bitbucket's hooks).
+_PUSH_DECLINED = re.compile(
+    r"protected branch|pre-receive hook declined|GH0\d\d|GL-HOOK-ERR|hook declined", re.IGNORECASE)
 _DEFAULT_TIMEOUT = 300.0
+_CREDENTIALS_REFUSED = "the remote refused the credentials"
 # ssh's words when StrictHostKeyChecking refuses a host (OpenSSH sshconnect.c).
 _HOST_KEY_CHANGED = re.compile(r"Host key for (\S{1,300}) has changed")
 _HOST_KEY_UNKNOWN = re.compile(r"No \S{1,40} host key is known for (\S{1,300}) and")
@@ -514,7 +526,12 @@ class Repository:
                 return refused
             detail = self._summary(f"{_text(exc.stderr)}\n{_text(exc.stdout)}")
             status = f" (exit {exc.status})" if exc.status is not None else ""
-            return GitError(f"{self._where}: git {action} failed{status}: {detail}")
+            message = f"{self._where}: git {action} failed{status}: {detail}"
+            if detail.startswith(_CREDENTIALS_REFUSED):
+                return RemoteRefused(message, reason="CredentialsRefused")
+            if _PUSH_DECLINED.search(detail):
+                return RemoteRefused(message, reason="PushDeclined")
+            return GitError(message)
         return GitError(
             f"{self._where}: git {action} failed: {type(exc).__name__}: {self._summary(str(exc))}"
         )
@@ -551,7 +568,7 @@ class Repository:
             lines.append(line)
         summary = " | ".join(lines)[-2000:] or "no output"
         if _AUTH_FAILED.search(summary):
-            summary = f"the remote refused the credentials ({summary})"
+            summary = f"{_CREDENTIALS_REFUSED} ({summary})"
         return scrub(summary, self.auth)
 
     def _relative(self, path: str) -> str:

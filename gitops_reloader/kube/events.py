@@ -2,7 +2,13 @@
 
 Events are written from a background thread with a bounded buffer, so a slow or failing
 API server never delays a reload; an event that can't be written is logged and dropped
-(it is a notification, not state). Messages must never contain secret values.
+(it is a notification, not state). Before it is written each event passes client-go's
+correlator (:mod:`.eventcorrelator`): a repeat of the same object, reason and message
+patches the existing Event's ``count`` and ``lastTimestamp``, ten distinct messages of one
+reason within ten minutes become one aggregate, and past 25 events per object (refilled
+one per five minutes) nothing more is written. Messages pass the log's credential
+redaction (:func:`~gitops_reloader.observability.logging.redact_text`) and must never
+contain secret values.
 """
 
 from __future__ import annotations
@@ -11,15 +17,18 @@ import logging
 import queue
 import secrets
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gitops_reloader.clock import Clock, SystemClock
-from gitops_reloader.errors import KubeError
+from gitops_reloader.errors import KubeError, KubeNotFound
 from gitops_reloader.kinds import kube_kind
-from gitops_reloader.kube.api import KubeApi
+from gitops_reloader.kube.api import MERGE, KubeApi
+from gitops_reloader.kube.eventcorrelator import Correlated, EventCorrelator, EventKey
 from gitops_reloader.kube.resources import EVENTS
 from gitops_reloader.kube.workloads import rfc3339
 from gitops_reloader.model import ObjectRef
+from gitops_reloader.observability.logging import redact_text
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +48,13 @@ class EventSpec:
 class EventRecorder:
     """``normal()``/``warning()`` return at once; a daemon thread does the writes."""
 
-    def __init__(self, api: KubeApi, *, clock: Clock | None = None, capacity: int = 10_000) -> None:
+    def __init__(self, api: KubeApi, *, clock: Clock | None = None, capacity: int = 10_000,
+                 on_filtered: Callable[[str], None] | None = None) -> None:
         self.api = api
         self.clock = clock or SystemClock()
+        self.correlator = EventCorrelator(self.clock)
+        self.on_filtered = on_filtered
+        """Called with the reason of each event the spam filter kept back (a metric)."""
         self._queue: queue.Queue[EventSpec | None] = queue.Queue(maxsize=capacity)
         self._thread = threading.Thread(target=self._run, name="event-recorder", daemon=True)
         self._thread.start()
@@ -84,30 +97,54 @@ class EventRecorder:
                 self._queue.task_done()
 
     def _write(self, spec: EventSpec) -> None:
-        now = rfc3339(self.clock.now())
+        kind = kube_kind(spec.ref.kind)
+        message = redact_text(spec.message)[:1024]
+        key = EventKey(spec.ref.namespace, kind, spec.ref.name, spec.uid, spec.type, spec.reason, message)
+        decision = self.correlator.correlate(key, f"{spec.ref.name}.{secrets.token_hex(8)}")
+        if decision.skip:
+            log.debug("event filtered as spam (client-go's per-object limit)",
+                      extra={"object": spec.ref.key, "reason": spec.reason})
+            if self.on_filtered is not None:
+                self.on_filtered(spec.reason)
+            return
+        try:
+            if decision.patch:
+                try:
+                    self._patch(spec, decision)
+                    return
+                except KubeNotFound:  # expired or deleted: write it anew, as client-go does
+                    pass
+            self._create(spec, kind, decision)
+        except KubeError as exc:
+            self.correlator.forget(key, decision.message)
+            log.warning("cannot write event",
+                        extra={"object": spec.ref.key, "reason": spec.reason, "error": str(exc)})
+
+    def _patch(self, spec: EventSpec, decision: Correlated) -> None:
+        self.api.patch(EVENTS, spec.ref.namespace, decision.name, {
+            "count": decision.count, "lastTimestamp": rfc3339(self.clock.now()),
+            "message": decision.message}, content_type=MERGE)
+
+    def _create(self, spec: EventSpec, kind: str, decision: Correlated) -> None:
         body = {
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {
-                "name": f"{spec.ref.name}.{secrets.token_hex(8)}",
+                "name": decision.name,
                 "namespace": spec.ref.namespace,
             },
             "involvedObject": {
-                "kind": kube_kind(spec.ref.kind), "namespace": spec.ref.namespace, "name": spec.ref.name,
+                "kind": kind, "namespace": spec.ref.namespace, "name": spec.ref.name,
                 **({"uid": spec.uid} if spec.uid else {}),
                 **({"apiVersion": spec.api_version} if spec.api_version else {}),
             },
             "reason": spec.reason,
-            "message": spec.message[:1024],
+            "message": decision.message,
             "type": spec.type,
             "source": {"component": COMPONENT},
             "reportingComponent": COMPONENT,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
+            "firstTimestamp": rfc3339(decision.first_timestamp),
+            "lastTimestamp": rfc3339(self.clock.now()),
+            "count": decision.count,
         }
-        try:
-            self.api.create(EVENTS, spec.ref.namespace, body)
-        except KubeError as exc:
-            log.warning("cannot write event",
-                        extra={"object": spec.ref.key, "reason": spec.reason, "error": str(exc)})
+        self.api.create(EVENTS, spec.ref.namespace, body)

@@ -89,6 +89,11 @@ def required_permissions(config: Config, adapters: Mapping[str, WorkloadAdapter]
         needs += _csi_needs(adapters, scopes)
     needs += _needs(EVENTS, ("create",), scopes, "record Events", essential=False)
     runtime = config.runtime
+    if not runtime.dry_run:
+        feature = "record what is failing, so a restart continues it (the failure record)"
+        needs += _needs(CONFIGMAPS, ("create",), [runtime.lease_namespace], feature, essential=False)
+        needs += _needs(CONFIGMAPS, ("get", "update"), [runtime.lease_namespace], feature, essential=False,
+                        name=runtime.failure_record)
     if runtime.enable_ha:
         needs += _needs(LEASES, ("create",), [runtime.lease_namespace], "elect a leader (--enable-ha)")
         needs += _needs(LEASES, ("get", "update"), [runtime.lease_namespace], "elect a leader (--enable-ha)",

@@ -82,6 +82,13 @@ def _basic_or_bearer(match: Any) -> str:
     return f"{match.group(1)}{REDACTED}"
 
 
+def _url_credentials(match: Any) -> str:
+    scheme, password = match.group(1), match.group(3)
+    if not password and "ssh" in scheme.lower():
+        return str(match.group(0))
+    return f"{scheme}{REDACTED}@"
+
+
 def _quoted_pair(match: Any) -> str:
     quote = match.group(3)[0]
     return f"{match.group(1)}{match.group(2)}{quote}{REDACTED}{quote}"
@@ -94,10 +101,11 @@ _PATTERNS: tuple[tuple[LinearPattern, Any], ...] = (
         rf"\1{REDACTED}",
     ),
     (_BASIC_OR_BEARER, _basic_or_bearer),
-    # Credentials in URLs: scheme://user:pass@host, scheme://token@host.
+    # Credentials in URLs: scheme://user:pass@host, scheme://token@host. An ssh URL's user
+    # alone (ssh://git@host) is a login name, never a secret, and stays readable.
     (
-        compile_linear(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@:?#]*(?::[^/\s@?#]*)?@"),
-        rf"\1{REDACTED}@",
+        compile_linear(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/\s@:?#]*)((?::[^/\s@?#]*)?)@"),
+        _url_credentials,
     ),
     # token=..., password=..., access_token=... in queries and key=value text.
     (
@@ -106,6 +114,18 @@ _PATTERNS: tuple[tuple[LinearPattern, Any], ...] = (
     ),
     (_QUOTED_PAIR, _quoted_pair),
 )
+
+
+def redact_text(text: str) -> str:
+    """``text`` with the well-known credential shapes replaced by ``***`` (linear time).
+
+    The one rule for text that leaves the process other than through the log handler
+    (Event messages, ``status``, the failure record): a URL with a user part or a
+    ``token=`` pair reads the same there as in the logs.
+    """
+    for pattern, replacement in _PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 def truncate(text: str, limit: int = MAX_FIELD_CHARS) -> str:
@@ -150,9 +170,7 @@ class RedactionFilter(logging.Filter):
         for secret in self._ordered:  # longest first: a secret containing another goes whole
             if secret in text:
                 text = text.replace(secret, REDACTED)
-        for pattern, replacement in _PATTERNS:
-            text = pattern.sub(replacement, text)
-        return text
+        return redact_text(text)
 
     def scrub(self, value: Any) -> Any:
         """Redact a log field: strings, and recursively mappings and sequences.

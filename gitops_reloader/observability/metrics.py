@@ -127,11 +127,20 @@ class Metrics:
     ``rollouts{state}``                       with a budget: queued, held, rolling now
     ``rollouts_failed_total{reason}``         ProgressDeadlineExceeded, Degraded, RolloutTimeout, other
     ``rollout_wave_seconds``                  histogram: first change → last rollout of the wave done
+    ``pending_failures{sink,reason}``         emissions failing now and still pending (retried
+                                              until they succeed; never dropped)
+    ``failures_raised_total{sink}``           failures reported after ``--max-retries`` attempts
+    ``failure_record_writes_total{success}``  writes of the failure record ConfigMap
+    ``resync_passes_total``                   slow resync passes over every workload
+    ``resync_repairs_total``                  workloads a resync found out of date and reloaded
+    ``resync_duration_seconds``               the last resync pass's duration
+    ``events_filtered_total{reason}``         Events kept back by the per-object spam filter
     ========================================  =========================================
     """
 
     def __init__(self, registry: CollectorRegistry, *, count_by_namespace: bool = False) -> None:
         self.registry = registry
+        self._lock = threading.Lock()
         self._reloads = Counter(
             "reloader_reload_executed_total", "Counter of reloads executed by Reloader.",
             ["success"], registry=registry,
@@ -240,6 +249,20 @@ class Metrics:
             "Time from the first change of a wave to the end of its last rollout (budget set).",
             registry=registry, buckets=_WAVE_BUCKETS,
         )
+        self._pending_failures = gauge(
+            "pending_failures", "Emissions failing now and still pending, by sink and reason.",
+            ("sink", "reason"))
+        self._pending_failure_labels: set[tuple[str, str]] = set()
+        self._failures_raised = counter(
+            "failures_raised_total", "Failing emissions reported after --max-retries attempts.", ("sink",))
+        self._failure_record_writes = counter(
+            "failure_record_writes_total", "Writes of the failure record ConfigMap.", ("success",))
+        self._resync_passes = counter("resync_passes_total", "Slow resync passes over every workload.")
+        self._resync_repairs = counter(
+            "resync_repairs_total", "Workloads a resync pass found out of date and queued.")
+        self._resync_duration = gauge("resync_duration_seconds", "Duration of the last resync pass.")
+        self._events_filtered = counter(
+            "events_filtered_total", "Events kept back by the per-object spam filter.", ("reason",))
         self._state_entries = gauge(
             "state_store_entries", "State-store entries (kind source, workload) and shards (kind shard).",
             ("kind",))
@@ -285,6 +308,31 @@ class Metrics:
     def observe_change_to_emit(self, sink: str, seconds: float) -> None:
         """Record the time from a change's detection to the emission that applied it."""
         self._change_to_emit.labels(sink=str(sink)).observe(max(seconds, 0.0))
+
+    # failures, resync, Events
+
+    def set_pending_failures(self, counts: dict[tuple[str, str], int]) -> None:
+        """The failing emissions by (sink, reason); series no longer failing drop to 0."""
+        with self._lock:
+            for sink, reason in self._pending_failure_labels - set(counts):
+                self._pending_failures.labels(sink=sink, reason=reason).set(0)
+            for (sink, reason), count in counts.items():
+                self._pending_failures.labels(sink=sink, reason=reason).set(count)
+            self._pending_failure_labels |= set(counts)
+
+    def failure_raised(self, sink: str) -> None:
+        self._failures_raised.labels(sink=sink).inc()
+
+    def failure_record_write(self, success: bool) -> None:
+        self._failure_record_writes.labels(success=_bool_label(success)).inc()
+
+    def resync_pass(self, seconds: float, repaired: int) -> None:
+        self._resync_passes.inc()
+        self._resync_repairs.inc(repaired)
+        self._resync_duration.set(seconds)
+
+    def event_filtered(self, reason: str) -> None:
+        self._events_filtered.labels(reason=reason).inc()
 
     # work queue
 

@@ -149,7 +149,8 @@ class CommitReport:
 
 @dataclass(slots=True)
 class Report:
-    """The census: the budget in use, the changes in flight, the git commits followed."""
+    """The census: the budget in use, the changes in flight, the git commits followed, and
+    the emissions failing (retried until they succeed)."""
 
     now: int
     budget: dict[str, object]
@@ -159,6 +160,24 @@ class Report:
     changes_left_out: int = 0
     commits_left_out: int = 0
     notes: list[str] = field(default_factory=list)
+    failing: list[FailingReport] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class FailingReport:
+    """One emission failing and still pending, as the controller recorded it (the error is
+    redacted as in the logs; times are Unix seconds)."""
+
+    key: str
+    workloads: list[str]
+    sink: str
+    reason: str
+    failure: str
+    since: int
+    attempts: int
+    next_try: int
+    error: str
+    raised: bool
 
 
 def shown_change(change: str) -> str:
@@ -374,6 +393,10 @@ def render_text(report: Report) -> str:
     lines = [f"budget: {', '.join(limits)}",
              "workloads: " + ", ".join(f"{totals[s.value]} {s.value}" for s in State)]
     lines += [f"note: {note}" for note in report.notes]
+    if report.failing:
+        lines.append(f"failing: {len(report.failing)} emission(s) still pending, retried until they succeed")
+        for entry in report.failing:
+            lines.append("  " + _failing_line(entry, report.now))
     if not report.changes:
         lines.append("no source change in flight")
     for change in report.changes:
@@ -402,6 +425,15 @@ def render_text(report: Report) -> str:
     if report.commits_left_out:
         lines.append(f"… {report.commits_left_out} more commits (raise --limit)")
     return "\n".join(lines)
+
+
+def _failing_line(entry: FailingReport, now: int) -> str:
+    more = len(entry.workloads) - 3
+    who = ", ".join(entry.workloads[:3]) + (f" (+{more})" if more > 0 else "")
+    due = max(0, entry.next_try - now)
+    raised = ", raised" if entry.raised else ""
+    return (f"{who or entry.key}  {entry.sink} [{entry.reason}] failing since {_when(entry.since, now)}, "
+            f"{entry.attempts} attempts{raised}, next try in {due}s: {entry.error}")
 
 
 def _stage_rank(stage: str) -> int:

@@ -33,6 +33,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from gitops_reloader.clock import Clock
 from gitops_reloader.config import Config
@@ -187,3 +188,16 @@ def build_pull_request_sink(config: Config, api: KubeApi, metrics: Metrics, reco
         default_grouping=gitops.pr_grouping,
     )
 
+
+
+def credential_files(sink: Any) -> list[str]:
+    """Every credential file a git sink's repositories name (tokens, SSH keys, known_hosts),
+    usable or not: what a person replaces to fix a refused host key or token."""
+    if sink is None:
+        return []
+    files: list[str] = []
+    for repo in sink.git_config.repositories:
+        files += [repo.token_file, repo.ssh_key_file, repo.known_hosts_file]
+        if repo.pull_request is not None:
+            files.append(repo.pull_request.token_file)
+    return [f for f in files if f]

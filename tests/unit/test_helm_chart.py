@@ -134,12 +134,26 @@ def all_rules(docs: list[Obj]) -> Iterator[tuple[Obj, Obj]]:
             yield role, rule
 
 
+FAILURE_RECORD_CREATE = {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}
+"""The "-self" Role's create rule of the failure record (always there; meta-info shares it)."""
+
+
+def failure_record_rules(docs: list[Obj]) -> list[Obj]:
+    """The rules of the "-self" Role for the failure record ConfigMaps (``<lease>-failures``)."""
+    return [rule for role, rule in all_rules(docs)
+            if role["kind"] == "Role" and role["metadata"]["name"].endswith("-self")
+            and (rule == FAILURE_RECORD_CREATE or (
+                rule.get("resourceNames") and all(n.endswith("-failures") for n in rule["resourceNames"])))]
+
+
 def verbs_for(docs: list[Obj], group: str, resource: str) -> set[str]:
-    """All verbs granted on ``group/resource`` by any rule (with or without resourceNames)."""
+    """All verbs granted on ``group/resource`` by any rule (with or without resourceNames),
+    besides the failure record's own rules (checked by themselves)."""
+    record = failure_record_rules(docs)
     return {
         verb
         for _, rule in all_rules(docs)
-        if group in rule["apiGroups"] and resource in rule["resources"]
+        if group in rule["apiGroups"] and resource in rule["resources"] and rule not in record
         for verb in rule["verbs"]
     }
 
@@ -230,7 +244,7 @@ def test_args_are_accepted_by_the_controller(rendered: dict[str, list[Obj]], val
 def test_default_args_are_minimal(rendered: dict[str, list[Obj]]) -> None:
     # The OpenShift flag is always explicit so the controller never watches a kind
     # it has no RBAC for (it would otherwise detect DeploymentConfigs by discovery).
-    assert args_of(rendered["default"]) == ["--is-openshift=false"]
+    assert args_of(rendered["default"]) == ["--is-openshift=false", f"--lease-name={FULLNAME}"]
     config = load_config(args_of(rendered["default"]), environ={"POD_NAMESPACE": NAMESPACE})
     assert config.filters.namespaces == ()
     assert config.gitops.config_file == ""
@@ -238,7 +252,7 @@ def test_default_args_are_minimal(rendered: dict[str, list[Obj]]) -> None:
 
 def test_stakater_values_file_keeps_stakater_defaults(rendered: dict[str, list[Obj]]) -> None:
     docs = rendered["stakater-compat"]
-    assert args_of(docs) == ["--is-openshift=false"]
+    assert args_of(docs) == ["--is-openshift=false", f"--lease-name={FULLNAME}"]
     assert main_role(docs)["kind"] == "ClusterRole"
     pod = one(docs, "Deployment")["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsUser"] == 65534  # the user's value wins
@@ -478,7 +492,7 @@ def test_default_rbac(rendered: dict[str, list[Obj]]) -> None:
                             ("kustomize.toolkit.fluxcd.io", "kustomizations"),
                             ("source.toolkit.fluxcd.io", "gitrepositories")):
         assert not verbs_for(docs, group, resource), f"{group}/{resource} granted by default"
-    assert not objects(docs, "Role")
+    assert [rule for role in objects(docs, "Role") for rule in role["rules"]] == failure_record_rules(docs)
 
 
 @pytest.mark.parametrize("values", values_files())
@@ -868,10 +882,28 @@ def test_meta_info_is_published_only_when_asked(rendered: dict[str, list[Obj]]) 
     assert load_config([], environ=env_of(rendered["default"])).meta_info is None
     granted = [rule for role, rule in all_rules(rendered["ha"]) if "configmaps" in rule["resources"]
                and role["kind"] == "Role" and role["metadata"]["name"].endswith("-self")]
-    assert granted == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+    assert granted == [FAILURE_RECORD_CREATE,
+                       {"apiGroups": [""], "resources": ["configmaps"],
+                        "resourceNames": [f"{FULLNAME}-failures"], "verbs": ["get", "update"]},
                        {"apiGroups": [""], "resources": ["configmaps"],
                         "resourceNames": ["reloader-meta-info"], "verbs": ["get", "update"]}]
-    assert not [rule for role, rule in all_rules(rendered["default"]) if role["kind"] == "Role"]
+    default_roles = [rule for role, rule in all_rules(rendered["default"]) if role["kind"] == "Role"]
+    assert default_roles == failure_record_rules(rendered["default"])  # nothing but the failure record
+
+
+def test_the_failure_record_is_granted_by_name_for_every_shard(rendered: dict[str, list[Obj]]) -> None:
+    """What is failing survives a restart: each instance writes ``<its Lease>-failures`` in the
+    release namespace, and may touch no other ConfigMap there by this grant."""
+    for name, docs in rendered.items():
+        records = []
+        for deployment in objects(docs, "Deployment"):
+            [pod] = [c for c in deployment["spec"]["template"]["spec"]["containers"] if c["args"][0] == "run"]
+            config = load_config(pod["args"][1:], environ=container_env(pod))
+            records.append(config.runtime.failure_record)
+        assert failure_record_rules(docs) == [
+            FAILURE_RECORD_CREATE,
+            {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": records,
+             "verbs": ["get", "update"]}], name
 
 
 @pytest.mark.parametrize("name", values_files())
@@ -938,7 +970,8 @@ def test_label_shards_are_separate_deployments_with_their_own_selector_and_lease
     assert resources[f"{FULLNAME}-a"]["requests"] == {"cpu": "10m", "memory": "128Mi"}  # the default
     assert resources[f"{FULLNAME}-b"]["requests"] == {"cpu": "50m", "memory": "256Mi"}
     # One Lease rule naming both Leases; the namespaces read for the selectors.
-    named = [rule for _, rule in all_rules(docs) if rule.get("resourceNames")]
+    named = [rule for _, rule in all_rules(docs) if rule.get("resourceNames")
+             and rule not in failure_record_rules(docs)]
     assert named == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
                       "resourceNames": [f"{FULLNAME}-a", f"{FULLNAME}-b"], "verbs": ["get", "update"]}]
     assert verbs_for(docs, "", "namespaces") == set(READ)
@@ -984,7 +1017,8 @@ def test_hash_shards_get_their_index_count_and_lease(rendered: dict[str, list[Ob
         assert config.filters.namespace_selector == ""
         leases.append(config.runtime.lease_name)
     assert leases == [f"{FULLNAME}-shard-{i}" for i in range(3)]
-    named = [rule for _, rule in all_rules(docs) if rule.get("resourceNames")]
+    named = [rule for _, rule in all_rules(docs) if rule.get("resourceNames")
+             and rule not in failure_record_rules(docs)]
     assert named[0]["resourceNames"] == leases
     assert [d["spec"]["replicas"] for d in objects(docs, "Deployment")] == [2, 2, 2]
     assert not verbs_for(docs, "", "namespaces")  # hashing needs no namespace reads

@@ -93,12 +93,16 @@ def test_the_chart_grants_what_the_start_up_check_asks_for_every_kind(helm, tmp_
     kinds_file.write_text(config_map["data"]["workload-kinds.yaml"])
     args = [f"--workload-kinds-config={kinds_file}" if a.startswith("--workload-kinds-config=") else a
             for a in c["args"][1:]]
-    config = load_config(args, environ={"HOME": "/nonexistent"})
+    roles = [d for d in docs if d["kind"] == "Role"]
+    config = load_config(args, environ={"HOME": "/nonexistent",
+                                        "POD_NAMESPACE": roles[0]["metadata"]["namespace"]})
     adapters = adapters_for(ignored=config.filters.ignored_workload_types, kinds=config.behaviour.kinds)
     assert {"Worker.example.com", "Batcher.batch.acme.io", "CloneSet.apps.kruise.io"} <= set(adapters)
     assert not adapters["Worker.example.com"].rolls
     assert adapters["Batcher.batch.acme.io"].spec.completes_like == "none"  # completesLike passed through
     rules = rules_from_role([rule for d in docs if d["kind"] == "ClusterRole" for rule in d["rules"]])
+    for role in roles:  # the release namespace: the failure record
+        rules += rules_from_role(role["rules"], namespaces=[role["metadata"]["namespace"]])
     denied = [str(need) for need in required_permissions(config, adapters)
               if not any(rule.allows(need.verb, need.group, need.resource, need.namespace, need.name)
                          for rule in rules)]

@@ -336,7 +336,7 @@ and the OpenKruise kinds unless turned off, then reloader.workloadKinds.
 {{- toYaml (dict "kinds" .Values.reloader.workloadKinds) }}
 {{- end }}
 
-{{/* Rules of the "-self" Role in the release namespace: HA Lease, digest key Secret, state-store and meta-info ConfigMaps. */}}
+{{/* Rules of the "-self" Role in the release namespace: HA Lease, failure record, digest key Secret, state-store and meta-info ConfigMaps. */}}
 {{- define "gitops-reloader.selfRules" -}}
 {{- $rules := list }}
 {{- if .Values.reloader.enableHA }}
@@ -346,6 +346,11 @@ and the OpenKruise kinds unless turned off, then reloader.workloadKinds.
 {{- range fromYamlArray (include "gitops-reloader.shards" .) }}{{ $leases = append $leases .leaseHeld }}{{ end }}
 {{- $rules = append $rules (dict "apiGroups" (list "coordination.k8s.io") "resources" (list "leases") "resourceNames" $leases "verbs" (list "get" "update")) }}
 {{- end }}
+{{- /* The failure record (<lease>-failures, one per shard): what is failing survives a restart. */}}
+{{- $records := list }}
+{{- range fromYamlArray (include "gitops-reloader.shards" .) }}{{ $records = append $records (printf "%s-failures" .leaseHeld) }}{{ end }}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "configmaps") "verbs" (list "create")) }}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "configmaps") "resourceNames" $records "verbs" (list "get" "update")) }}
 {{- if or (include "gitops-reloader.gitEnabled" .) (include "gitops-reloader.stateStoreEnabled" .) }}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "secrets") "verbs" (list "create")) }}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "secrets") "resourceNames" (list (include "gitops-reloader.digestKeySecret" .)) "verbs" (list "get" "update")) }}
@@ -355,7 +360,7 @@ and the OpenKruise kinds unless turned off, then reloader.workloadKinds.
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "configmaps") "verbs" (list "get" "list" "create" "update")) }}
 {{- end }}
 {{- if .Values.reloader.publishMetaInfo }}
-{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "configmaps") "verbs" (list "create")) }}
+{{- /* create: granted above for the failure record. */}}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "configmaps") "resourceNames" (list "reloader-meta-info") "verbs" (list "get" "update")) }}
 {{- end }}
 {{- if $rules }}
@@ -415,9 +420,10 @@ Called with (dict "root" $ "shard" <an entry of gitops-reloader.shards>).
 {{- if $r.isArgoRollouts }}{{ $args = append $args "--is-Argo-Rollouts=true" }}{{ end }}
 {{- if $r.enableCSIIntegration }}{{ $args = append $args "--enable-csi-integration=true" }}{{ end }}
 {{- $args = append $args (printf "--is-openshift=%s" (ternary "true" "false" (not (not $r.isOpenshift)))) }}
+{{- /* The Lease name also names the failure record (<lease>-failures), HA or not. */}}
+{{- $args = append $args (printf "--lease-name=%s" $shard.lease) }}
 {{- if $r.enableHA }}
 {{- $args = append $args "--enable-ha=true" }}
-{{- $args = append $args (printf "--lease-name=%s" $shard.lease) }}
 {{- /* A pod stopped by a rollout hands the Lease over at once instead of leaving the
        standby to wait out the lease duration. */}}
 {{- $args = append $args "--leader-election-release-on-cancel=true" }}

@@ -38,6 +38,9 @@ def test_default_configuration():
         ("batch", "jobs", "create", ""),
         ("batch", "jobs", "delete", ""),
         ("", "events", "create", ""),
+        ("", "configmaps", "create", "default"),  # the failure record, in the controller's namespace
+        ("", "configmaps", "get", "default"),
+        ("", "configmaps", "update", "default"),
     }
 
 
@@ -92,10 +95,16 @@ def test_git_sinks_need_the_digest_key_secret(tmp_path):
     assert {("", "secrets", "get", "ops"), ("", "secrets", "create", "ops")} <= found
 
 
-def test_only_events_are_optional():
+def test_only_events_and_the_failure_record_are_optional():
     config = load_config([], environ=HOME)
     optional = [n for n in required_permissions(config, adapters_for()) if not n.essential]
-    assert [(n.resource, n.verb) for n in optional] == [("events", "create")]
+    assert [(n.resource, n.verb, n.name) for n in optional] == [
+        ("events", "create", ""), ("configmaps", "create", ""),
+        ("configmaps", "get", "gitops-reloader-failures"),
+        ("configmaps", "update", "gitops-reloader-failures")]
+    dry_run = load_config(["--dry-run"], environ=HOME)
+    optional = [n.resource for n in required_permissions(dry_run, adapters_for()) if not n.essential]
+    assert optional == ["events"]
 
 
 def test_describe_names_resource_verb_scope_and_feature():
