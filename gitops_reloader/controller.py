@@ -118,8 +118,7 @@ class Controller:
         self.index = ReferenceIndex()
         self.queue: WorkQueue[str] = WorkQueue(
             clock=self.clock,
-            limiter=ItemExponentialLimiter(config.runtime.retry_base_delay,
-                                           config.runtime.retry_max_delay),
+            limiter=ItemExponentialLimiter(self.retry.base, self.retry.cap),
             name="reload",
         )
         self.caches = Caches(config, api, self.adapters, observer=_MetricsObserver(metrics))

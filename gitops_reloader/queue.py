@@ -200,6 +200,11 @@ class WorkQueue(Generic[K]):
         """How many rate-limited retries ``key`` had since it was last forgotten."""
         return self._limiter.num_requeues(key)
 
+    def wake(self) -> None:
+        """Make blocked getters read the clock again (after a ``FakeClock`` was advanced)."""
+        with self._cond:
+            self._cond.notify_all()
+
     # -- working ----------------------------------------------------------------------------
 
     def get(self, timeout: float | None = None) -> K | None:
