@@ -107,10 +107,10 @@ class App:
             alert=self.alerter.notify if self.alerter is not None else None,
         )
         self.file_watch = FileWatch(
-            [config.gitops.config_file, *credential_files(git_sink), *credential_files(pr_sink)],
+            [*credential_files(git_sink), *credential_files(pr_sink)],
             lambda paths: self.controller.retry_waiting_for_a_person("mounted files changed"))
-        """Credential files and ``--git-config``: a failure only a person can fix (a host key,
-        refused credentials) is tried again as soon as they change, without a restart."""
+        """SSH keys and known_hosts files: a failure only a person can fix (a host key, a
+        refused deploy key) is tried again as soon as they change, without a restart."""
         for git in (git_sink, pr_sink):
             if git is not None:  # the git sinks hand their commits to a follower reading the caches
                 git.follower = build_follower(

@@ -663,7 +663,7 @@ class Controller:
         return None
 
     def retry_waiting_for_a_person(self, why: str) -> int:
-        """An input a person fixes changed (credential files, ``--git-config``): try every
+        """An input a person fixes changed (a mounted SSH key or known_hosts file): try every
         failure of that class again now. Returns how many were re-queued."""
         keys = self.failures.waiting_for_a_person()
         for key in keys:

@@ -15,7 +15,7 @@ its sources replaces it. How soon it is tried again depends on what failed:
     Nothing changes until someone acts (a host key that does not match, credentials refused
     with 401/403, an unknown repository, a protected branch, an unusable mount): tried again
     only every ``slow`` seconds (5 min) — and at once when an input a person would fix changes
-    (a credential file, ``--git-config``, the workload's annotations).
+    (a mounted SSH key or known_hosts file, the workload's annotations).
 
 Why a 5-minute cap: client-go's controllers cap at 1000 s, which is long for a reload users
 wait on; 5 minutes bounds the delay between a host coming back and the change landing, while

@@ -90,7 +90,7 @@ def required_permissions(config: Config, adapters: Mapping[str, WorkloadAdapter]
     needs += _needs(EVENTS, ("create",), scopes, "record Events", essential=False)
     runtime = config.runtime
     if not runtime.dry_run:
-        feature = "record what is failing, so a restart continues it (the failure record)"
+        feature = "keep the failure record, from which a restart continues what is failing"
         needs += _needs(CONFIGMAPS, ("create",), [runtime.lease_namespace], feature, essential=False)
         needs += _needs(CONFIGMAPS, ("get", "update"), [runtime.lease_namespace], feature, essential=False,
                         name=runtime.failure_record)

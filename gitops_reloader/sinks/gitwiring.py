@@ -191,13 +191,13 @@ def build_pull_request_sink(config: Config, api: KubeApi, metrics: Metrics, reco
 
 
 def credential_files(sink: Any) -> list[str]:
-    """Every credential file a git sink's repositories name (tokens, SSH keys, known_hosts),
-    usable or not: what a person replaces to fix a refused host key or token."""
+    """The credential files a git sink's repositories name that ssh reads at every connection
+    (SSH keys, known_hosts), usable or not: what a person replaces to fix a refused host key
+    or deploy key, taking effect at the next attempt. (Token files and ``--git-config`` are
+    read at start.)"""
     if sink is None:
         return []
     files: list[str] = []
     for repo in sink.git_config.repositories:
-        files += [repo.token_file, repo.ssh_key_file, repo.known_hosts_file]
-        if repo.pull_request is not None:
-            files.append(repo.pull_request.token_file)
+        files += [repo.ssh_key_file, repo.known_hosts_file]
     return [f for f in files if f]

@@ -33,6 +33,7 @@ from helm_tools import CHART_DIR, render, require_helm
 from pod import service_account
 from podspec import HttpProbe, PodRun, translate
 
+from gitops_reloader.control.failures import decode
 from gitops_reloader.testing.apiserver.authz import PolicyRule, rules_from_role
 from gitops_reloader.testing.harness import deployment, wait_for
 from gitops_reloader.testing.sshhost import SshGitHost
@@ -226,3 +227,60 @@ def test_chart_pod_commits_over_ssh_and_a_changed_host_key_pushes_nothing(
     events = str(cluster.get("/api/v1/namespaces/ns/events"))
     for line in key.splitlines()[1:-1]:  # the key's body, line by line
         assert line not in logs and line not in events
+
+
+def test_chart_pod_outage_of_the_ssh_git_host_survives_a_sigkill_and_commits_once(
+        image: str, cluster: Cluster, tmp_path: Path, chart_port: None) -> None:
+    """Issue 31 in the image as the chart runs it: sshd goes away while a change is pending.
+    The pod retries with backoff, one ReloadFailed Event object counts the attempts, and the
+    failure record (its ConfigMap, written under the chart's own RBAC) holds the change. The pod
+    is SIGKILLed mid-outage and a new one starts with the same arguments: it resumes the failing
+    emission from the record and, once sshd is back, commits exactly once."""
+    githost = cluster.githost
+    githost.create_repo("fleet", {"apps/web.yaml": MANIFEST})
+    with SshGitHost(githost.root, tmp_path / "sshd") as sshgit:
+        values = {"reloader": {"extraArgs": ["--max-retries=3"], "git": {"repositories": [
+            {"name": "fleet", "url": sshgit.url("fleet"), "branch": "main",
+             "credentialsSecret": "fleet-git"}]}}}
+        run = chart_pod(cluster, tmp_path, values, {"fleet-git": {
+            "ssh-privatekey": sshgit.client_key_path.read_text(),
+            "known_hosts": sshgit.known_hosts_line + "\n"}})
+        cm_path = "/api/v1/namespaces/ns/configmaps"
+        cluster.api.request("POST", cm_path, body={"metadata": {"name": "app-config"}, "data": {"url": "a"}})
+        web = deployment("web", annotations={"configmap.reloader.stakater.com/reload": "app-config",
+                                             "gitops-reloader.io/sink": "git",
+                                             "gitops-reloader.io/git-repo": "fleet"})
+        cluster.api.request("POST", "/apis/apps/v1/namespaces/ns/deployments", body=web)
+        record_path = f"/api/v1/namespaces/{NAMESPACE}/configmaps/{FULLNAME}-failures"
+
+        def recorded_attempts() -> int:
+            try:
+                data = cluster.get(record_path).get("data") or {}
+            except Exception:  # 404 until the first write
+                return 0
+            return max((f.attempts for f in decode(data)), default=0)
+
+        with running_container(image, run.args, options=run.options) as pod:
+            wait_probe(pod, run.probes["readinessProbe"], "readinessProbe")
+            sshgit.stop()  # the git host is down: connection refused
+            cluster.api.request("PUT", f"{cm_path}/app-config",
+                                body={**cluster.get(f"{cm_path}/app-config"), "data": {"url": "b"}})
+            pod.wait(lambda: recorded_attempts() >= 3, timeout=60, message="3 attempts in the failure record")
+            failed = [e for e in warning_events(cluster, "web") if e["reason"] == "ReloadFailed"]
+            assert len(failed) == 1 and failed[0]["count"] >= 2, failed
+            pod.signal("KILL")
+            pod.wait(lambda: pod.exit_code() is not None, timeout=30, message="killed")
+            first_logs = pod.logs()
+        assert len(githost.log("fleet")) == 1
+        with running_container(image, run.args, options=run.options) as pod:
+            wait_probe(pod, run.probes["readinessProbe"], "readinessProbe")
+            pod.wait(lambda: "resuming failing emissions recorded before the restart" in pod.logs(),
+                     timeout=60, message="the new pod resumes the failing emission")
+            sshgit.start()
+            pod.wait(lambda: len(githost.log("fleet")) == 2, timeout=120,
+                     message="one commit once sshd is back")
+            pod.wait(lambda: recorded_attempts() == 0, timeout=30, message="the failure record emptied")
+            logs = stop_within_grace(pod, run)
+    assert len(githost.log("fleet")) == 2
+    assert githost.log("fleet")[0][1] == "reload: web (configmap/app-config changed)"
+    assert "giving up" not in first_logs + logs and "forbidden" not in (first_logs + logs).lower()

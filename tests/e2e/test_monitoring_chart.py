@@ -152,7 +152,8 @@ def test_prometheus_rule_structure(objects: list[Obj]) -> None:
             alerts.append(item["alert"])
     assert alerts == ["GitopsReloaderReloadFailures", "GitopsReloaderEmissionBacklog",
                       "GitopsReloaderLeaderMissing", "GitopsReloaderGitPushFailing",
-                      "GitopsReloaderGitRepositoryUnusable", "GitopsReloaderGitChangeNotApplied",
+                      "GitopsReloaderGitRepositoryUnusable", "GitopsReloaderReloadStillFailing",
+                      "GitopsReloaderGitChangeNotApplied",
                       "GitopsReloaderWatchRestartStorm",
                       "GitopsReloaderRolloutFailed", "GitopsReloaderReloadsHeld"]
 

@@ -303,6 +303,28 @@ def test_outage_of_three_hours_on_a_fake_clock_backs_off_to_the_cap_and_lands_on
         wait_for(lambda: failing(app) == [], message="no longer failing")
 
 
+def test_outage_of_permissions_is_retried_at_once_when_the_workload_annotations_change(
+        server: ApiServer, api_client: ApiClient) -> None:
+    """A 403 is a failure a person must fix: retried only every --retry-max-delay (5 min), and
+    at once when the workload's annotations change (its owner acting on the Warning)."""
+    create(api_client, configmap("app-config", {"url": "a"}))
+    create(api_client, deployment("web", annotations={"reloader.stakater.com/auto": "true"},
+                                  containers=[env_from_configmap("app-config")]))
+    with running_controller(api_client) as app:
+        server.add_fault(Fault(verb="patch", resource="deployments", status=403, times=1))
+        put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
+        entry = wait_attempts(app, 1)
+        assert (entry.failure.value, entry.reason) == ("needs-person", "Forbidden")
+        assert entry.next_try - app.clock.now() > 200
+        call(api_client, "PATCH", "/apis/apps/v1/namespaces/ns/deployments/web",
+             {"metadata": {"annotations": {"ops.example.com/ticket": "RBAC-42"}}},
+             "application/merge-patch+json")
+        expected = configmap_hash({"url": "b"})
+        wait_for(lambda: env_of(workload(server, "Deployment", "web")).get("STAKATER_APP_CONFIG_CONFIGMAP")
+                 == expected, message="retried at once")
+        wait_for(lambda: failing(app) == [], message="no longer failing")
+
+
 # --------------------------------------------------------------------------- a restart mid-outage
 
 

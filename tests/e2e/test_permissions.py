@@ -75,7 +75,9 @@ def test_stakaters_clusterrole_stops_start_up_with_one_message(server, restricte
     message = str(caught.value)
     for resource in WORKLOADS:
         assert f"watch {resource} cluster-wide (needed to watch " in message
-    assert message.startswith("5 permission(s) missing: ")
+    # 5 essential, and the failure record's 2 (optional: Stakater's role has no ConfigMap writes)
+    assert message.startswith("7 permission(s) missing: ")
+    assert 'update configmaps "gitops-reloader-failures" in namespace "default"' in message
     assert "Stakater's ClusterRole has no watch" in message
     # Nothing was listed or watched: no 403 backoff loop, no half-working informers.
     assert [key for key in server.request_counts() if key[0] in ("list", "watch")] == []
@@ -89,7 +91,10 @@ def test_warn_mode_names_what_will_not_work_and_starts(api_client, restricted, c
     with caplog.at_level("WARNING"), running_controller(client, flags) as app:
         assert app.controller.ready()
     warnings = [r.getMessage() for r in caplog.records if "permission(s) missing" in r.getMessage()]
-    assert warnings == ["1 permission(s) missing: create events cluster-wide (needed to record Events). "
+    record = "(needed to keep the failure record, from which a restart continues what is failing)"
+    assert warnings == ["3 permission(s) missing: create events cluster-wide (needed to record Events); "
+                        f'create configmaps in namespace "default" {record}; '
+                        f'update configmaps "gitops-reloader-failures" in namespace "default" {record}. '
                         "Starting anyway: the features named above will not work."]
 
 
