@@ -130,7 +130,8 @@ class Controller:
                            ) if config.rollouts.budgeted else None
         self.reconciler = Reconciler(config, self.caches, self.pending, self.queue, sinks=self.sinks,
                                      adapters=self.adapters, metrics=metrics, clock=self.clock,
-                                     recorder=recorder, listeners=listeners, waves=self.waves)
+                                     recorder=recorder, listeners=listeners, waves=self.waves,
+                                     on_held=self._held, on_emitted=self._succeeded)
         self.resumer = Resumer(self.caches, self.reconciler, api=api, adapters=self.adapters,
                                waves=self.waves, clock=self.clock)
         self.pauses = PauseScheduler(config, api, self.caches, self.queue, self.adapters,
@@ -156,8 +157,18 @@ class Controller:
         return self._started.is_set() and self.caches.synced()
 
     def idle(self) -> bool:
-        """Nothing pending, queued, delayed or in progress (tests and benchmarks wait on it)."""
-        return not self.pending and not any(self.queue.depth().values())
+        """Nothing pending, queued, delayed or in progress (tests and benchmarks wait on it),
+        besides failing emissions waiting for their next attempt."""
+        depth = self.queue.depth()
+        if depth["queued"] or depth["processing"]:
+            return False
+        failing = self.failures.failing()
+        keys = {entry.key for entry in failing}
+        waiting = {w for entry in failing for w in entry.workloads}
+        for delayed in self.queue.delayed_keys() - keys:  # a held workload's group waits too
+            if not (delayed.startswith(BATCH_PREFIX) and set(self.pending.members(delayed)) <= waiting):
+                return False
+        return self.pending.keys() <= waiting
 
     def seen(self, kind: SourceKind, namespace: str, name: str, resource_version: str) -> bool:
         """Whether the cache holds this source at ``resource_version`` or later."""
@@ -398,7 +409,11 @@ class Controller:
         for entry in self.failures.failing():
             if entry.failure is FailureClass.NEEDS_PERSON and key in entry.workloads:
                 log.info("annotations changed; retrying the failing emission now", extra={"object": key})
-                self.queue.add(entry.key)
+                self.queue.add(self._retry_key(entry.key))
+
+    def _retry_key(self, key: str) -> str:
+        """The queue key that retries failure ``key``: itself, or a held workload's batch group."""
+        return key if key.startswith(BATCH_PREFIX) else self._queue_key(key)
 
     def _assume_current(self, record: WorkloadRecord) -> None:
         """State store: a ``used-keys`` workload without an entry for a source it uses key by
@@ -606,28 +621,44 @@ class Controller:
         """A failed attempt: recorded, and tried again after its class's delay. Never dropped;
         after ``--max-retries`` attempts it is raised (log, Warning Event, alert)."""
         self.metrics.queue_retry()
-        failure = classify(exc)
         workloads = self._failing_workloads(key)
-        previous = self.failures.get(key)
-        attempts = (previous.attempts if previous is not None else 0) + 1
-        delay = self.retry.delay(failure, attempts, retry_after=exc.retry_after, spread=self._random.random())
-        self.queue.add_after(key, delay)
         if not workloads:  # not a reload (waves, unpause): retried the same way, nothing to record
+            delay = self.retry.delay(classify(exc), self.queue.num_requeues(key) + 1,
+                                     retry_after=exc.retry_after, spread=self._random.random())
+            self.queue.add_after(key, delay)
             log.info("step failed, will retry",
                      extra={"object": key, "error": str(exc), "retry_in": round(delay, 3)})
             return
+        self._note_failure(key, key, workloads, classify(exc), failure_reason(exc), str(exc),
+                           retry_after=exc.retry_after)
+
+    def _held(self, group: str, key: str, outcome: Outcome) -> None:
+        """A batch sink held workload ``key`` back for a reason a person can fix (no manifest,
+        an unparsable file, an unknown repository): pending, retried slowly with its group."""
+        sources = sorted(f"{ref.kind.kube_kind}/{ref.name}" for ref in self.pending.pending_for(key))
+        self._note_failure(key, group, {key: sources}, FailureClass.NEEDS_PERSON, outcome.held,
+                           outcome.detail)
+
+    def _note_failure(self, key: str, queue_key: str, workloads: Mapping[str, list[str]],
+                      failure: FailureClass, reason: str, error: str, *,
+                      retry_after: float | None = None) -> None:
+        """Record one more failed attempt of ``key`` and put ``queue_key`` back after the delay."""
+        previous = self.failures.get(key)
+        attempts = (previous.attempts if previous is not None else 0) + 1
+        delay = self.retry.delay(failure, attempts, retry_after=retry_after, spread=self._random.random())
+        self.queue.add_after(queue_key, delay)
         sink = self._failing_sink(workloads) or "unknown"
-        entry = self.failures.record(key, sink=sink, reason=failure_reason(exc), failure=failure,
-                                     error=redact_text(str(exc)), workloads=workloads,
+        entry = self.failures.record(key, sink=sink, reason=reason, failure=failure,
+                                     error=redact_text(error), workloads=workloads,
                                      now=self.clock.now(), delay=delay)
         self.metrics.set_pending_failures(self.failures.counts())
         log.info("emission failed, still pending; will retry", extra={
-            "object": key, "error": str(exc), "attempt": entry.attempts, "class": failure.value,
+            "object": key, "error": error, "attempt": entry.attempts, "class": failure.value,
             "retry_in": round(delay, 3)})
         if entry.attempts >= self.config.runtime.max_retries and not entry.raised:
-            self._raise(entry, delay)
+            self._raise(entry)
 
-    def _raise(self, entry: Failure, delay: float) -> None:
+    def _raise(self, entry: Failure) -> None:
         """``--max-retries`` attempts failed: say it loudly, once per failing episode."""
         self.failures.mark_raised(entry.key)
         self.metrics.failure_raised(entry.sink)
@@ -667,7 +698,7 @@ class Controller:
         failure of that class again now. Returns how many were re-queued."""
         keys = self.failures.waiting_for_a_person()
         for key in keys:
-            self.queue.add(key)
+            self.queue.add(self._retry_key(key))
         if keys:
             log.info("retrying failing emissions now: an input changed",
                      extra={"why": why, "keys": len(keys)})

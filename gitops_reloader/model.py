@@ -380,6 +380,10 @@ class Outcome:
     status: OutcomeStatus
     sink: str
     detail: str = ""
+    held: str = ""
+    """``SKIPPED`` for a reason a person can fix (``ManifestNotFound``, ``ManifestUnparsable``,
+    ``RepositoryUnusable``...): the reload is not dropped but stays pending, tried again
+    slowly and at once when the workload's annotations change. Empty otherwise."""
 
 
 @dataclass(frozen=True, slots=True)

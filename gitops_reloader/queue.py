@@ -200,6 +200,11 @@ class WorkQueue(Generic[K]):
         """How many rate-limited retries ``key`` had since it was last forgotten."""
         return self._limiter.num_requeues(key)
 
+    def delayed_keys(self) -> set[K]:
+        """The keys waiting for a delay (a snapshot)."""
+        with self._cond:
+            return set(self._waiting)
+
     def wake(self) -> None:
         """Make blocked getters read the clock again (after a ``FakeClock`` was advanced)."""
         with self._cond:

@@ -102,6 +102,11 @@ class PendingChanges:
                 pending.pop(ref, None)  # keep insertion order = order of change
                 pending[ref] = item
 
+    def keys(self) -> set[str]:
+        """The workload keys with sources pending (not yet taken)."""
+        with self._lock:
+            return {key for key, sources in self._pending.items() if sources}
+
     def pending_for(self, key: str) -> set[SourceRef]:
         """The sources pending for workload ``key`` (not yet taken)."""
         with self._lock:

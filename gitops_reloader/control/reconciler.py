@@ -44,6 +44,9 @@ from gitops_reloader.sinks.base import Sink
 log = logging.getLogger(__name__)
 
 Listener = Callable[[ReloadRequest, Outcome], None]
+Held = Callable[[str, str, Outcome], None]
+"""``(batch group, workload key, outcome)``: a batch sink held one workload's reload back for
+a reason a person can fix; its pending sources are back and it is in the group again."""
 
 
 def choose_sink(config: Config, record: WorkloadRecord) -> tuple[SinkName | None, str]:
@@ -80,7 +83,8 @@ class Reconciler:
                  queue: WorkQueue[str], *, sinks: Mapping[str, Sink],
                  adapters: Mapping[str, WorkloadAdapter], metrics: Metrics, clock: Clock,
                  recorder: EventRecorder | None = None, listeners: Iterable[Listener] = (),
-                 waves: Waves | None = None) -> None:
+                 waves: Waves | None = None, on_held: Held | None = None,
+                 on_emitted: Callable[[str], None] | None = None) -> None:
         self.config = config
         self.caches = caches
         self.pending = pending
@@ -92,6 +96,9 @@ class Reconciler:
         self.recorder = recorder
         self.listeners = tuple(listeners)
         self.waves = waves
+        self.on_held = on_held
+        self.on_emitted = on_emitted
+        """Called with a workload key whose emission went through (a held one is released)."""
         self.options = policy.PolicyOptions(keys=config.keys,
                                             auto_reload_all=config.behaviour.auto_reload_all)
 
@@ -314,6 +321,13 @@ class Reconciler:
                 else:
                     self.waves.release(record.ref)
             self.metrics.sink_outcome(sink.name, outcome.status.value)
+            if outcome.held and not request.resync and self.on_held is not None:
+                self.pending.add(key, pending[key], retry=True)  # not dropped: a person can fix it
+                self.pending.join_group(group, key)
+                self.on_held(group, key, outcome)
+                continue
+            if self.on_emitted is not None:
+                self.on_emitted(key)
             self._observe_latency(outcome, pending[key].values())
             self.report(record, request, outcome)
 

@@ -678,7 +678,8 @@ class GitSink:
 
 def skip_workload(sink: str, request: ReloadRequest, repo_name: str, exc: ReloaderError, *,
                   metrics: Metrics, recorder: EventRecorder | None) -> Outcome:
-    """A per-workload failure of a git-based sink: metric, log line, Warning Event, ``skipped``."""
+    """A per-workload failure of a git-based sink: metric, log line, Warning Event, ``skipped``
+    — *held* (pending, retried) unless the workload is not ours to edit at all."""
     reason = failure_reason(exc)
     metrics.git_error(repo_name, reason)
     log.warning(f"{sink} sink skipped a workload", extra={
@@ -686,7 +687,8 @@ def skip_workload(sink: str, request: ReloadRequest, repo_name: str, exc: Reload
     if recorder is not None:
         where = f"{sink} sink, repository {repo_name}" if repo_name != "-" else f"{sink} sink"
         recorder.warning(request.ref, reason, f"{where}: {exc}", uid=str(request.workload.uid))
-    return Outcome(OutcomeStatus.SKIPPED, sink, f"{reason}: {exc}")
+    held = "" if isinstance(exc, OperatorOwned | UnsupportedWorkload) else reason  # not ours for good
+    return Outcome(OutcomeStatus.SKIPPED, sink, f"{reason}: {exc}", held=held)
 
 
 def failure_reason(exc: ReloaderError) -> str:

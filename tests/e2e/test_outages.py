@@ -35,6 +35,7 @@ from gitops_reloader.app import App
 from gitops_reloader.clock import FakeClock
 from gitops_reloader.config import load_config
 from gitops_reloader.control.failures import decode
+from gitops_reloader.gitops.locate import GIT_REPO_ANNOTATION
 from gitops_reloader.hashing import configmap_hash
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.status import read_census
@@ -323,6 +324,32 @@ def test_outage_of_permissions_is_retried_at_once_when_the_workload_annotations_
         wait_for(lambda: env_of(workload(server, "Deployment", "web")).get("STAKATER_APP_CONFIG_CONFIGMAP")
                  == expected, message="retried at once")
         wait_for(lambda: failing(app) == [], message="no longer failing")
+
+
+def test_outage_of_an_unknown_repository_holds_the_reload_until_the_annotation_is_fixed(
+        api_client: ApiClient, git: GitSetup, host: GitHostServer) -> None:
+    """A per-workload refusal a person can fix (the workload names a repository --git-config
+    does not have) used to be skipped for good. Now it is held: pending, shown as failing, and
+    committed at once when the workload's annotation is corrected — with no new change."""
+    git.create({"apps/web.yaml": deployment_manifest("web")})
+    git.configure()
+    create(api_client, configmap("app-config", {"url": "a"}))
+    create(api_client, git_workload("web", annotations={GIT_REPO_ANNOTATION: "manifest"}))  # a typo
+    with git_controller(api_client, git) as (app, _):
+        put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
+        entry = wait_attempts(app, 1)
+        assert (entry.key, entry.reason, entry.failure.value) == ("ns/Deployment/web", "InvalidAnnotation",
+                                                                   "needs-person")
+        assert entry.workloads == {"ns/Deployment/web": ("ConfigMap/app-config",)}
+        assert "names no repository of --git-config" in entry.error
+        assert event_objects(api_client, "web", "InvalidAnnotation")
+        assert len(commits(host)) == 1
+        call(api_client, "PATCH", "/apis/apps/v1/namespaces/ns/deployments/web",
+             {"metadata": {"annotations": {GIT_REPO_ANNOTATION: REPO}}}, "application/merge-patch+json")
+        log = wait_commits(host, 2, timeout=30)
+        assert log[0][1].startswith("reload: web")
+        quiet(app)
+        assert len(commits(host)) == 2 and failing(app) == []
 
 
 # --------------------------------------------------------------------------- a restart mid-outage
