@@ -69,9 +69,11 @@ class FailureStore:
         return decode(data) if isinstance(data, Mapping) else []
 
     def start(self) -> None:
-        """Write the book whenever it changes (the active instance only)."""
+        """Write the book whenever it changes from now on (the active instance only; the book
+        holds what :meth:`load` read, so that is not written back)."""
         if self.read_only or self._thread is not None:
             return
+        self._written = self.book.version
         self._thread = threading.Thread(target=self._run, name="failure-record", daemon=True)
         self._thread.start()
 
