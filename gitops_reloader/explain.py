@@ -561,7 +561,8 @@ def _hash_line(report: SourceReport, sink: str | None) -> str:
         return f"hash: current {current}, nothing recorded yet (the next change reloads)"
     if report.out_of_date:
         return (f"hash: recorded {short(report.recorded_hash)}, current {current}: out of date\n"
-                "      (the next sync reloads: any change, or a start with --sync-after-restart)")
+                "      (reloaded by the next change, the slow resync (--resync-period) "
+                "or a start with --sync-after-restart)")
     return f"hash: recorded {short(report.recorded_hash)} = current: up to date"
 
 
