@@ -9,12 +9,15 @@ server's request log shows no GET and no LIST while passes run.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 from git_setup import GitSetup, commits, deployment_manifest, wait_commits
 from kubernetes.client import ApiClient
 from reload_helpers import configmap, create, env_of, events, metric, quiet, secret, workload
 from test_git_sink import git_controller, git_workload, put_data
+from test_pull_request_sink import REPO as PR_REPO
+from test_pull_request_sink import PrSetup, pr_controller, pulls, wait_open_pull, web_reloads_on_app_config
 
 from gitops_reloader.app import App
 from gitops_reloader.control.changes import PendingSource
@@ -29,6 +32,7 @@ from gitops_reloader.testing.harness import (
     settle,
     wait_for,
 )
+from gitops_reloader.testing.prhost import PrHost
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("isolated_git")]
 
@@ -161,3 +165,23 @@ def test_resync_leaves_a_failing_emission_to_its_own_retry(server: ApiServer, ap
         server.clear_faults()
         wait_for(lambda: env_of(workload(server, "Deployment", "web"))[ENV] == configmap_hash({"url": "b"}),
                  timeout=15, message="reloaded")
+
+
+def test_resync_with_an_open_pull_request_writes_nothing(
+        api_client: ApiClient, tmp_path: Path, githost: GitHostServer, prhost: PrHost) -> None:
+    """A pull-request workload whose reload waits in an open pull request is out of date on the
+    base branch; a resync pass hands it to its sink, which finds its own pull request already
+    carrying the edit: no push, no API write, no second pull request — pass after pass."""
+    setup = PrSetup(tmp_path, githost, prhost, "github")
+    web_reloads_on_app_config(api_client, setup)
+    with pr_controller(api_client, setup, RESYNC) as (app, _):
+        put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
+        pull = wait_open_pull(prhost)
+        quiet(app)
+        branch = githost.log(PR_REPO, pull["head"])
+        prhost.clear_requests()
+        wait_passes(app, 5)
+        quiet(app)
+        writes = [r for r in prhost.requests if r.method not in ("GET", "HEAD")]
+        assert writes == []
+        assert githost.log(PR_REPO, pull["head"]) == branch and len(pulls(prhost)) == 1
