@@ -403,3 +403,56 @@ def test_outage_sigkill_while_failing_restart_without_flags_commits_once_when_ba
             if proc is not None and proc.proc.poll() is None:
                 proc.proc.terminate()
                 proc.proc.wait(10)
+
+
+def lease_holder(api_client: ApiClient) -> str:
+    try:
+        lease = call(api_client, "GET", f"/apis/coordination.k8s.io/v1/namespaces/{CONTROLLER_NS}/leases/"
+                                         "gitops-reloader")
+    except Exception:  # 404 before the first leader
+        return ""
+    return str(lease["spec"].get("holderIdentity") or "")
+
+
+def test_outage_leader_change_while_failing_the_new_leader_continues_and_commits_once(
+        api_client: ApiClient, git: GitSetup, host: GitHostServer, cluster: Cluster, tmp_path: Path) -> None:
+    """Two replicas with --enable-ha; the leader's git host goes down with a change pending, and
+    the leader is SIGKILLed. The standby takes the Lease, reads the failure record the dead
+    leader wrote, and commits the change once when the host returns."""
+    git.create({"apps/web.yaml": deployment_manifest("web")})
+    git.configure()
+    create(api_client, configmap("app-config", {"url": "a"}))
+    create(api_client, git_workload("web"))
+    flags = [*git.flags(*FAST), "--enable-ha", "--lease-duration=2s", f"--lease-namespace={CONTROLLER_NS}"]
+    replicas = {}
+    try:
+        for name in ("a", "b"):
+            replica = Controller(cluster, tmp_path / f"{name}.jsonl", flags)
+            replicas[replica.pid] = replica
+        for replica in replicas.values():
+            replica.wait_ready(cluster.http)
+        holder = wait_for(lambda: lease_holder(api_client), message="a leader")
+        first = replicas[int(holder.rsplit("-", 1)[1])]
+        [standby] = [r for r in replicas.values() if r is not first]
+        wait_for(lambda: first.sample(cluster.http, "gitops_reloader_leader") == 1, message="leader active")
+        host.set_down(True)
+        put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
+        wait_for(lambda: any(f.attempts >= 4 for f in record_in_cluster(api_client)), timeout=30,
+                 message="the leader recorded the failure")
+        os.kill(first.pid, signal.SIGKILL)
+        first.proc.wait(10)
+        wait_for(lambda: lease_holder(api_client).endswith(f"-{standby.pid}"), timeout=15,
+                 message="the standby took the Lease")
+        said = "resuming failing emissions recorded before the restart"
+        wait_for(lambda: any(r["msg"] == said for r in standby.log()), message="the new leader resumed")
+        assert len(commits(host)) == 1
+        host.set_down(False)
+        wait_commits(host, 2, timeout=30)
+        gauge = 'gitops_reloader_pending_failures{reason="GitError",sink="git"}'
+        wait_for(lambda: standby.sample(cluster.http, gauge) == 0, message="no longer failing")
+        assert len(commits(host)) == 2
+    finally:
+        for replica in replicas.values():
+            if replica.proc.poll() is None:
+                replica.proc.terminate()
+                replica.proc.wait(10)
