@@ -589,6 +589,7 @@ class Controller:
             key = self.queue.get()
             if key is None:
                 return
+            before = self.failures.get(key)
             try:
                 if key.startswith(UNPAUSE_PREFIX):
                     self.pauses.unpause(key)
@@ -599,7 +600,8 @@ class Controller:
                 else:
                     self.reconciler.sync(key)
                 self.queue.forget(key)
-                self._succeeded(key)
+                if self.failures.get(key) is before:  # not held back again by this very run
+                    self._succeeded(key)
             except ReloaderError as exc:
                 self._failed(key, exc)
             except Exception as exc:  # a bug: report, keep the worker alive
@@ -632,11 +634,11 @@ class Controller:
         self._note_failure(key, key, workloads, classify(exc), failure_reason(exc), str(exc),
                            retry_after=exc.retry_after)
 
-    def _held(self, group: str, key: str, outcome: Outcome) -> None:
-        """A batch sink held workload ``key`` back for a reason a person can fix (no manifest,
-        an unparsable file, an unknown repository): pending, retried slowly with its group."""
+    def _held(self, queue_key: str, key: str, outcome: Outcome) -> None:
+        """A sink held workload ``key`` back for a reason a person can fix (no manifest, an
+        unparsable file, an unknown repository): pending, retried slowly (with its group)."""
         sources = sorted(f"{ref.kind.kube_kind}/{ref.name}" for ref in self.pending.pending_for(key))
-        self._note_failure(key, group, {key: sources}, FailureClass.NEEDS_PERSON, outcome.held,
+        self._note_failure(key, queue_key, {key: sources}, FailureClass.NEEDS_PERSON, outcome.held,
                            outcome.detail)
 
     def _note_failure(self, key: str, queue_key: str, workloads: Mapping[str, list[str]],

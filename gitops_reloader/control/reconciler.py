@@ -45,8 +45,9 @@ log = logging.getLogger(__name__)
 
 Listener = Callable[[ReloadRequest, Outcome], None]
 Held = Callable[[str, str, Outcome], None]
-"""``(batch group, workload key, outcome)``: a batch sink held one workload's reload back for
-a reason a person can fix; its pending sources are back and it is in the group again."""
+"""``(queue key, workload key, outcome)``: a sink held one workload's reload back for a reason
+a person can fix; its pending sources are back (and, for a batch sink, it is in the group
+again, the queue key)."""
 
 
 def choose_sink(config: Config, record: WorkloadRecord) -> tuple[SinkName | None, str]:
@@ -225,6 +226,12 @@ class Reconciler:
         if emitted is None:
             return
         request, outcome = emitted
+        if outcome.held and self.on_held is not None:
+            self.pending.add(key, pending, retry=True)  # not dropped: a person can fix it
+            self.on_held(key, key, outcome)
+            return
+        if self.on_emitted is not None:
+            self.on_emitted(key)
         self._observe_latency(outcome, pending.values())
         self.report(record, request, outcome)
 

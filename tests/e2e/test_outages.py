@@ -342,7 +342,7 @@ def test_outage_of_an_unknown_repository_holds_the_reload_until_the_annotation_i
                                                                    "needs-person")
         assert entry.workloads == {"ns/Deployment/web": ("ConfigMap/app-config",)}
         assert "names no repository of --git-config" in entry.error
-        assert event_objects(api_client, "web", "InvalidAnnotation")
+        wait_for(lambda: event_objects(api_client, "web", "InvalidAnnotation"), message="the Warning")
         assert len(commits(host)) == 1
         call(api_client, "PATCH", "/apis/apps/v1/namespaces/ns/deployments/web",
              {"metadata": {"annotations": {GIT_REPO_ANNOTATION: REPO}}}, "application/merge-patch+json")
