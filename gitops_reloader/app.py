@@ -32,20 +32,30 @@ from gitops_reloader.kube.permissions import (
     workload_needs,
 )
 from gitops_reloader.kube.workloads import WorkloadAdapter, adapters_for
-from gitops_reloader.model import Outcome, ReloadRequest, SourceKind
+from gitops_reloader.model import ObjectRef, Outcome, ReloadRequest, SourceKind
 from gitops_reloader.observability.alerts import Alerter, ReloadAlert, alert_config_from_env
 from gitops_reloader.observability.http import HttpServer
 from gitops_reloader.observability.metainfo import publish_meta_info
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.sinks import build_live_sinks
 from gitops_reloader.sinks.dryrun import dry_run_sinks
-from gitops_reloader.sinks.gitwiring import build_git_sink, build_pull_request_sink, credential_files
+from gitops_reloader.sinks.gitwiring import (
+    Reopener,
+    build_git_sink,
+    build_pull_request_sink,
+    credential_files,
+    git_cache,
+)
 from gitops_reloader.state.failurestore import FailureStore
 from gitops_reloader.state.keeper import StateKeeper
 from gitops_reloader.state.resync import store_scope
 from gitops_reloader.state.shards import ConfigMapShards
 
 log = logging.getLogger(__name__)
+
+UNUSABLE_RECHECK_SECONDS = 60.0
+"""How often a repository whose mounts failed their checks is checked again even though no
+credential file changed (a clone directory made writable, a passwd entry added)."""
 
 
 class App:
@@ -83,11 +93,8 @@ class App:
         pr_sink = build_pull_request_sink(config, self.api, self.metrics, self.recorder, clock=self.clock)
         if pr_sink is not None:
             sinks[pr_sink.name] = pr_sink
-        self.readiness_problems: tuple[str, ...] = tuple(
-            f"{sink.name} sink: repository {name} unusable ({exc.reason}): {exc}"
-            for sink in (git_sink, pr_sink) if sink is not None for name, exc in sink.unusable.items())
-        """Why ``/readyz`` fails although the caches synced: repositories that failed their
-        start-up checks (files named, never their content). Everything else keeps running."""
+        self.git_sinks = [sink for sink in (git_sink, pr_sink) if sink is not None]
+        self.reopeners = [Reopener(sink, git_cache(config, sink), self.metrics) for sink in self.git_sinks]
         if config.runtime.dry_run:
             sinks = dry_run_sinks(sinks, webhook_url=config.behaviour.webhook_url)
             log.info("dry run: reloads are decided and reported as WouldReload events; "
@@ -107,10 +114,11 @@ class App:
             alert=self.alerter.notify if self.alerter is not None else None,
         )
         self.file_watch = FileWatch(
-            [*credential_files(git_sink), *credential_files(pr_sink)],
-            lambda paths: self.controller.retry_waiting_for_a_person("mounted files changed"))
-        """SSH keys and known_hosts files: a failure only a person can fix (a host key, a
-        refused deploy key) is tried again as soon as they change, without a restart."""
+            [*credential_files(git_sink), *credential_files(pr_sink)], self._credentials_changed,
+            recheck_every=UNUSABLE_RECHECK_SECONDS if self.git_sinks else None)
+        """Tokens, SSH keys and known_hosts files (the kubelet swaps them on rotation): an
+        unusable repository is checked again, and a failure only a person can fix (a host key,
+        refused credentials) is tried again, as soon as they change — no restart."""
         for git in (git_sink, pr_sink):
             if git is not None:  # the git sinks hand their commits to a follower reading the caches
                 git.follower = build_follower(
@@ -129,6 +137,28 @@ class App:
         self.elector: LeaderElector | None = None
         self._election: threading.Thread | None = None
         self._lost_leadership = threading.Event()
+
+    @property
+    def readiness_problems(self) -> tuple[str, ...]:
+        """Why ``/readyz`` fails although the caches synced: repositories whose mounts fail
+        their checks now (files named, never their content). Everything else keeps running."""
+        return tuple(f"{sink.name} sink: repository {name} unusable ({exc.reason}): {exc}"
+                     for sink in self.git_sinks for name, exc in list(sink.unusable.items()))
+
+    def _credentials_changed(self, paths: list[str]) -> None:
+        """Credential files changed (or the slow re-check is due): reopen what was unusable,
+        say so on the workloads waiting for it, and retry what waits for a person."""
+        reopened = [(reopener.sink.name, name) for reopener in self.reopeners for name in reopener.reopen()]
+        for sink, name in reopened:
+            for entry in self.controller.failures.failing():
+                if entry.reason == "RepositoryUnusable":
+                    for key in entry.workloads:
+                        self.recorder.normal(ObjectRef.from_key(key), "RepositoryUsable",
+                                             f"{sink} sink: repository {name} passes its checks now; "
+                                             "the reload is retried")
+        if paths or reopened:
+            self.controller.retry_waiting_for_a_person(
+                "repository usable again" if reopened else "mounted credential files changed")
 
     def _alert(self, request: ReloadRequest, outcome: Outcome) -> None:
         """Stakater's alert on reload; Secrets get no hash at all."""

@@ -16,7 +16,7 @@
     │   ├── RemoteRefused         the remote refused the credentials or the push (protected
     │   │                         branch): retried slowly, at once when the credentials change
     │   ├── RepositoryUnusable    a mounted credential or the clone directory failed the start-up
-    │   │                         checks (permanent until the pod restarts with it fixed)
+    │   │                         checks (held; checked again when its files change)
     │   ├── ManifestNotFound      no manifest for the workload (permanent)
     │   │   ├── PolicyDenied      the tenancy policy refuses the write (permanent)
     │   │   └── UnsafePath        the path escapes the clone, is in .git or goes through a symlink

@@ -5,7 +5,9 @@ kubelet writes the new version beside the old and swaps the ``..data`` link, so 
 path stays the same while what it resolves to changes. :class:`FileWatch` polls
 ``os.stat`` (which follows the links) of each file every ``interval`` seconds and calls
 ``on_change`` with the paths whose identity (device, inode, size, modification time) moved,
-appeared or disappeared. It reads no content: a credential file is never opened here.
+appeared or disappeared — and, with ``recheck_every``, with no path at that period, for
+checks that do not hang on a file. It reads no content: a credential file is never opened
+here.
 """
 
 from __future__ import annotations
@@ -35,16 +37,19 @@ class FileWatch:
     """Polls the identity of ``paths`` from a daemon thread; ``stop()`` ends it."""
 
     def __init__(self, paths: Iterable[str], on_change: Callable[[list[str]], None], *,
-                 interval: float = 2.0) -> None:
+                 interval: float = 2.0, recheck_every: float | None = None) -> None:
         self.paths = sorted({p for p in paths if p})
         self.on_change = on_change
         self.interval = interval
+        self.recheck_every = recheck_every
+        """Also call ``on_change([])`` this often (seconds) with nothing changed; None: never."""
+        self._since_recheck = 0.0
         self._seen = {path: identity(path) for path in self.paths}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        if not self.paths or self._thread is not None:
+        if (not self.paths and self.recheck_every is None) or self._thread is not None:
             return
         self._thread = threading.Thread(target=self._run, name="file-watch", daemon=True)
         self._thread.start()
@@ -63,12 +68,21 @@ class FileWatch:
                 self._seen[path] = now
                 changed.append(path)
         if changed:
-            try:
-                self.on_change(changed)
-            except Exception:  # a listener's bug must not end the watch
-                log.exception("file change listener failed", extra={"paths": changed})
+            self._notify(changed)
         return changed
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            self.poll()
+            if self.poll():
+                self._since_recheck = 0.0
+                continue
+            self._since_recheck += self.interval
+            if self.recheck_every is not None and self._since_recheck >= self.recheck_every:
+                self._since_recheck = 0.0
+                self._notify([])
+
+    def _notify(self, changed: list[str]) -> None:
+        try:
+            self.on_change(changed)
+        except Exception:  # a listener's bug must not end the watch
+            log.exception("file change listener failed", extra={"paths": changed})

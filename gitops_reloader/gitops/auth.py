@@ -16,16 +16,19 @@ Guarantees:
 - Error messages name files, never their content; :func:`scrub` removes the token (and
   its base64 and URL-encoded forms) from any text before it reaches an exception or log.
 
-Everything here is pure apart from :func:`git_auth_from_files`, which reads files.
+Everything here is pure apart from :func:`git_auth_from_files` and :class:`TokenFile`
+(a mounted token re-read whenever the kubelet replaces it), which read files.
 """
 
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import re
 import shlex
 import stat
+import threading
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,12 +36,14 @@ from enum import StrEnum
 from pathlib import Path
 
 from gitops_reloader.errors import ConfigError
+from gitops_reloader.filewatch import identity
 from gitops_reloader.regex import compile_linear
 
 __all__ = [
     "SSH_CONNECT_TIMEOUT",
     "CredentialFileError",
     "GitAuth",
+    "TokenFile",
     "Transport",
     "display_url",
     "git_auth_from_files",
@@ -47,6 +52,8 @@ __all__ = [
     "transport_of",
     "validate_auth",
 ]
+
+log = logging.getLogger(__name__)
 
 _REDACTED = "***"
 
@@ -286,6 +293,37 @@ def _origin(url: str) -> str:
         host = f"[{host}]"
     port = f":{parts.port}" if parts.port is not None else ""
     return f"{parts.scheme.lower()}://{host}{port}/"
+
+
+class TokenFile:
+    """A token file a Secret mounts, read again as soon as the kubelet replaces it.
+
+    :meth:`current` compares the file's identity (``os.stat`` through the ``..data`` link:
+    device, inode, size, modification time) with the one it last read — one ``stat`` per
+    use, no content read — and reads the token again when it moved, so a rotated token is
+    used from the next git command or API request on and never cached past a change. A
+    replacement that is missing, empty or unreadable raises :class:`CredentialFileError`
+    (naming the file) instead of falling back to the old token. Thread-safe.
+    """
+
+    def __init__(self, path: str, token: str = "") -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._identity = identity(path)
+        self._token = token or _read_token(path)
+
+    def __repr__(self) -> str:
+        return f"TokenFile({self.path!r})"
+
+    def current(self) -> str:
+        """The token the file holds now."""
+        now = identity(self.path)
+        with self._lock:
+            if now != self._identity:
+                token = _read_token(self.path)
+                self._token, self._identity = token, now
+                log.info("token file changed; using the new token", extra={"file": self.path})
+            return self._token
 
 
 def _read_token(path: str) -> str:

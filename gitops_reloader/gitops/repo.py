@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -43,10 +43,13 @@ from gitops_reloader.errors import (
     HostKeyRefused,
     PushRejected,
     RemoteRefused,
+    RepositoryUnusable,
     UnsafePath,
 )
 from gitops_reloader.gitops.auth import (
+    CredentialFileError,
     GitAuth,
+    TokenFile,
     display_url,
     git_environment,
     scrub,
@@ -115,6 +118,7 @@ class Repository:
         author: Author = Author(),
         sign: bool = False,
         timeout: float | None = _DEFAULT_TIMEOUT,
+        token_file: TokenFile | None = None,
     ) -> None:
         validate_auth(auth, url)
         _check_branch_name(branch, ConfigError)
@@ -126,23 +130,40 @@ class Repository:
         self.sign = sign
         self.timeout = timeout
         self._where = f"{display_url(url)} ({branch})"
-        # Everything that is the same for each command: the auth env (never persisted),
-        # identity, literal pathspecs (paths are data, not patterns), no pager/editor.
-        self._env: dict[str, str] = {
-            **git_environment(auth, url, extra_config=_clone_config(self.workdir)),
-            "GIT_AUTHOR_NAME": author.name,
-            "GIT_AUTHOR_EMAIL": author.email,
-            "GIT_COMMITTER_NAME": author.name,
-            "GIT_COMMITTER_EMAIL": author.email,
-            "GIT_LITERAL_PATHSPECS": "1",
-            "GIT_PAGER": "cat",
-            "GIT_EDITOR": "true",
-        }
+        self._token_file = token_file
+        self._env = self._environment()
         self._repo: git.Repo | None = None
 
     def __repr__(self) -> str:
         """Show the remote and branch, never credentials."""
         return f"Repository({self._where}, workdir={str(self.workdir)!r})"
+
+    def _environment(self) -> dict[str, str]:
+        """Everything that is the same for each command: the auth env (never persisted),
+        identity, literal pathspecs (paths are data, not patterns), no pager/editor."""
+        return {
+            **git_environment(self.auth, self.url, extra_config=_clone_config(self.workdir)),
+            "GIT_AUTHOR_NAME": self.author.name,
+            "GIT_AUTHOR_EMAIL": self.author.email,
+            "GIT_COMMITTER_NAME": self.author.name,
+            "GIT_COMMITTER_EMAIL": self.author.email,
+            "GIT_LITERAL_PATHSPECS": "1",
+            "GIT_PAGER": "cat",
+            "GIT_EDITOR": "true",
+        }
+
+    def _current_env(self) -> dict[str, str]:
+        """The environment, with the mounted token as it is now (rotated tokens are used at once)."""
+        if self._token_file is not None:
+            try:
+                token = self._token_file.current()
+            except CredentialFileError as exc:
+                raise RepositoryUnusable(str(exc), repository=self._where, reason=exc.reason,
+                                         path=exc.path) from None
+            if token != self.auth.token:
+                self.auth = replace(self.auth, token=token)
+                self._env = self._environment()
+        return self._env
 
     # -- syncing ---------------------------------------------------------------------
 
@@ -504,7 +525,7 @@ class Repository:
         the GitPython error first).
         """
         runner = repo.git if repo is not None else git.Git()
-        kwargs: dict[str, Any] = {"env": self._env, "strip_newline_in_stdout": False}
+        kwargs: dict[str, Any] = {"env": self._current_env(), "strip_newline_in_stdout": False}
         if network and self.timeout is not None:
             kwargs["kill_after_timeout"] = self.timeout
         try:

@@ -430,9 +430,10 @@ class Metrics:
         """Count one failed git operation."""
         self._git_errors.labels(repo=repo, reason=reason).inc()
 
-    def set_git_repository_unusable(self, sink: str, repo: str, reason: str) -> None:
-        """Report that ``sink`` can't use ``repo``: its start-up check failed for ``reason``."""
-        self._git_unusable.labels(sink=sink, repo=repo, reason=reason).set(1)
+    def set_git_repository_unusable(self, sink: str, repo: str, reason: str, unusable: bool = True) -> None:
+        """Report that ``sink`` can't use ``repo``: its check failed for ``reason`` (``unusable``
+        False: it passes now)."""
+        self._git_unusable.labels(sink=sink, repo=repo, reason=reason).set(1 if unusable else 0)
 
     def follow_outcome(self, sink: str, outcome: str, reason: str) -> None:
         """Count one followed emission's end (``rolled``, ``failed``, ``not-applied``) and reason."""

@@ -468,6 +468,11 @@ class GitSink:
         default = git_config.default_repository
         self._fallback_group = default or "unresolved"
 
+    def adopt(self, name: str, handle: RepositoryHandle) -> None:
+        """Repository ``name``, unusable so far, passes its checks now: use it from here on."""
+        self.repositories[name] = handle
+        self.unusable.pop(name, None)
+
     def repository(self, name: str) -> RepositoryHandle:
         """The handle of a configured repository (KeyError if unknown)."""
         return self.repositories[name]

@@ -38,8 +38,9 @@ from typing import Any
 from gitops_reloader.clock import Clock
 from gitops_reloader.config import Config
 from gitops_reloader.errors import ConfigError, RepositoryUnusable
+from gitops_reloader.gitops.auth import TokenFile
 from gitops_reloader.gitops.digestkey import DigestKeyStore
-from gitops_reloader.gitops.gitconfig import GitConfig, load_git_config
+from gitops_reloader.gitops.gitconfig import GitConfig, RepositoryConfig, load_git_config
 from gitops_reloader.gitops.handle import RepositoryHandle
 from gitops_reloader.gitops.hosts import GitHost, host_for
 from gitops_reloader.gitops.locate import Locator
@@ -54,8 +55,16 @@ from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.sinks.git import GitSink
 from gitops_reloader.sinks.pullrequest import PullRequestSink
 
-__all__ = ["PULL_REQUEST_CACHE", "build_git_sink", "build_pull_request_sink", "build_repository_handles",
-           "open_repositories", "report_unusable"]
+__all__ = [
+    "PULL_REQUEST_CACHE",
+    "Reopener",
+    "build_git_sink",
+    "build_pull_request_sink",
+    "build_repository_handles",
+    "git_cache",
+    "open_repositories",
+    "report_unusable",
+]
 
 log = logging.getLogger(__name__)
 
@@ -89,31 +98,59 @@ def open_repositories(git_config: GitConfig, cache_dir: str | Path, *,
     checked with :func:`~gitops_reloader.gitops.preflight.check_repository`; a failing
     one gets no handle, only its :class:`RepositoryUnusable` in the second map.
     """
-    root = Path(cache_dir)
     handles: dict[str, RepositoryHandle] = {}
     unusable: dict[str, RepositoryUnusable] = {}
     for repo_config in git_config.repositories:
-        workdir = root / repo_config.name
         try:
-            auth = check_repository(repo_config, workdir)
+            handles[repo_config.name] = open_repository(repo_config, cache_dir, repository_class)
         except RepositoryUnusable as exc:
             unusable[repo_config.name] = exc
-            continue
-        repository = repository_class(
-            repo_config.url, branch=repo_config.branch, workdir=workdir, auth=auth,
-            author=Author(repo_config.author.name, repo_config.author.email),
-            sign=repo_config.sign_commits)
-        handles[repo_config.name] = RepositoryHandle(
-            repo_config, repository, ScanIndex(repository, include=repo_config.paths))
     return handles, unusable
+
+
+def open_repository(repo_config: RepositoryConfig, cache_dir: str | Path,
+                    repository_class: type[Repository] = Repository) -> RepositoryHandle:
+    """The handle of one repository (clone under ``cache_dir/<name>``), once its start-up
+    checks pass (:class:`RepositoryUnusable` otherwise). A token file is re-read whenever
+    the kubelet replaces it (:class:`~gitops_reloader.gitops.auth.TokenFile`)."""
+    workdir = Path(cache_dir) / repo_config.name
+    auth = check_repository(repo_config, workdir)
+    repository = repository_class(
+        repo_config.url, branch=repo_config.branch, workdir=workdir, auth=auth,
+        author=Author(repo_config.author.name, repo_config.author.email),
+        sign=repo_config.sign_commits,
+        token_file=TokenFile(repo_config.token_file, auth.token) if repo_config.token_file else None)
+    return RepositoryHandle(repo_config, repository, ScanIndex(repository, include=repo_config.paths))
+
+
+def open_host(repo_config: RepositoryConfig) -> GitHost:
+    """The pull-request host client of ``repo_config`` (its ``pullRequest`` block), once its API
+    token file passes its checks (:class:`RepositoryUnusable` otherwise); the token is re-read
+    whenever the file is replaced."""
+    settings = repo_config.pull_request
+    assert settings is not None
+    token = check_api_token(repo_config, settings.token_file)
+    try:
+        return host_for(settings.host, settings.api_url, token, username=settings.username,
+                        remove_source_branch=settings.remove_source_branch, squash=settings.squash,
+                        token_file=TokenFile(settings.token_file, token))
+    except ConfigError as exc:
+        raise ConfigError(f"--git-config repository {repo_config.name}: pullRequest: {exc}") from None
+
+
+def git_cache(config: Config, sink: GitSink | PullRequestSink) -> Path:
+    """Where ``sink`` keeps its clones under ``--git-cache-dir``."""
+    root = Path(config.gitops.cache_dir)
+    return root / PULL_REQUEST_CACHE if isinstance(sink, PullRequestSink) else root
 
 
 def report_unusable(sink: str, unusable: Mapping[str, RepositoryUnusable], metrics: Metrics) -> None:
     """The start-up report of each repository ``sink`` can't use: an error log line, the gauge."""
     for name, exc in unusable.items():
         metrics.set_git_repository_unusable(sink, name, exc.reason)
-        log.error("git repository unusable: its mounts failed the start-up checks; the %s sink skips "
-                  "it until the controller restarts with them fixed", sink, extra={
+        log.error("git repository unusable: its mounts failed the start-up checks; the %s sink holds "
+                  "its reloads until they pass (checked again when a credential file changes, and "
+                  "every minute)", sink, extra={
                       "sink": sink, "repo": name, "reason": exc.reason, "file": exc.path, "error": str(exc)})
 
 
@@ -155,23 +192,14 @@ def build_pull_request_sink(config: Config, api: KubeApi, metrics: Metrics, reco
         return None
     handles, unusable = open_repositories(
         replace(git_config, repositories=with_pull_requests), Path(gitops.cache_dir) / PULL_REQUEST_CACHE,
-        repository_class=PullRequestRepository)
+        repository_class=PullRequestRepository)  # git_cache() of this sink
     hosts: dict[str, GitHost] = {}
     for repo_config in with_pull_requests:
-        settings = repo_config.pull_request
-        assert settings is not None
         try:
-            token = check_api_token(repo_config, settings.token_file)
+            hosts[repo_config.name] = open_host(repo_config)
         except RepositoryUnusable as exc:
             unusable.setdefault(repo_config.name, exc)
             handles.pop(repo_config.name, None)
-            continue
-        try:
-            hosts[repo_config.name] = host_for(
-                settings.host, settings.api_url, token, username=settings.username,
-                remove_source_branch=settings.remove_source_branch, squash=settings.squash)
-        except ConfigError as exc:
-            raise ConfigError(f"--git-config repository {repo_config.name}: pullRequest: {exc}") from None
     report_unusable(PullRequestSink.name, unusable, metrics)
     digest_keys = DigestKeyStore(api, namespace=gitops.digest_key_namespace, name=gitops.digest_key_secret,
                                  create=not config.runtime.dry_run)
@@ -191,13 +219,53 @@ def build_pull_request_sink(config: Config, api: KubeApi, metrics: Metrics, reco
 
 
 def credential_files(sink: Any) -> list[str]:
-    """The credential files a git sink's repositories name that ssh reads at every connection
-    (SSH keys, known_hosts), usable or not: what a person replaces to fix a refused host key
-    or deploy key, taking effect at the next attempt. (Token files and ``--git-config`` are
-    read at start.)"""
+    """Every credential file a git sink's repositories name (tokens, SSH keys, known_hosts),
+    usable or not: what a person (or a rotation) replaces, taking effect at the next attempt."""
     if sink is None:
         return []
     files: list[str] = []
     for repo in sink.git_config.repositories:
-        files += [repo.ssh_key_file, repo.known_hosts_file]
+        files += [repo.token_file, repo.ssh_key_file, repo.known_hosts_file]
+        if repo.pull_request is not None:
+            files.append(repo.pull_request.token_file)
     return [f for f in files if f]
+
+
+class Reopener:
+    """Checks the repositories a sink could not use again, and hands it those that pass now.
+
+    A repository whose mounted key, known_hosts or token file (or clone directory) failed its
+    checks at start-up is not lost until a restart: :meth:`reopen` runs the same checks again
+    (when a credential file changes, and on a slow period) and gives the sink a working handle
+    (and, for pull requests, a host client) as soon as they pass; the gauge goes back to 0.
+    """
+
+    def __init__(self, sink: GitSink | PullRequestSink, cache_dir: str | Path, metrics: Metrics) -> None:
+        self.sink = sink
+        self.cache_dir = Path(cache_dir)
+        self.metrics = metrics
+
+    def reopen(self) -> list[str]:
+        """The repositories that became usable in this check (the sink uses them already)."""
+        reopened: list[str] = []
+        for name, was in list(self.sink.unusable.items()):
+            repo_config = self.sink.git_config.get(name)
+            if repo_config is None:
+                continue
+            try:
+                if isinstance(self.sink, PullRequestSink):
+                    handle = open_repository(repo_config, self.cache_dir, PullRequestRepository)
+                    self.sink.adopt(name, handle, open_host(repo_config))
+                else:
+                    self.sink.adopt(name, open_repository(repo_config, self.cache_dir))
+            except RepositoryUnusable as exc:
+                if exc.reason != was.reason:
+                    self.metrics.set_git_repository_unusable(self.sink.name, name, was.reason, False)
+                    self.metrics.set_git_repository_unusable(self.sink.name, name, exc.reason)
+                self.sink.unusable[name] = exc
+                continue
+            self.metrics.set_git_repository_unusable(self.sink.name, name, was.reason, False)
+            log.info("git repository usable again: its mounts pass the checks now", extra={
+                "sink": self.sink.name, "repo": name, "was": was.reason})
+            reopened.append(name)
+        return reopened

@@ -205,6 +205,14 @@ class PullRequestSink:
         self.follower: CommitFollower | None = None
         """Follows each edit until merged, then into the cluster (injected, :mod:`.following`)."""
 
+    def adopt(self, name: str, handle: RepositoryHandle, host: GitHost) -> None:
+        """Repository ``name``, unusable so far, passes its checks now (its clone and its API
+        token): open its pull requests from here on."""
+        settings = require_pull_request_settings(self.git_config, "--git-config", name)
+        self.targets[name] = _Target(settings, host)
+        self.repositories[name] = handle
+        self.unusable.pop(name, None)
+
     def repository(self, name: str) -> RepositoryHandle:
         """The handle of a repository with pull requests (KeyError if unknown)."""
         return self.repositories[name]

@@ -174,12 +174,13 @@ def test_outage_host_key_fixed_in_the_mounted_known_hosts_commits_without_restar
         assert app.controller.failures.get(entry.key) is None
 
 
-def swap_data(volume: Path, name: str, text: str, version: str) -> None:
+def swap_data(volume: Path, name: str, text: str, version: str, *, mode: int = 0o644) -> None:
     """Write ``name`` into a Secret volume as the kubelet does: a new ``..<version>`` directory,
     ``..data`` swapped to it atomically, ``name`` a link through ``..data``."""
     target = volume / f"..{version}"
-    target.mkdir()
+    target.mkdir(exist_ok=True)
     (target / name).write_text(text)
+    (target / name).chmod(mode)
     (volume / "..data_tmp").symlink_to(target.name)
     os.replace(volume / "..data_tmp", volume / "..data")
     if not (volume / name).is_symlink():

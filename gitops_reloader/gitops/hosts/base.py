@@ -62,7 +62,7 @@ from typing import Any, ClassVar, Literal, Protocol, Self, runtime_checkable
 import httpx
 
 from gitops_reloader.errors import ConfigError, HostAuthError, HostError, HostRateLimited
-from gitops_reloader.gitops.auth import GitAuth, display_url, scrub
+from gitops_reloader.gitops.auth import CredentialFileError, GitAuth, TokenFile, display_url, scrub
 from gitops_reloader.observability.alerts import retry_after_seconds
 
 __all__ = ["MAX_COMMENTS", "MAX_REDIRECTS", "GitHost", "PullRequest", "PullRequestState", "RetryPolicy"]
@@ -226,6 +226,8 @@ class _RestHost:
     client: httpx.Client | None = field(default=None, repr=False)
     timeout: float = 10.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    token_file: TokenFile | None = field(default=None, repr=False)
+    """The mounted file ``token`` came from: read again, before a request, once it changed."""
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
     clock: Callable[[], float] = field(default=time.time, repr=False)
     """Wall clock, for rate-limit reset times given as epoch seconds."""
@@ -270,6 +272,15 @@ class _RestHost:
     def _auth_headers(self) -> dict[str, str]:
         raise NotImplementedError
 
+    def _rotate_token(self, repo: str) -> None:
+        """Use the mounted token as it is now (a rotated Secret takes effect at once)."""
+        if self.token_file is None:
+            return
+        try:
+            self.token = self.token_file.current()
+        except CredentialFileError as exc:
+            raise HostAuthError(f"{self.kind}: API token for {repo}: {exc}") from None
+
     def _secret(self) -> GitAuth:
         """The credentials to scrub from quoted host text (every spelling of the token)."""
         return GitAuth(token=self.token)
@@ -305,6 +316,7 @@ class _RestHost:
         """
         target = url if url is not None else self.api_url + path
         shown = httpx.URL(target).path  # the path only: no query string, no host
+        self._rotate_token(repo)
         headers = {"Accept": _JSON, **self._auth_headers()}
         policy = self.retry
         reason = ""

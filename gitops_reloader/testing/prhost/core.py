@@ -370,6 +370,11 @@ class Core:
         with self._lock:
             self._gitlab_cancel_auto_merge = not absent
 
+    def set_token(self, token: str) -> None:
+        """Accept ``token`` from now on and refuse the old one (a revoked, rotated token)."""
+        with self._lock:
+            self._token = token
+
     def allow_basic(self, username: str) -> None:
         """Accept HTTP Basic ``username:token`` (Bitbucket app passwords, API tokens)."""
         with self._lock:
