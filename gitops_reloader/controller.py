@@ -41,7 +41,7 @@ from gitops_reloader.control.failures import Failure, FailureBook
 from gitops_reloader.control.pause import UNPAUSE_PREFIX, PauseScheduler
 from gitops_reloader.control.reconciler import Reconciler, view
 from gitops_reloader.control.resume import Resumer
-from gitops_reloader.control.retrypolicy import FailureClass, RetryPolicy, classify, failure_reason
+from gitops_reloader.control.retrypolicy import FailureClass, RetrySchedule, classify, failure_reason
 from gitops_reloader.control.startup import deleted_while_down, out_of_date, used_key_sources
 from gitops_reloader.control.waves import WAVES_KEY, Waves
 from gitops_reloader.errors import ReloaderError
@@ -99,7 +99,7 @@ class Controller:
         self.failure_store = failure_store(self.failures) if failure_store is not None else None
         self.alert = alert
         runtime = config.runtime
-        self.retry = RetryPolicy(base=min(runtime.retry_base_delay, runtime.retry_max_delay),
+        self.retry = RetrySchedule(base=min(runtime.retry_base_delay, runtime.retry_max_delay),
                                  cap=runtime.retry_max_delay, slow=runtime.retry_max_delay)
         self.recorder = recorder
         if state is not None:
@@ -257,18 +257,23 @@ class Controller:
         if self.failure_store is None:
             return
         entries = self.failure_store.load()
-        restored = 0
+        kept, restored = [], 0
         for entry in entries:
+            pending = 0
             for key, source_ids in entry.workloads.items():
                 sources = self._current_sources(key, source_ids)
                 if sources:
                     self._add_pending(key, sources)
-                    restored += 1
-        self.failures.restore(entries)
+                    pending += 1
+            if pending:  # a workload or source gone since has nothing left to emit
+                kept.append(entry)
+                restored += pending
+        self.failures.restore(kept)
         self.metrics.set_pending_failures(self.failures.counts())
         if entries:
             log.info("resuming failing emissions recorded before the restart",
-                     extra={"failing": len(entries), "workloads_pending": restored})
+                     extra={"failing": len(kept), "workloads_pending": restored,
+                            "gone": len(entries) - len(kept)})
 
     def _current_sources(self, key: str, source_ids: Iterable[str]) -> dict[SourceRef, PendingSource]:
         """The cached sources named ``Kind/name`` in workload ``key``'s namespace, as changes now."""
@@ -696,8 +701,8 @@ class Controller:
         return None
 
     def retry_waiting_for_a_person(self, why: str) -> int:
-        """An input a person fixes changed (a mounted SSH key or known_hosts file): try every
-        failure of that class again now. Returns how many were re-queued."""
+        """An input a person fixes changed (a mounted credential file, a repository usable
+        again): try every failure of that class again now. Returns how many were re-queued."""
         keys = self.failures.waiting_for_a_person()
         for key in keys:
             self.queue.add(self._retry_key(key))

@@ -39,7 +39,7 @@ from gitops_reloader.errors import (
     RepositoryUnusable,
 )
 
-__all__ = ["FailureClass", "RetryPolicy", "classify", "failure_reason"]
+__all__ = ["FailureClass", "RetrySchedule", "classify", "failure_reason"]
 
 
 class FailureClass(enum.StrEnum):
@@ -79,7 +79,7 @@ def failure_reason(exc: ReloaderError) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class RetryPolicy:
+class RetrySchedule:
     """The delays before the next attempt, per class of failure (seconds)."""
 
     base: float = 1.0

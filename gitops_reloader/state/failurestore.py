@@ -46,6 +46,7 @@ class FailureStore:
         self.read_only = read_only
         self._version = ""
         self._written = -1
+        self._loaded: set[str] = set()
         self._failing_write = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -66,14 +67,17 @@ class FailureStore:
             return []
         self._version = str((stored.get("metadata") or {}).get("resourceVersion", ""))
         data = stored.get("data")
-        return decode(data) if isinstance(data, Mapping) else []
+        loaded = decode(data) if isinstance(data, Mapping) else []
+        self._loaded = {entry.key for entry in loaded}
+        return loaded
 
     def start(self) -> None:
-        """Write the book whenever it changes from now on (the active instance only; the book
-        holds what :meth:`load` read, so that is not written back)."""
+        """Write the book whenever it changes from now on (the active instance only); what
+        :meth:`load` read is not written back unless the book dropped part of it."""
         if self.read_only or self._thread is not None:
             return
-        self._written = self.book.version
+        if {entry.key for entry in self.book.failing()} == self._loaded:
+            self._written = self.book.version  # the record holds the book already
         self._thread = threading.Thread(target=self._run, name="failure-record", daemon=True)
         self._thread.start()
 

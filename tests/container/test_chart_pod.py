@@ -181,6 +181,30 @@ MANIFEST = textwrap.dedent("""\
     """)
 
 
+CONFIGMAPS = "/api/v1/namespaces/ns/configmaps"
+
+
+def fleet_over_ssh(cluster: Cluster, tmp_path: Path, sshgit: SshGitHost,
+                   reloader: Mapping[str, Any]) -> PodRun:
+    """The chart's pod for repository ``fleet`` over SSH (``reloader``: more values), and in the
+    cluster ConfigMap app-config and Deployment web, reloading through git into ``fleet``."""
+    values = {"reloader": {**reloader, "git": {"repositories": [
+        {"name": "fleet", "url": sshgit.url("fleet"), "branch": "main", "credentialsSecret": "fleet-git"}]}}}
+    run = chart_pod(cluster, tmp_path, values, {"fleet-git": {
+        "ssh-privatekey": sshgit.client_key_path.read_text(), "known_hosts": sshgit.known_hosts_line + "\n"}})
+    cluster.api.request("POST", CONFIGMAPS, body={"metadata": {"name": "app-config"}, "data": {"url": "a"}})
+    web = deployment("web", annotations={"configmap.reloader.stakater.com/reload": "app-config",
+                                         "gitops-reloader.io/sink": "git",
+                                         "gitops-reloader.io/git-repo": "fleet"})
+    cluster.api.request("POST", "/apis/apps/v1/namespaces/ns/deployments", body=web)
+    return run
+
+
+def change_app_config(cluster: Cluster, url: str) -> None:
+    cluster.api.request("PUT", f"{CONFIGMAPS}/app-config",
+                        body={**cluster.get(f"{CONFIGMAPS}/app-config"), "data": {"url": url}})
+
+
 def warning_events(cluster: Cluster, name: str) -> list[dict[str, Any]]:
     events = cluster.get("/api/v1/namespaces/ns/events")["items"]
     return [e for e in events if e["involvedObject"]["name"] == name and e["type"] == "Warning"]
@@ -192,21 +216,10 @@ def test_chart_pod_commits_over_ssh_and_a_changed_host_key_pushes_nothing(
     githost.create_repo("fleet", {"apps/web.yaml": MANIFEST})
     with SshGitHost(githost.root, tmp_path / "sshd") as sshgit:
         key = sshgit.client_key_path.read_text()
-        values = {"reloader": {"git": {"repositories": [
-            {"name": "fleet", "url": sshgit.url("fleet"), "branch": "main",
-             "credentialsSecret": "fleet-git"}]}}}
-        run = chart_pod(cluster, tmp_path, values, {"fleet-git": {
-            "ssh-privatekey": key, "known_hosts": sshgit.known_hosts_line + "\n"}})
-        cm_path = "/api/v1/namespaces/ns/configmaps"
-        cluster.api.request("POST", cm_path, body={"metadata": {"name": "app-config"}, "data": {"url": "a"}})
-        web = deployment("web", annotations={"configmap.reloader.stakater.com/reload": "app-config",
-                                             "gitops-reloader.io/sink": "git",
-                                             "gitops-reloader.io/git-repo": "fleet"})
-        cluster.api.request("POST", "/apis/apps/v1/namespaces/ns/deployments", body=web)
+        run = fleet_over_ssh(cluster, tmp_path, sshgit, {})
 
         def change(url: str) -> None:
-            cluster.api.request("PUT", f"{cm_path}/app-config",
-                                body={**cluster.get(f"{cm_path}/app-config"), "data": {"url": url}})
+            change_app_config(cluster, url)
 
         with running_container(image, run.args, options=run.options) as pod:
             wait_probe(pod, run.probes["readinessProbe"], "readinessProbe")
@@ -239,18 +252,7 @@ def test_chart_pod_outage_of_the_ssh_git_host_survives_a_sigkill_and_commits_onc
     githost = cluster.githost
     githost.create_repo("fleet", {"apps/web.yaml": MANIFEST})
     with SshGitHost(githost.root, tmp_path / "sshd") as sshgit:
-        values = {"reloader": {"extraArgs": ["--max-retries=3"], "git": {"repositories": [
-            {"name": "fleet", "url": sshgit.url("fleet"), "branch": "main",
-             "credentialsSecret": "fleet-git"}]}}}
-        run = chart_pod(cluster, tmp_path, values, {"fleet-git": {
-            "ssh-privatekey": sshgit.client_key_path.read_text(),
-            "known_hosts": sshgit.known_hosts_line + "\n"}})
-        cm_path = "/api/v1/namespaces/ns/configmaps"
-        cluster.api.request("POST", cm_path, body={"metadata": {"name": "app-config"}, "data": {"url": "a"}})
-        web = deployment("web", annotations={"configmap.reloader.stakater.com/reload": "app-config",
-                                             "gitops-reloader.io/sink": "git",
-                                             "gitops-reloader.io/git-repo": "fleet"})
-        cluster.api.request("POST", "/apis/apps/v1/namespaces/ns/deployments", body=web)
+        run = fleet_over_ssh(cluster, tmp_path, sshgit, {"extraArgs": ["--max-retries=3"]})
         record_path = f"/api/v1/namespaces/{NAMESPACE}/configmaps/{FULLNAME}-failures"
 
         def recorded_attempts() -> int:
@@ -263,8 +265,7 @@ def test_chart_pod_outage_of_the_ssh_git_host_survives_a_sigkill_and_commits_onc
         with running_container(image, run.args, options=run.options) as pod:
             wait_probe(pod, run.probes["readinessProbe"], "readinessProbe")
             sshgit.stop()  # the git host is down: connection refused
-            cluster.api.request("PUT", f"{cm_path}/app-config",
-                                body={**cluster.get(f"{cm_path}/app-config"), "data": {"url": "b"}})
+            change_app_config(cluster, "b")
             pod.wait(lambda: recorded_attempts() >= 3, timeout=60, message="3 attempts in the failure record")
             failed = [e for e in warning_events(cluster, "web") if e["reason"] == "ReloadFailed"]
             assert len(failed) == 1 and failed[0]["count"] >= 2, failed

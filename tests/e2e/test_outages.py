@@ -34,7 +34,8 @@ from test_pull_request_sink import PrSetup, pr_controller, pulls, wait_open_pull
 from gitops_reloader.app import App
 from gitops_reloader.clock import FakeClock
 from gitops_reloader.config import load_config
-from gitops_reloader.control.failures import decode
+from gitops_reloader.control.failures import Failure, decode, encode
+from gitops_reloader.control.retrypolicy import FailureClass
 from gitops_reloader.gitops.locate import GIT_REPO_ANNOTATION
 from gitops_reloader.hashing import configmap_hash
 from gitops_reloader.kube.api import KubeApi
@@ -356,6 +357,17 @@ def test_outage_of_an_unknown_repository_holds_the_reload_until_the_annotation_i
 # --------------------------------------------------------------------------- a restart mid-outage
 
 
+def kill_while_failing(api_client: ApiClient, host: GitHostServer, controller: Controller) -> None:
+    """Take the git host down, change app-config, and SIGKILL ``controller`` once the failure
+    record in the cluster shows four failed attempts."""
+    host.set_down(True)
+    put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
+    wait_for(lambda: any(f.attempts >= 4 for f in record_in_cluster(api_client)), timeout=30,
+             message="the failure recorded in the cluster")
+    os.kill(controller.pid, signal.SIGKILL)
+    controller.proc.wait(10)
+
+
 @pytest.fixture
 def cluster(tmp_path: Path, server: ApiServer, api_client: ApiClient) -> Iterator[Cluster]:
     with httpx.Client() as http:
@@ -378,12 +390,7 @@ def test_outage_sigkill_while_failing_restart_without_flags_commits_once_when_ba
     second: Controller | None = None
     try:
         first.wait_ready(cluster.http)
-        host.set_down(True)
-        put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
-        wait_for(lambda: any(f.attempts >= 4 for f in record_in_cluster(api_client)), timeout=30,
-                 message="the failure recorded in the cluster")
-        os.kill(first.pid, signal.SIGKILL)
-        first.proc.wait(10)
+        kill_while_failing(api_client, host, first)
         assert len(commits(host)) == 1
         second = Controller(cluster, tmp_path / "second.jsonl", flags)
         second.wait_ready(cluster.http)
@@ -436,12 +443,7 @@ def test_outage_leader_change_while_failing_the_new_leader_continues_and_commits
         first = replicas[int(holder.rsplit("-", 1)[1])]
         [standby] = [r for r in replicas.values() if r is not first]
         wait_for(lambda: first.sample(cluster.http, "gitops_reloader_leader") == 1, message="leader active")
-        host.set_down(True)
-        put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
-        wait_for(lambda: any(f.attempts >= 4 for f in record_in_cluster(api_client)), timeout=30,
-                 message="the leader recorded the failure")
-        os.kill(first.pid, signal.SIGKILL)
-        first.proc.wait(10)
+        kill_while_failing(api_client, host, first)
         wait_for(lambda: lease_holder(api_client).endswith(f"-{standby.pid}"), timeout=15,
                  message="the standby took the Lease")
         said = "resuming failing emissions recorded before the restart"
@@ -457,3 +459,19 @@ def test_outage_leader_change_while_failing_the_new_leader_continues_and_commits
             if replica.proc.poll() is None:
                 replica.proc.terminate()
                 replica.proc.wait(10)
+
+
+def test_outage_record_naming_a_workload_deleted_meanwhile_is_dropped_at_start(api_client: ApiClient) -> None:
+    """A restart finds in the record a failing workload that was deleted while no controller
+    ran: nothing is left to emit, so it is not listed as failing, and the record is rewritten."""
+    create(api_client, configmap("app-config", {"url": "a"}))
+    gone = "ns/Deployment/gone"
+    stale = Failure(gone, "env-vars", "ServerError", FailureClass.TRANSIENT, 1000.0, 5, 1010.0, "503",
+                    {gone: ("ConfigMap/app-config",)})
+    create(api_client, {"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": "gitops-reloader-failures", "namespace": "default"},
+                        "data": encode([stale])})
+    with running_controller(api_client) as app:
+        assert failing(app) == []
+        assert metric(app, "pending_failures", sink="env-vars", reason="ServerError") == 0.0
+        wait_for(lambda: record_in_cluster(api_client, namespace="default") == [], message="rewritten")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gitops_reloader.control.retrypolicy import FailureClass, RetryPolicy, classify, failure_reason
+from gitops_reloader.control.retrypolicy import FailureClass, RetrySchedule, classify, failure_reason
 from gitops_reloader.errors import (
     GitError,
     HostAuthError,
@@ -46,7 +46,7 @@ def test_reasons_are_short_words_never_the_message() -> None:
 
 
 def test_transient_backoff_doubles_from_one_second_to_the_cap() -> None:
-    policy = RetryPolicy(base=1.0, cap=300.0)
+    policy = RetrySchedule(base=1.0, cap=300.0)
     delays = [policy.delay(FailureClass.TRANSIENT, n) for n in range(1, 14)]
     assert delays[:5] == [1.0, 2.0, 4.0, 8.0, 16.0]
     assert delays[-1] == 300.0 and max(delays) == 300.0
@@ -54,20 +54,20 @@ def test_transient_backoff_doubles_from_one_second_to_the_cap() -> None:
 
 
 def test_races_retry_fast_and_person_failures_slowly() -> None:
-    policy = RetryPolicy(base=1.0, race_base=0.05, cap=300.0, slow=300.0)
+    policy = RetrySchedule(base=1.0, race_base=0.05, cap=300.0, slow=300.0)
     assert policy.delay(FailureClass.RACE, 1) == 0.05
     assert policy.delay(FailureClass.NEEDS_PERSON, 1) == 300.0
     assert policy.delay(FailureClass.NEEDS_PERSON, 50) == 300.0
 
 
 def test_jitter_only_shortens_and_stays_in_its_band() -> None:
-    policy = RetryPolicy(base=1.0, cap=300.0, jitter=0.2)
+    policy = RetrySchedule(base=1.0, cap=300.0, jitter=0.2)
     for spread in (0.0, 0.3, 0.99):
         delay = policy.delay(FailureClass.TRANSIENT, 20, spread=spread)
         assert 240.0 <= delay <= 300.0
 
 
 def test_retry_after_is_honoured_as_sent() -> None:
-    policy = RetryPolicy()
+    policy = RetrySchedule()
     assert policy.delay(FailureClass.TRANSIENT, 1, retry_after=42.0) == 42.0
     assert policy.delay(FailureClass.TRANSIENT, 3, retry_after=0.2) == 0.2
