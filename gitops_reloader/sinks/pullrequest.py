@@ -43,7 +43,9 @@ For one branch (``gitops-reloader/<base>/<key>``, or its newest generation
    edits are applied on top. So an accumulating pull request keeps the edits of earlier batches, a base
    that moved on is never reverted, and the batch's own workloads always get their
    latest value. Without an open pull request the branch starts from the base alone (a
-   merged or closed pull request is history; its branch is rebuilt);
+   merged or closed pull request is history; its branch is rebuilt) — unless the branch
+   holds anything but one commit sealed by the controller: someone else's branch that
+   carries the name is never rewritten, the reload takes the next name, ``<branch>-<n+1>``;
 5. pushes only when the new tree differs from the branch's
    (:meth:`~gitops_reloader.gitops.repo.Repository.push_branch` with a lease on the sha
    fetched in step 1: force, but only on our branch and only if nobody pushed since —
@@ -98,6 +100,7 @@ from gitops_reloader.errors import (
     ManifestNotFound,
     PushRejected,
     ReloaderError,
+    RemoteRefused,
     RepositoryUnusable,
     YamlEditError,
 )
@@ -341,6 +344,26 @@ class PullRequestSink:
                     for position, request, location in wanted.current:
                         self.follower.resume(request, location, wanted.values[position], sink=self.name)
                 return outcomes
+
+            if pull is None and remote_sha is not None:
+                # No pull request of ours: the branch is rebuilt only if it holds nothing but
+                # our own sealed commit (a merged or closed pull request's). Someone else's
+                # branch that happens to carry our name is never rewritten.
+                ahead = self._git_step(name, "inspect", lambda: repo.commits_ahead(base_sha, remote_sha))
+                taken = prpolicy.branch_ownership(ahead, key=digest_key.value)
+                if not taken.ours:
+                    if generation >= prpolicy.MAX_GENERATION:
+                        refused = RemoteRefused(f"branch {branch} holds commits gitops-reloader did not make "
+                                                f"({taken.reason}) and no further name is left; delete it",
+                                                reason="BranchTaken")
+                        outcomes.update({position: self._skip(request, name, refused)
+                                         for position, request, _ in located})
+                        return outcomes
+                    log.warning("a branch with the pull-request branch's name holds commits gitops-reloader "
+                                "did not make; it is left alone and the reload takes the next name", extra={
+                                    "repo": name, "branch": branch, "why": taken.reason})
+                    generation += 1
+                    branch, remote_sha = prpolicy.generation_branch(base, key, generation), None
 
             ahead: list[prpolicy.CommitInfo] = []
             if pull is not None and remote_sha is not None:

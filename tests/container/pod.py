@@ -7,6 +7,8 @@
 - Secret volumes as the chart mounts git credentials: files ``defaultMode: 288`` (0440),
   group = the pod's ``fsGroup`` 65532, the directory only for that group.
 - Single ConfigMap files (``subPath``): 0644, root.
+- :class:`KubeletSecretVolume`: a Secret volume with the kubelet's ``..data`` layout, whose
+  content can be rotated as the kubelet rotates it.
 """
 
 from __future__ import annotations
@@ -51,6 +53,40 @@ def secret_volume(directory: Path, files: Mapping[str, str], mount_path: str, *,
     for name, text in files.items():
         _write(directory / name, text, mode, uid=owner, gid=group)
     return f"--volume={directory}:{mount_path}:ro"
+
+
+class KubeletSecretVolume:
+    """A Secret volume laid out as the kubelet's atomic writer lays it out: the files of each
+    version in a ``..<version>`` directory, ``..data`` a link to the current one, each file a
+    link through ``..data``. :meth:`swap` publishes a new version the way the kubelet does when
+    the Secret changes (a rotation): the new directory first, then one atomic rename of the
+    ``..data`` link, so the pod never sees a half-written version."""
+
+    def __init__(self, directory: Path, files: Mapping[str, str], *, mode: int = SECRET_MODE,
+                 group: int = FS_GROUP) -> None:
+        self.directory, self.mode, self.group, self.version = directory, mode, group, 0
+        directory.mkdir(parents=True)
+        os.chown(directory, 0, group)
+        directory.chmod(0o750)
+        self.swap(files)
+        for name in files:
+            (directory / name).symlink_to(f"..data/{name}")
+
+    def volume(self, mount_path: str) -> str:
+        """The podman ``--volume`` (the directory, links and all, read-only)."""
+        return f"--volume={self.directory}:{mount_path}:ro"
+
+    def swap(self, files: Mapping[str, str]) -> None:
+        self.version += 1
+        target = self.directory / f"..2026_11_28_00_00_{self.version:02d}.{os.getpid()}"
+        target.mkdir()
+        os.chown(target, 0, self.group)
+        target.chmod(0o750)
+        for name, text in files.items():
+            _write(target / name, text, self.mode, gid=self.group)
+        staged = self.directory / "..data_tmp"
+        staged.symlink_to(target.name)
+        os.replace(staged, self.directory / "..data")
 
 
 def config_file(path: Path, text: str, mount_path: str) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from cluster import GIT_TOKEN, SA_TOKEN, Cluster, free_port, wait_ready
 from containers import HARDENED, running_container
-from pod import config_file, secret_volume, service_account
+from pod import KubeletSecretVolume, config_file, secret_volume, service_account
 from tls_certs import make_tls_files
 
 from gitops_reloader.hashing import configmap_hash
@@ -154,3 +154,49 @@ def test_in_cluster_pod_that_cannot_authenticate_stops_with_a_clear_reason(
     assert code == 1, logs
     assert len(errors) == 1 and errors[0]["msg"].startswith("cannot start: ") and says in errors[0]["msg"]
     assert token not in logs
+
+
+def test_credential_rotation_in_the_image_the_next_push_uses_the_swapped_token(
+        image: str, cluster: Cluster, tmp_path: Path) -> None:
+    """The git token's Secret rotates while the hardened pod runs: the kubelet swaps the
+    volume's ``..data`` and the git host revokes the old token. The next push already uses
+    the new token: no attempt fails, nothing restarts."""
+    githost = cluster.githost
+    githost.create_repo("manifests", {"apps/gitweb.yaml": manifest("gitweb")})
+    git_config = textwrap.dedent(f"""\
+        repositories:
+          - name: manifests
+            url: {githost.repo_url("manifests")}
+            branch: main
+            tokenFile: {CONFIG_DIR}/rotating/token
+        """)
+    token = KubeletSecretVolume(tmp_path / "rotating", {"token": GIT_TOKEN})
+    cm_path = "/api/v1/namespaces/ns/configmaps"
+    cluster.api.request("POST", cm_path, body={"metadata": {"name": "app-config"}, "data": {"url": "a"}})
+    cluster.api.request("POST", "/apis/apps/v1/namespaces/ns/deployments", body=deployment(
+        "gitweb", annotations={"configmap.reloader.stakater.com/reload": "app-config",
+                               "gitops-reloader.io/sink": "git", "gitops-reloader.io/git-repo": "manifests"}))
+    port = free_port()
+    args = ["run", f"--git-config={CONFIG_DIR}/git-config.yaml", "--git-cache-dir=/var/cache/gitops-reloader",
+            "--coalesce-window=1s", f"--http-address=127.0.0.1:{port}", "--log-format=json"]
+    options = [*pod_options(cluster, tmp_path, git_config), token.volume(f"{CONFIG_DIR}/rotating")]
+
+    def change(url: str) -> None:
+        cluster.api.request("PUT", f"{cm_path}/app-config",
+                            body={**cluster.get(f"{cm_path}/app-config"), "data": {"url": url}})
+
+    rotated = "ghp_rotatedGitToken_51f0e2"
+    with running_container(image, args, options=options) as pod:
+        wait_ready(pod, port)
+        change("b")
+        pod.wait(lambda: len(githost.log("manifests")) == 2, timeout=60, message="the first commit")
+        token.swap({"token": rotated})  # the kubelet publishes the rotated Secret
+        githost.token = rotated  # and the old token stops working
+        change("c")
+        pod.wait(lambda: len(githost.log("manifests")) == 3, timeout=60,
+                 message="a commit with the new token")
+        logs = pod.logs()
+    events = cluster.get("/api/v1/namespaces/ns/events")["items"]
+    assert not [e for e in events if e["type"] == "Warning"], [e["message"] for e in events]
+    assert "refused the credentials" not in logs and "emission failed" not in logs
+    assert GIT_TOKEN not in logs and rotated not in logs

@@ -258,3 +258,21 @@ def test_a_refused_comment_is_reported_and_the_reload_still_moves_on(
         assert metric(app, "git_errors_total", repo=sink_tests.NAME, reason="foreign-notice") == 1.0
         assert metric(app, "pr_foreign_commits_total", host=kind) == 0.0
         assert githost.branches(REPO)[WEB_BRANCH] == theirs
+
+
+def test_a_branch_with_our_name_but_not_our_commits_is_never_rewritten(
+        api_client: ApiClient, setup: PrSetup, githost: GitHostServer, prhost: PrHost, kind: str) -> None:
+    """Someone pushed a branch that happens to carry the pull-request branch's name, with no
+    pull request (a person's experiment, another tool). It was rebuilt from the base before;
+    now it is left exactly as it is, and the reload opens its pull request from the next name."""
+    web_reloads_on_app_config(api_client, setup)
+    keep_reflogs(githost)
+    theirs = githost.commit_directly(REPO, {"notes.md": "my own work\n"}, branch=WEB_BRANCH,
+                                     message="wip: not a reload")
+    with pr_controller(api_client, setup) as (app, _):
+        change_and_wait_pull(api_client, app, prhost, "b", NEXT_BRANCH)
+        quiet(app)
+    assert githost.branches(REPO)[WEB_BRANCH] == theirs  # never force-pushed
+    assert reflog(githost, WEB_BRANCH)[-1] == theirs
+    assert pull_on(prhost, WEB_BRANCH) is None
+    assert [p["head"] for p in prhost.pulls(REPO)] == [NEXT_BRANCH]
