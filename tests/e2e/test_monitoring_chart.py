@@ -225,7 +225,7 @@ def reload_one(cluster: Cluster) -> None:
         containers=[{"name": "app", "image": "x", "envFrom": [{"configMapRef": {"name": "cfg"}}]}]))
     CoreV1Api(cluster.api_client).patch_namespaced_config_map("cfg", "ns", {"data": {"v": "1"}})
     wait_for(lambda: env_of(cluster.deployment("web")) == {
-        "STAKATER_CFG_CONFIGMAP": configmap_hash({"v": "1"})}, message="reloaded")
+        "STAKATER_CFG_CONFIGMAP": configmap_hash({"v": "1"})}, timeout=30, message="reloaded")
 
 
 def test_every_queried_metric_is_exported_by_a_running_controller(
