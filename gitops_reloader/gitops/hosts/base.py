@@ -65,7 +65,8 @@ from gitops_reloader.errors import ConfigError, HostAuthError, HostError, HostRa
 from gitops_reloader.gitops.auth import CredentialFileError, GitAuth, TokenFile, display_url, scrub
 from gitops_reloader.observability.alerts import retry_after_seconds
 
-__all__ = ["MAX_COMMENTS", "MAX_REDIRECTS", "GitHost", "PullRequest", "PullRequestState", "RetryPolicy"]
+__all__ = ["MAX_COMMENTS", "MAX_REDIRECTS", "GitHost", "NewPull", "PullRequest", "PullRequestState",
+           "RetryPolicy", "github_pull_request", "label_names"]
 
 log = logging.getLogger(__name__)
 
@@ -178,6 +179,17 @@ class GitHost(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class NewPull:
+    """A pull request to open: ``head`` into ``base``, its title, body and labels."""
+
+    head: str
+    base: str
+    title: str
+    body: str
+    labels: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """How often and how long a host client retries one request."""
 
@@ -212,6 +224,10 @@ class _RestHost:
     """
 
     kind: ClassVar[str] = ""
+    open_state: ClassVar[str] = "open"
+    """The host's list filter for open pull requests."""
+    any_state: ClassVar[str] = "all"
+    """The host's list filter for pull requests in any state."""
     scope_hint: ClassVar[str] = "access to the repository"
     """What the token needs, quoted in 401/403 messages."""
     default_api_url: ClassVar[str] = ""
@@ -287,6 +303,24 @@ class _RestHost:
 
     def find_open(self, repo: str, *, head: str, base: str) -> PullRequest | None:
         """See :meth:`GitHost.find_open`."""
+        return self._find(repo, head=head, base=base, state=self.open_state)
+
+    def find_latest(self, repo: str, *, head: str, base: str) -> PullRequest | None:
+        """See :meth:`GitHost.find_latest`."""
+        return self._find(repo, head=head, base=base, state=self.any_state)
+
+    def create(self, repo: str, *, head: str, base: str, title: str, body: str,
+               labels: Sequence[str] = ()) -> PullRequest:
+        """See :meth:`GitHost.create`: the body's length is checked, then the host is asked."""
+        self._check_body(repo, body)
+        return self._create(repo, NewPull(head, base, title, body, tuple(labels)))
+
+    def _find(self, repo: str, *, head: str, base: str, state: str) -> PullRequest | None:
+        """The newest pull request from ``head`` into ``base`` in the host's list ``state``."""
+        raise NotImplementedError
+
+    def _create(self, repo: str, new: NewPull) -> PullRequest:
+        """Open ``new``; one already open for its branches is updated (:meth:`_adopt_existing`)."""
         raise NotImplementedError
 
     def update(
@@ -412,6 +446,20 @@ class _RestHost:
             )
         return str(moved)
 
+    def _edit_github_shaped(self, repo: str, path: str, fields: Mapping[str, Any]) -> PullRequest:
+        """PATCH a GitHub-shaped pull request (GitHub, Gitea) at ``path``; the answer parsed."""
+        response = self._request("PATCH", path, repo=repo, json=dict(fields))
+        return self._parse(github_pull_request, self._json(response, repo), repo)
+
+    def _newest(self, repo: str, path: str, params: Mapping[str, Any],
+                parse: Callable[[Any], PullRequest], *, head: str, base: str) -> PullRequest | None:
+        """The newest pull request from ``head`` into ``base`` on one listed page. The host
+        filters already; it is checked again, so a lenient server can't hand us another branch."""
+        response = self._request("GET", path, repo=repo, params=params)
+        pulls = [self._parse(parse, item, repo) for item in self._list(response, repo)]
+        matching = [p for p in pulls if p.head == head and p.base == base]
+        return max(matching, key=lambda p: p.number, default=None)
+
     def _list(self, response: httpx.Response, repo: str) -> list[Any]:
         """The JSON list of ``response``; :class:`HostError` for any other shape."""
         data = self._json(response, repo)
@@ -466,21 +514,19 @@ class _RestHost:
                 f"{self.kind}: unexpected pull request document for {repo} ({type(exc).__name__})"
             ) from exc
 
-    def _adopt_existing(
-        self, repo: str, *, head: str, base: str, title: str, body: str, labels: Sequence[str]
-    ) -> PullRequest:
+    def _adopt_existing(self, repo: str, new: NewPull) -> PullRequest:
         """The host said "already exists": find that open pull request and update it."""
-        existing = self.find_open(repo, head=head, base=base)
+        existing = self.find_open(repo, head=new.head, base=new.base)
         if existing is None:
             raise HostError(
-                f"{self.kind}: {repo} reports a pull request from {head} into {base} "
+                f"{self.kind}: {repo} reports a pull request from {new.head} into {new.base} "
                 "already exists, but none is open"
             )
         log.debug(
             "pull request already exists; updating it",
             extra={"host": self.kind, "repo": repo, "number": existing.number},
         )
-        return self.update(repo, existing.number, title=title, body=body, labels=labels)
+        return self.update(repo, existing.number, title=new.title, body=new.body, labels=new.labels)
 
     def _host_message(self, response: httpx.Response) -> str:
         """The host's own error text (scrubbed, shortened), ``""`` if none."""
@@ -591,3 +637,25 @@ def _flatten(value: Any) -> str:
             return value["message"]
         return ", ".join(f"{key}: {_flatten(item)}" for key, item in value.items())
     return str(value)
+
+
+def github_pull_request(data: Any) -> PullRequest:
+    """A pull request in GitHub's shape (Gitea and Forgejo answer the same one)."""
+    merged = bool(data.get("merged_at") or data.get("merged"))
+    state: PullRequestState = "merged" if merged else ("open" if data["state"] == "open" else "closed")
+    return PullRequest(
+        number=int(data["number"]),
+        url=str(data.get("html_url") or ""),
+        state=state,
+        head=str(data["head"]["ref"]),
+        base=str(data["base"]["ref"]),
+        title=str(data.get("title") or ""),
+        body=str(data.get("body") or ""),
+        head_sha=str(data["head"].get("sha") or ""),
+        labels=label_names(data.get("labels")),
+    )
+
+
+def label_names(items: Any) -> tuple[str, ...]:
+    """Names of a pull request's ``labels`` (objects with a ``name``)."""
+    return tuple(str(item["name"]) for item in items or () if isinstance(item, dict) and item.get("name"))

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import base64
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -53,6 +53,7 @@ from gitops_reloader.errors import HostError
 from gitops_reloader.gitops.auth import GitAuth
 from gitops_reloader.gitops.hosts.base import (
     MAX_COMMENTS,
+    NewPull,
     PullRequest,
     PullRequestState,
     _RestHost,
@@ -78,6 +79,8 @@ class BitbucketHost(_RestHost):
     """:class:`~gitops_reloader.gitops.hosts.base.GitHost` for Bitbucket Cloud."""
 
     kind: ClassVar[str] = "bitbucket"
+    open_state: ClassVar[str] = "OPEN"
+    any_state: ClassVar[str] = "ALL"
     scope_hint: ClassVar[str] = "the 'pullrequest:write' scope"
     default_api_url: ClassVar[str] = "https://api.bitbucket.org/2.0"
     rate_limit_floor: ClassVar[float] = 60.0
@@ -94,44 +97,24 @@ class BitbucketHost(_RestHost):
     def _secret(self) -> GitAuth:
         return GitAuth(username=self.username, token=self.token)
 
-    def find_open(self, repo: str, *, head: str, base: str) -> PullRequest | None:
-        """The open pull request from ``head`` into ``base``, newest first."""
-        query = f"{_branches(head, base)} AND state=\"OPEN\""
-        return self._find(repo, head=head, base=base, params={"q": query, "state": "OPEN"})
-
-    def find_latest(self, repo: str, *, head: str, base: str) -> PullRequest | None:
-        """The newest pull request from ``head`` into ``base`` in any state."""
-        params = {"q": _branches(head, base), "state": list(_STATES), "sort": "-created_on"}
-        return self._find(repo, head=head, base=base, params=params)
-
-    def create(
-        self,
-        repo: str,
-        *,
-        head: str,
-        base: str,
-        title: str,
-        body: str,
-        labels: Sequence[str] = (),
-    ) -> PullRequest:
-        """Open a pull request (or update the one already open); ``labels`` are ignored."""
-        self._check_body(repo, body)
+    def _create(self, repo: str, new: NewPull) -> PullRequest:
+        """Open a pull request (or update the one already open); labels are ignored."""
         payload = {
-            "title": title,
-            "description": body,
-            "source": {"branch": {"name": head}},
-            "destination": {"branch": {"name": base}},
+            "title": new.title,
+            "description": new.body,
+            "source": {"branch": {"name": new.head}},
+            "destination": {"branch": {"name": new.base}},
             "close_source_branch": False,
         }
         response = self._request("POST", self._pulls_path(repo), repo=repo, json=payload, accept=(400, 409))
         if response.status_code in (400, 409):
             if "already" in self._host_message(response).lower():
-                return self._adopt_existing(repo, head=head, base=base, title=title, body=body, labels=labels)
+                return self._adopt_existing(repo, new)
             raise self._error_for(response, repo)
         pull = self._parse(_pull_request, self._json(response, repo), repo)
-        if pull.state == "open" and (pull.title, pull.body) != (title, body):
+        if pull.state == "open" and (pull.title, pull.body) != (new.title, new.body):
             # Bitbucket handed back the pull request already open for this branch, unchanged.
-            return self.update(repo, pull.number, title=title, body=body, labels=labels)
+            return self.update(repo, pull.number, title=new.title, body=new.body, labels=new.labels)
         return pull
 
     def update(
@@ -169,24 +152,11 @@ class BitbucketHost(_RestHost):
 
     def comments(self, repo: str, number: int) -> list[str]:
         """Raw text of the comments on ``number`` that are not deleted, oldest first."""
-        bodies: list[str] = []
         path = f"{self._pulls_path(repo)}/{number}/comments"
-        next_url: str | None = None
-        for _ in range(MAX_COMMENTS // _COMMENT_PAGELEN):
-            if next_url is None:
-                response = self._request("GET", path, repo=repo, params={"pagelen": _COMMENT_PAGELEN})
-            else:
-                response = self._request("GET", path, repo=repo, url=next_url)
-            data = self._json(response, repo)
-            if not isinstance(data, dict):
-                raise HostError(f"{self.kind}: comment list for {repo} is not a paginated object")
-            for item in data.get("values") or ():
-                if isinstance(item, dict) and not item.get("deleted"):
-                    bodies.append(str((item.get("content") or {}).get("raw") or ""))
-            next_url = self._same_origin(data.get("next"))
-            if next_url is None:
-                break
-        return bodies
+        items = self._pages(repo, path, {}, "comment list", pagelen=_COMMENT_PAGELEN,
+                            pages=MAX_COMMENTS // _COMMENT_PAGELEN)
+        return [str((item.get("content") or {}).get("raw") or "") for item in items
+                if isinstance(item, dict) and not item.get("deleted")]
 
     def add_comment(self, repo: str, number: int, body: str) -> None:
         """Comment on ``number`` (Markdown in ``content.raw``)."""
@@ -205,26 +175,34 @@ class BitbucketHost(_RestHost):
         quoted = f"{urllib.parse.quote(workspace, safe='')}/{urllib.parse.quote(slug, safe='')}"
         return f"/repositories/{quoted}/pullrequests"
 
-    def _find(self, repo: str, *, head: str, base: str, params: dict[str, Any]) -> PullRequest | None:
+    def _find(self, repo: str, *, head: str, base: str, state: str) -> PullRequest | None:
+        if state == self.open_state:
+            params: dict[str, Any] = {"q": f'{_branches(head, base)} AND state="OPEN"', "state": "OPEN"}
+        else:
+            params = {"q": _branches(head, base), "state": list(_STATES), "sort": "-created_on"}
         best: PullRequest | None = None
-        path = self._pulls_path(repo)
+        for item in self._pages(repo, self._pulls_path(repo), params, "pull request list"):
+            pull = self._parse(_pull_request, item, repo)
+            if pull.head == head and pull.base == base and (best is None or pull.number > best.number):
+                best = pull
+        return best
+
+    def _pages(self, repo: str, path: str, params: Mapping[str, Any], what: str, *,
+               pagelen: int = _PAGELEN, pages: int = MAX_PAGES) -> Iterator[Any]:
+        """The ``values`` of a paginated list, page after page (``next`` on the same origin)."""
         next_url: str | None = None
-        for _ in range(MAX_PAGES):
+        for _ in range(pages):
             if next_url is None:
-                response = self._request("GET", path, repo=repo, params={**params, "pagelen": _PAGELEN})
+                response = self._request("GET", path, repo=repo, params={**params, "pagelen": pagelen})
             else:
                 response = self._request("GET", path, repo=repo, url=next_url)
             data = self._json(response, repo)
             if not isinstance(data, dict):
-                raise HostError(f"{self.kind}: pull request list for {repo} is not a paginated object")
-            for item in data.get("values") or ():
-                pull = self._parse(_pull_request, item, repo)
-                if pull.head == head and pull.base == base and (best is None or pull.number > best.number):
-                    best = pull
+                raise HostError(f"{self.kind}: {what} for {repo} is not a paginated object")
+            yield from data.get("values") or ()
             next_url = self._same_origin(data.get("next"))
             if next_url is None:
-                break
-        return best
+                return
 
     def _same_origin(self, url: Any) -> str | None:
         """``url`` if it is on the API's own scheme, host and port; never send the token elsewhere."""

@@ -48,9 +48,10 @@ from typing import Any, ClassVar
 from gitops_reloader.errors import HostAuthError, HostError
 from gitops_reloader.gitops.hosts.base import (
     MAX_COMMENTS,
+    NewPull,
     PullRequest,
-    PullRequestState,
     _RestHost,
+    github_pull_request,
     split_repo,
 )
 
@@ -76,28 +77,10 @@ class GiteaHost(_RestHost):
     def _auth_headers(self) -> dict[str, str]:
         return {"Authorization": f"token {self.token}"}
 
-    def find_open(self, repo: str, *, head: str, base: str) -> PullRequest | None:
-        """The open pull request from ``head`` into ``base``, newest first."""
-        return self._find(repo, head=head, base=base, state="open")
-
-    def find_latest(self, repo: str, *, head: str, base: str) -> PullRequest | None:
-        """The newest pull request from ``head`` into ``base`` in any state."""
-        return self._find(repo, head=head, base=base, state="all")
-
-    def create(
-        self,
-        repo: str,
-        *,
-        head: str,
-        base: str,
-        title: str,
-        body: str,
-        labels: Sequence[str] = (),
-    ) -> PullRequest:
-        """Open a pull request (or update the one already open) with the known ``labels``."""
-        self._check_body(repo, body)
-        payload: dict[str, Any] = {"head": head, "base": base, "title": title, "body": body}
-        ids = self._label_ids(repo, labels)
+    def _create(self, repo: str, new: NewPull) -> PullRequest:
+        """Open a pull request (or update the one already open) with the known labels."""
+        payload: dict[str, Any] = {"head": new.head, "base": new.base, "title": new.title, "body": new.body}
+        ids = self._label_ids(repo, new.labels)
         if ids:
             payload["labels"] = ids
         response = self._request(
@@ -106,21 +89,19 @@ class GiteaHost(_RestHost):
             repo=repo,
             json=payload,
             accept=(409,),
-            not_found=f"or branch {head!r} or {base!r} does not exist",
+            not_found=f"or branch {new.head!r} or {new.base!r} does not exist",
         )
         if response.status_code == 409:
-            return self._adopt_existing(repo, head=head, base=base, title=title, body=body, labels=labels)
-        return self._parse(_pull_request, self._json(response, repo), repo)
+            return self._adopt_existing(repo, new)
+        return self._parse(github_pull_request, self._json(response, repo), repo)
 
     def update(
         self, repo: str, number: int, *, title: str, body: str, labels: Sequence[str] = ()
     ) -> PullRequest:
         """Set title and body of ``number``; add the known ``labels``."""
         self._check_body(repo, body)
-        response = self._request(
-            "PATCH", f"{self._repo_path(repo)}/pulls/{number}", repo=repo, json={"title": title, "body": body}
-        )
-        pull = self._parse(_pull_request, self._json(response, repo), repo)
+        path = f"{self._repo_path(repo)}/pulls/{number}"
+        pull = self._edit_github_shaped(repo, path, {"title": title, "body": body})
         ids = self._label_ids(repo, labels)
         if ids:
             self._request(
@@ -130,7 +111,7 @@ class GiteaHost(_RestHost):
 
     def close(self, repo: str, number: int) -> None:
         """Close ``number`` without merging."""
-        self._request("PATCH", f"{self._repo_path(repo)}/pulls/{number}", repo=repo, json={"state": "closed"})
+        self._edit_github_shaped(repo, f"{self._repo_path(repo)}/pulls/{number}", {"state": "closed"})
 
     def enable_auto_merge(self, repo: str, number: int) -> bool:
         """Schedule "merge when checks succeed"; ``False`` if Gitea refuses."""
@@ -229,7 +210,7 @@ class GiteaHost(_RestHost):
     def _find(self, repo: str, *, head: str, base: str, state: str) -> PullRequest | None:
         best: PullRequest | None = None
         for item in self._pages(repo, self._repo_path(repo) + "/pulls", {"state": state}):
-            pull = self._parse(_pull_request, item, repo)
+            pull = self._parse(github_pull_request, item, repo)
             if pull.head == head and pull.base == base and (best is None or pull.number > best.number):
                 best = pull
         return best
@@ -275,20 +256,3 @@ def _has_next(response: Any, seen: int, got: int) -> bool:
     if link is not None:
         return False  # a Link header without "next": this was the last page
     return got > 0
-
-
-def _pull_request(data: Any) -> PullRequest:
-    merged = bool(data.get("merged"))
-    state: PullRequestState = "merged" if merged else ("open" if data["state"] == "open" else "closed")
-    return PullRequest(
-        number=int(data["number"]),
-        url=str(data.get("html_url") or ""),
-        state=state,
-        head=str(data["head"]["ref"]),
-        base=str(data["base"]["ref"]),
-        title=str(data.get("title") or ""),
-        body=str(data.get("body") or ""),
-        head_sha=str(data["head"].get("sha") or ""),
-        labels=tuple(str(item["name"]) for item in data.get("labels") or ()
-                     if isinstance(item, dict) and item.get("name")),
-    )

@@ -42,9 +42,11 @@ from typing import Any, ClassVar
 
 from gitops_reloader.gitops.hosts.base import (
     MAX_COMMENTS,
+    NewPull,
     PullRequest,
-    PullRequestState,
     _RestHost,
+    github_pull_request,
+    label_names,
     split_repo,
 )
 
@@ -71,57 +73,35 @@ class GitHubHost(_RestHost):
             "X-GitHub-Api-Version": "2022-11-28",
         }
 
-    def find_open(self, repo: str, *, head: str, base: str) -> PullRequest | None:
-        """The open pull request from ``head`` into ``base``, newest first."""
-        return self._find(repo, head=head, base=base, state="open")
-
-    def find_latest(self, repo: str, *, head: str, base: str) -> PullRequest | None:
-        """The newest pull request from ``head`` into ``base`` in any state."""
-        return self._find(repo, head=head, base=base, state="all")
-
-    def create(
-        self,
-        repo: str,
-        *,
-        head: str,
-        base: str,
-        title: str,
-        body: str,
-        labels: Sequence[str] = (),
-    ) -> PullRequest:
-        """Open a pull request (or update the one already open) and add ``labels``."""
-        self._check_body(repo, body)
+    def _create(self, repo: str, new: NewPull) -> PullRequest:
+        """Open a pull request (or update the one already open) and add its labels."""
         path = self._repo_path(repo) + "/pulls"
         response = self._request(
             "POST",
             path,
             repo=repo,
-            json={"head": head, "base": base, "title": title, "body": body, "draft": False},
+            json={"head": new.head, "base": new.base, "title": new.title, "body": new.body, "draft": False},
             accept=(422,),
         )
         if response.status_code == 422:
             if _already_exists(self._json(response, repo)):
-                return self._adopt_existing(
-                    repo, head=head, base=base, title=title, body=body, labels=labels
-                )
+                return self._adopt_existing(repo, new)
             raise self._error_for(response, repo)
-        pull = self._parse(_pull_request, self._json(response, repo), repo)
-        return self._add_labels(repo, pull, labels)
+        pull = self._parse(github_pull_request, self._json(response, repo), repo)
+        return self._add_labels(repo, pull, new.labels)
 
     def update(
         self, repo: str, number: int, *, title: str, body: str, labels: Sequence[str] = ()
     ) -> PullRequest:
         """Set title and body of ``number``; add ``labels``."""
         self._check_body(repo, body)
-        response = self._request(
-            "PATCH", f"{self._repo_path(repo)}/pulls/{number}", repo=repo, json={"title": title, "body": body}
-        )
-        pull = self._parse(_pull_request, self._json(response, repo), repo)
+        path = f"{self._repo_path(repo)}/pulls/{number}"
+        pull = self._edit_github_shaped(repo, path, {"title": title, "body": body})
         return self._add_labels(repo, pull, labels)
 
     def close(self, repo: str, number: int) -> None:
         """Close ``number`` without merging."""
-        self._request("PATCH", f"{self._repo_path(repo)}/pulls/{number}", repo=repo, json={"state": "closed"})
+        self._edit_github_shaped(repo, f"{self._repo_path(repo)}/pulls/{number}", {"state": "closed"})
 
     def enable_auto_merge(self, repo: str, number: int) -> bool:
         """Always ``False``: GitHub offers auto-merge only through GraphQL (see the module)."""
@@ -162,23 +142,10 @@ class GitHubHost(_RestHost):
 
     def _find(self, repo: str, *, head: str, base: str, state: str) -> PullRequest | None:
         owner, _ = split_repo(self.kind, repo)
-        response = self._request(
-            "GET",
-            self._repo_path(repo) + "/pulls",
-            repo=repo,
-            params={
-                "head": f"{owner}:{head}",
-                "base": base,
-                "state": state,
-                "sort": "created",
-                "direction": "desc",
-                "per_page": _PAGE,
-            },
-        )
-        pulls = [self._parse(_pull_request, item, repo) for item in self._list(response, repo)]
-        # The host filters already; check again so a lenient server can't hand us another branch.
-        matching = [p for p in pulls if p.head == head and p.base == base]
-        return max(matching, key=lambda p: p.number, default=None)
+        params = {"head": f"{owner}:{head}", "base": base, "state": state, "sort": "created",
+                  "direction": "desc", "per_page": _PAGE}
+        return self._newest(repo, self._repo_path(repo) + "/pulls", params, github_pull_request,
+                            head=head, base=base)
 
     def _add_labels(self, repo: str, pull: PullRequest, labels: Sequence[str]) -> PullRequest:
         """``pull`` after adding ``labels``, with the labels GitHub answers it now has."""
@@ -196,7 +163,7 @@ class GitHubHost(_RestHost):
             repo=repo,
             json={"labels": list(labels)},
         )
-        return _label_names(self._list(response, repo))
+        return label_names(self._list(response, repo))
 
 
 def _quote(segment: str) -> str:
@@ -211,24 +178,3 @@ def _already_exists(data: Any) -> bool:
     for error in data.get("errors") or ():
         texts.append(str(error.get("message", "")) if isinstance(error, dict) else str(error))
     return any("already exists" in text.lower() for text in texts)
-
-
-def _pull_request(data: Any) -> PullRequest:
-    merged = bool(data.get("merged_at") or data.get("merged"))
-    state: PullRequestState = "merged" if merged else ("open" if data["state"] == "open" else "closed")
-    return PullRequest(
-        number=int(data["number"]),
-        url=str(data.get("html_url") or ""),
-        state=state,
-        head=str(data["head"]["ref"]),
-        base=str(data["base"]["ref"]),
-        title=str(data.get("title") or ""),
-        body=str(data.get("body") or ""),
-        head_sha=str(data["head"].get("sha") or ""),
-        labels=_label_names(data.get("labels")),
-    )
-
-
-def _label_names(items: Any) -> tuple[str, ...]:
-    """Names of a pull request's ``labels`` (objects with a ``name``)."""
-    return tuple(str(item["name"]) for item in items or () if isinstance(item, dict) and item.get("name"))

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from gitops_reloader.errors import HostAuthError, HostError
-from gitops_reloader.gitops.hosts.base import MAX_COMMENTS, PullRequest, PullRequestState, _RestHost
+from gitops_reloader.gitops.hosts.base import MAX_COMMENTS, NewPull, PullRequest, PullRequestState, _RestHost
 
 __all__ = ["GitLabHost"]
 
@@ -73,6 +73,7 @@ class GitLabHost(_RestHost):
     """:class:`~gitops_reloader.gitops.hosts.base.GitHost` for GitLab (project paths)."""
 
     kind: ClassVar[str] = "gitlab"
+    open_state: ClassVar[str] = "opened"
     scope_hint: ClassVar[str] = "the 'api' scope and Developer role on the project"
     max_body: ClassVar[int] = 1_048_576
 
@@ -84,40 +85,22 @@ class GitLabHost(_RestHost):
     def _auth_headers(self) -> dict[str, str]:
         return {"PRIVATE-TOKEN": self.token}
 
-    def find_open(self, repo: str, *, head: str, base: str) -> PullRequest | None:
-        """The open merge request from ``head`` into ``base``, newest first."""
-        return self._find(repo, head=head, base=base, state="opened")
-
-    def find_latest(self, repo: str, *, head: str, base: str) -> PullRequest | None:
-        """The newest merge request from ``head`` into ``base`` in any state."""
-        return self._find(repo, head=head, base=base, state="all")
-
-    def create(
-        self,
-        repo: str,
-        *,
-        head: str,
-        base: str,
-        title: str,
-        body: str,
-        labels: Sequence[str] = (),
-    ) -> PullRequest:
-        """Open a merge request (or update the one already open) with ``labels``."""
+    def _create(self, repo: str, new: NewPull) -> PullRequest:
+        """Open a merge request (or update the one already open) with its labels."""
         payload: dict[str, Any] = {
-            "source_branch": head,
-            "target_branch": base,
-            "title": title,
-            "description": body,
+            "source_branch": new.head,
+            "target_branch": new.base,
+            "title": new.title,
+            "description": new.body,
             **self._options(),
         }
-        self._check_body(repo, body)
-        if labels:
-            payload["labels"] = ",".join(labels)
+        if new.labels:
+            payload["labels"] = ",".join(new.labels)
         response = self._request(
             "POST", self._mr_path(repo), repo=repo, json=payload, accept=(409,)
         )
         if response.status_code == 409:
-            return self._adopt_existing(repo, head=head, base=base, title=title, body=body, labels=labels)
+            return self._adopt_existing(repo, new)
         return self._parse(_merge_request, self._json(response, repo), repo)
 
     def update(
@@ -242,22 +225,9 @@ class GitLabHost(_RestHost):
         return f"/projects/{urllib.parse.quote(project, safe='')}/merge_requests"
 
     def _find(self, repo: str, *, head: str, base: str, state: str) -> PullRequest | None:
-        response = self._request(
-            "GET",
-            self._mr_path(repo),
-            repo=repo,
-            params={
-                "source_branch": head,
-                "target_branch": base,
-                "state": state,
-                "order_by": "created_at",
-                "sort": "desc",
-                "per_page": _PAGE,
-            },
-        )
-        found = [self._parse(_merge_request, item, repo) for item in self._list(response, repo)]
-        matching = [p for p in found if p.head == head and p.base == base]
-        return max(matching, key=lambda p: p.number, default=None)
+        params = {"source_branch": head, "target_branch": base, "state": state, "order_by": "created_at",
+                  "sort": "desc", "per_page": _PAGE}
+        return self._newest(repo, self._mr_path(repo), params, _merge_request, head=head, base=base)
 
 
 def _merge_request(data: Any) -> PullRequest:
