@@ -51,8 +51,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("isolated_git")]
 
 FAST = ("--max-retries=3", "--retry-max-delay=300ms")
 """The old give-up after 3 attempts; backoff capped at 0.3 s (a minute of production in a second)."""
-PAST_GIVE_UP = 8
-"""Attempts the tests wait for while down: well past the 3 after which the change was dropped."""
+PAST_GIVE_UP = 6
+"""Attempts the tests wait for while down: past the 3 after which the change used to be dropped."""
 
 
 def failing(app: App) -> list[Any]:
