@@ -253,6 +253,8 @@ class App:
         # As client-go's users do: a replica that lost the lease exits and restarts clean.
         if self.controller.state is not None:
             self.controller.state.abandon()  # the new leader owns the state store now
+        if self.controller.failure_store is not None:
+            self.controller.failure_store.abandon()  # and the failure record
         self.metrics.set_leader(False)
         self._lost_leadership.set()
         self._stop.set()

@@ -89,6 +89,12 @@ class FailureStore:
             self._thread = None
             self.flush()
 
+    def abandon(self) -> None:
+        """Leadership lost: stop writing at once, with no last write (the new leader owns the
+        record now; a late write of ours would overwrite what it recorded)."""
+        self.read_only = True
+        self._stop.set()
+
     def flush(self) -> bool:
         """Write the book now if it changed since the last write; False if the write failed."""
         if self.read_only:

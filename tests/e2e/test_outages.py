@@ -22,6 +22,7 @@ import pytest
 from git_setup import REPO, GitSetup, commits, deployment_manifest, wait_commits
 from kubernetes.client import ApiClient
 from processes import Cluster, Controller
+from prometheus_client import CollectorRegistry
 from reload_helpers import call, configmap, create, env_of, events, metric, quiet, workload
 from test_git_sink import CONTROLLER_NS, git_controller, git_workload, put_data
 from test_git_ssh import SshSetup
@@ -34,11 +35,13 @@ from test_pull_request_sink import PrSetup, pr_controller, pulls, wait_open_pull
 from gitops_reloader.app import App
 from gitops_reloader.clock import FakeClock
 from gitops_reloader.config import load_config
-from gitops_reloader.control.failures import Failure, decode, encode
+from gitops_reloader.control.failures import Failure, FailureBook, decode, encode
 from gitops_reloader.control.retrypolicy import FailureClass
 from gitops_reloader.gitops.locate import GIT_REPO_ANNOTATION
 from gitops_reloader.hashing import configmap_hash
 from gitops_reloader.kube.api import KubeApi
+from gitops_reloader.observability.metrics import Metrics
+from gitops_reloader.state.failurestore import FailureStore
 from gitops_reloader.status import read_census
 from gitops_reloader.testing.apiserver import ApiServer, Fault
 from gitops_reloader.testing.githost import GitHostServer
@@ -475,3 +478,21 @@ def test_outage_record_naming_a_workload_deleted_meanwhile_is_dropped_at_start(a
         assert failing(app) == []
         assert metric(app, "pending_failures", sink="env-vars", reason="ServerError") == 0.0
         wait_for(lambda: record_in_cluster(api_client, namespace="default") == [], message="rewritten")
+
+
+def test_outage_record_is_never_written_by_a_replica_that_lost_the_lease(api_client: ApiClient) -> None:
+    """The old leader's last write must not overwrite what the new leader records: once
+    leadership is lost (``abandon``) the store writes nothing more, not even on stop."""
+    book = FailureBook()
+    store = FailureStore(KubeApi(api_client), book, namespace="default", name="gitops-reloader-failures",
+                         metrics=Metrics(CollectorRegistry()), interval=0.05)
+    book.record("ns/Deployment/web", sink="git", reason="GitError", failure=FailureClass.TRANSIENT,
+                error="503", workloads={"ns/Deployment/web": ["ConfigMap/app-config"]}, now=1000.0, delay=1.0)
+    assert store.flush()
+    assert [f.key for f in record_in_cluster(api_client, namespace="default")] == ["ns/Deployment/web"]
+    store.start()
+    store.abandon()
+    book.record("ns/Deployment/api", sink="git", reason="GitError", failure=FailureClass.TRANSIENT,
+                error="503", workloads={"ns/Deployment/api": ["ConfigMap/app-config"]}, now=1001.0, delay=1.0)
+    store.stop()
+    assert [f.key for f in record_in_cluster(api_client, namespace="default")] == ["ns/Deployment/web"]
