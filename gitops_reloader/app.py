@@ -148,14 +148,14 @@ class App:
     def _credentials_changed(self, paths: list[str]) -> None:
         """Credential files changed (or the slow re-check is due): reopen what was unusable,
         say so on the workloads waiting for it, and retry what waits for a person."""
-        reopened = [(reopener.sink.name, name) for reopener in self.reopeners for name in reopener.reopen()]
-        for sink, name in reopened:
-            for entry in self.controller.failures.failing():
-                if entry.reason == "RepositoryUnusable":
-                    for key in entry.workloads:
-                        self.recorder.normal(ObjectRef.from_key(key), "RepositoryUsable",
-                                             f"{sink} sink: repository {name} passes its checks now; "
-                                             "the reload is retried")
+        reopened = [f"{reopener.sink.name} sink: repository {name}"
+                    for reopener in self.reopeners for name in reopener.reopen()]
+        if reopened:  # once per waiting workload (a held entry does not name its repository)
+            waiting = {key for entry in self.controller.failures.failing()
+                       if entry.reason == "RepositoryUnusable" for key in entry.workloads}
+            for key in sorted(waiting):
+                self.recorder.normal(ObjectRef.from_key(key), "RepositoryUsable",
+                                     f"{', '.join(reopened)}: passes its checks now; the reload is retried")
         if paths or reopened:
             self.controller.retry_waiting_for_a_person(
                 "repository usable again" if reopened else "mounted credential files changed")

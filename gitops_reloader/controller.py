@@ -29,6 +29,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -71,7 +72,6 @@ from gitops_reloader.state.keeper import StateKeeper
 log = logging.getLogger(__name__)
 
 BATCH_PREFIX = "batch|"
-_SOURCE_KINDS = {kind.kube_kind: kind for kind in SourceKind}
 
 
 class Controller:
@@ -101,7 +101,6 @@ class Controller:
         runtime = config.runtime
         self.retry = RetrySchedule(base=min(runtime.retry_base_delay, runtime.retry_max_delay),
                                  cap=runtime.retry_max_delay, slow=runtime.retry_max_delay)
-        self.recorder = recorder
         if state is not None:
             listeners = (*listeners, self._record_emission)
         self.api = api
@@ -285,9 +284,8 @@ class Controller:
             return {}
         out: dict[SourceRef, PendingSource] = {}
         for source_id in source_ids:
-            kind_name, _, name = source_id.partition("/")
-            kind = _SOURCE_KINDS.get(kind_name)
-            meta = self.source(SourceRef(kind, ref.namespace, name)) if kind is not None and name else None
+            source = SourceRef.from_local_id(ref.namespace, source_id)
+            meta = self.source(source) if source is not None else None
             if meta is not None and meta.hash:
                 out[meta.ref] = PendingSource(meta, detected=self.clock.monotonic())
         return out
@@ -319,8 +317,8 @@ class Controller:
                 repaired += 1
                 log.info("resync: out of date, reloading", extra={
                     "object": key, "sources": sorted(str(ref) for ref in sources)})
-            self._add_pending(key, {ref: PendingSource(p.meta, p.deleted, p.resync, self.clock.monotonic())
-                                    if not p.resync else p for ref, p in sources.items()})
+            self._add_pending(key, {ref: p if p.resync else replace(p, detected=self.clock.monotonic())
+                                    for ref, p in sources.items()})
         self.metrics.resync_pass(time.perf_counter() - started, repaired)
         return repaired
 
@@ -629,12 +627,13 @@ class Controller:
         after ``--max-retries`` attempts it is raised (log, Warning Event, alert)."""
         self.metrics.queue_retry()
         workloads = self._failing_workloads(key)
-        if not workloads:  # not a reload (waves, unpause): retried the same way, nothing to record
-            delay = self.retry.delay(classify(exc), self.queue.num_requeues(key) + 1,
-                                     retry_after=exc.retry_after, spread=self._random.random())
-            self.queue.add_after(key, delay)
+        if not workloads:  # not a reload (waves, unpause): the queue's own backoff, nothing to record
             log.info("step failed, will retry",
-                     extra={"object": key, "error": str(exc), "retry_in": round(delay, 3)})
+                     extra={"object": key, "error": str(exc), "attempt": self.queue.num_requeues(key) + 1})
+            if exc.retry_after:
+                self.queue.add_after(key, exc.retry_after)
+            else:
+                self.queue.add_rate_limited(key)
             return
         self._note_failure(key, key, workloads, classify(exc), failure_reason(exc), str(exc),
                            retry_after=exc.retry_after)
@@ -642,9 +641,8 @@ class Controller:
     def _held(self, queue_key: str, key: str, outcome: Outcome) -> None:
         """A sink held workload ``key`` back for a reason a person can fix (no manifest, an
         unparsable file, an unknown repository): pending, retried slowly (with its group)."""
-        sources = sorted(f"{ref.kind.kube_kind}/{ref.name}" for ref in self.pending.pending_for(key))
-        self._note_failure(key, queue_key, {key: sources}, FailureClass.NEEDS_PERSON, outcome.held,
-                           outcome.detail)
+        self._note_failure(key, queue_key, {key: self._pending_ids(key)}, FailureClass.NEEDS_PERSON,
+                           outcome.held, outcome.detail)
 
     def _note_failure(self, key: str, queue_key: str, workloads: Mapping[str, list[str]],
                       failure: FailureClass, reason: str, error: str, *,
@@ -686,12 +684,12 @@ class Controller:
         them back."""
         members = self.pending.members(key) if key.startswith(BATCH_PREFIX) else (
             [key] if "/" in key and not key.startswith(UNPAUSE_PREFIX) and key != WAVES_KEY else [])
-        out: dict[str, list[str]] = {}
-        for member in members:
-            refs = self.pending.pending_for(member)
-            if refs:
-                out[member] = sorted(f"{ref.kind.kube_kind}/{ref.name}" for ref in refs)
-        return out
+        out = {member: self._pending_ids(member) for member in members}
+        return {member: ids for member, ids in out.items() if ids}
+
+    def _pending_ids(self, key: str) -> list[str]:
+        """The sources pending for workload ``key``, as the failure record names them."""
+        return sorted(ref.local_id for ref in self.pending.pending_for(key))
 
     def _failing_sink(self, workloads: Mapping[str, object]) -> str | None:
         for key in workloads:

@@ -45,6 +45,7 @@ _KUBE_KINDS: dict[SourceKind, str] = {
     SourceKind.SECRET: "Secret",
     SourceKind.SECRETPROVIDERCLASS: "SecretProviderClass",
 }
+_BY_KUBE_KIND = {kube_kind: kind for kind, kube_kind in _KUBE_KINDS.items()}
 _PLURALS: dict[SourceKind, str] = {
     SourceKind.CONFIGMAP: "configmaps",
     SourceKind.SECRET: "secrets",
@@ -113,6 +114,18 @@ class SourceRef:
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.kind.kube_kind}/{self.name}"
+
+    @property
+    def local_id(self) -> str:
+        """``ConfigMap/name``: the source as named beside a workload of its namespace."""
+        return f"{self.kind.kube_kind}/{self.name}"
+
+    @classmethod
+    def from_local_id(cls, namespace: str, local_id: str) -> SourceRef | None:
+        """The source a :attr:`local_id` names in ``namespace`` (None: not of that form)."""
+        kind_name, _, name = local_id.partition("/")
+        kind = _BY_KUBE_KIND.get(kind_name)
+        return cls(kind, namespace, name) if kind is not None and name else None
 
 
 class _EmptyMap(dict[str, Any]):

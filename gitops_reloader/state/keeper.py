@@ -58,11 +58,6 @@ def _source_ref(stored_id: str) -> SourceRef:
     return SourceRef(_KIND_OF[kind], namespace, name)
 
 
-def _emitted_id(ref: SourceRef) -> str:
-    """``ConfigMap/name``: a source inside its workload's entry (same namespace)."""
-    return f"{ref.kind.kube_kind}/{ref.name}"
-
-
 class StateKeeper:
     """Keeps the reload state of one controller in :class:`ConfigMapShards`."""
 
@@ -148,7 +143,7 @@ class StateKeeper:
 
     def emitted(self, workload: ObjectRef, sources: Iterable[Source]) -> None:
         """The workload was given these sources' hashes (an emission that applied)."""
-        entry = {_emitted_id(s.ref): self.digest(s.ref, s.hash) for s in sources
+        entry = {s.ref.local_id: self.digest(s.ref, s.hash) for s in sources
                  if s.hash and s.ref.kind in STORED_KINDS}
         if entry and not self.batch.set_emitted(workload.key, entry):
             log.warning("state store: workload entry too large, not recorded",
@@ -162,7 +157,7 @@ class StateKeeper:
         used key changed while nobody watched; this per-workload entry can.
         """
         known = self.batch.emitted(workload.key) or {}
-        fresh = [s for s in sources if _emitted_id(s.ref) not in known]
+        fresh = [s for s in sources if s.ref.local_id not in known]
         if fresh:
             self.emitted(workload, fresh)
 
@@ -228,7 +223,7 @@ class StateKeeper:
         object's hash, is current, and the source-level digest (every key) is not consulted.
         """
         current = self.digest(meta.ref, meta.hash)
-        emitted = (self.batch.stored_workload(workload.key) or {}).get(_emitted_id(meta.ref))
+        emitted = (self.batch.stored_workload(workload.key) or {}).get(meta.ref.local_id)
         created = on_create and source_id(meta.ref) in self._created
         if used_key_hash is None:
             return out_of_date(current_hash=meta.hash, current_digest=current, marker=marker,
@@ -244,7 +239,7 @@ class StateKeeper:
         else the store's entry for it (needs :meth:`load`). False when neither says."""
         if marker is not None:
             return marker == data_hash
-        emitted = (self.batch.stored_workload(workload.key) or {}).get(_emitted_id(ref))
+        emitted = (self.batch.stored_workload(workload.key) or {}).get(ref.local_id)
         return emitted is not None and emitted == self.digest(ref, data_hash)
 
     def deleted_while_down(self) -> tuple[SourceRef, ...]:

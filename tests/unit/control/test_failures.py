@@ -71,3 +71,13 @@ def test_decode_skips_what_is_malformed_and_never_raises() -> None:
     decoded = decode({"failures.json": json.dumps({"failures": items})})
     assert [f.key for f in decoded] == ["shop/Deployment/web", "shop/Deployment/web"]
     assert decoded[1].workloads == {}
+
+
+def test_a_source_is_named_beside_its_workload_and_read_back() -> None:
+    from gitops_reloader.model import SourceKind, SourceRef
+
+    ref = SourceRef(SourceKind.SECRET, "shop", "db-creds")
+    assert ref.local_id == "Secret/db-creds"
+    assert SourceRef.from_local_id("shop", ref.local_id) == ref
+    assert SourceRef.from_local_id("shop", "Pod/x") is None
+    assert SourceRef.from_local_id("shop", "ConfigMap/") is None
