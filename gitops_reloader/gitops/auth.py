@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+from typing import Protocol
 
 from gitops_reloader.errors import ConfigError
 from gitops_reloader.filewatch import identity
@@ -44,7 +45,9 @@ __all__ = [
     "CredentialFileError",
     "GitAuth",
     "TokenFile",
+    "TokenSource",
     "Transport",
+    "check_private_key_file",
     "display_url",
     "git_auth_from_files",
     "git_environment",
@@ -295,6 +298,26 @@ def _origin(url: str) -> str:
     return f"{parts.scheme.lower()}://{host}{port}/"
 
 
+class TokenSource(Protocol):
+    """Where a git remote's or host API's token comes from, asked before each use.
+
+    :class:`TokenFile` (a mounted token) and
+    :class:`~gitops_reloader.gitops.hosts.githubapp.AppTokens` (a GitHub App's installation
+    tokens) are the two kinds.
+    """
+
+    path: str
+    """The file it reads (a credential watch follows it)."""
+
+    def current(self) -> str:
+        """The token to use now."""
+        ...
+
+    def refused(self, token: str) -> bool:
+        """The remote refused ``token``: whether a retry (once) with :meth:`current` may succeed."""
+        ...
+
+
 class TokenFile:
     """A token file a Secret mounts, read again as soon as the kubelet replaces it.
 
@@ -325,6 +348,11 @@ class TokenFile:
                 log.info("token file changed; using the new token", extra={"file": self.path})
             return self._token
 
+    def refused(self, token: str) -> bool:
+        """Whether the file now holds another token than the refused ``token`` (a rotation the
+        remote saw first): only then is a retry worth it."""
+        return self.current() != token
+
 
 def _read_token(path: str) -> str:
     try:
@@ -349,24 +377,31 @@ def _unreadable(what: str, exc: OSError) -> str:
 
 
 def _check_ssh_key(path: str) -> None:
+    check_private_key_file(path, "SSH key", "SshKey")
+
+
+def check_private_key_file(path: str, what: str, reason: str) -> None:
+    """``path`` is a readable, non-empty regular file that only its owner may read, as ssh
+    and ssh-keygen demand of a private key; :class:`CredentialFileError` (``<reason>Missing``,
+    ``Unreadable``, ``Invalid`` or ``Permissions``) naming it otherwise."""
     try:
         info = os.stat(path)
         with open(path, "rb"):
             pass
     except OSError as exc:
-        raise CredentialFileError(f"cannot read SSH key file {path}: {exc.strerror}",
-                                  reason=_unreadable("SshKey", exc), path=path) from None
+        raise CredentialFileError(f"cannot read {what} file {path}: {exc.strerror}",
+                                  reason=_unreadable(reason, exc), path=path) from None
     if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
-        raise CredentialFileError(f"SSH key file {path} is not a non-empty regular file",
-                                  reason="SshKeyInvalid", path=path)
+        raise CredentialFileError(f"{what} file {path} is not a non-empty regular file",
+                                  reason=f"{reason}Invalid", path=path)
     # The same check ssh makes (sshkey_perm_ok): our own key must be private.
     if info.st_uid == os.getuid() and info.st_mode & 0o077:
         raise CredentialFileError(
-            f"SSH key file {path} is accessible by others (mode "
+            f"{what} file {path} is accessible by others (mode "
             f"{stat.S_IMODE(info.st_mode):04o}) and ssh would refuse it; "
             "mount it with defaultMode 0400 (or 0440 with the pod's fsGroup when the "
             "controller does not run as the file's owner)",
-            reason="SshKeyPermissions", path=path,
+            reason=f"{reason}Permissions", path=path,
         )
 
 

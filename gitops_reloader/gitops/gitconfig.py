@@ -23,6 +23,14 @@ Format (YAML)::
         paths: [apps/, clusters/prod]     # optional: only these directories are scanned and edited
         commitMessage: "..."              # optional, per repository
         signCommits: false                # optional: git commit -S with git's configured signing key
+        signingKey:                       # optional: sign every commit with this mounted key
+          file: /etc/gitops-reloader/signing/key   # SSH private key, or an armored OpenPGP secret key
+          format: ssh                     # ssh (default) | openpgp
+        githubApp:                        # optional, instead of tokenFile: authenticate as a GitHub App
+          appId: "123456"                 # the App's id (or its client id)
+          privateKeyFile: /etc/gitops-reloader/github-app/private-key.pem
+          installationId: 7890            # optional: found from the repository when omitted
+          apiUrl: https://ghe.example.com/api/v3   # optional: default as pullRequest.apiUrl for github
         annotationKeys: [podAnnotations, annotations]  # optional: maps a git-target may write into
         pullRequest:                      # optional: what the pull-request sink needs
           host: github                    # github | gitlab | gitea | forgejo | bitbucket
@@ -83,6 +91,13 @@ name (by the same rule) another repository's ``url`` or alias: that is a start-u
 naming both fields. Under that rule ``git@host:org/fleet.git`` and
 ``ssh://git@host/org/fleet`` are one spelling: one alias covers both.
 
+``githubApp`` replaces ``tokenFile``: the controller signs a JWT with the App's key and
+exchanges it for installation tokens (:mod:`gitops_reloader.gitops.hosts.githubapp`), used for git
+over HTTPS and for the pull-request API (``pullRequest.host`` must then be ``github`` and
+needs no ``tokenFile``); over SSH the deploy key still serves git. Without an ``author``,
+commits are authored by the App's bot account. ``signingKey`` signs every commit
+(:mod:`gitops_reloader.gitops.signing`); it implies ``signCommits``.
+
 ``tenants`` is the repository's tenancy policy
 (:mod:`gitops_reloader.gitops.tenancy` applies it). Without it every namespace may use
 the repository, but a workload still only edits the document with its own kind, name
@@ -122,10 +137,13 @@ __all__ = [
     "MAX_ALIAS_CHARS",
     "PR_GROUPINGS",
     "PR_HOSTS",
+    "SIGNING_FORMATS",
     "CommitAuthor",
     "GitConfig",
+    "GitHubAppConfig",
     "PullRequestConfig",
     "RepositoryConfig",
+    "SigningKeyConfig",
     "TenantRule",
     "alias_problem",
     "host_and_path",
@@ -155,8 +173,13 @@ _LABEL_KEY = re.compile(
 _REPO_KEYS = frozenset({
     "name", "url", "aliases", "branch", "tokenFile", "username", "sshKeyFile", "knownHostsFile",
     "author", "paths", "commitMessage", "pullRequest", "signCommits",
-    "tenants", "annotationKeys",
+    "tenants", "annotationKeys", "githubApp", "signingKey",
 })
+_APP_KEYS = frozenset({"appId", "privateKeyFile", "installationId", "apiUrl"})
+_APP_ID = re.compile(r"^(?:[1-9][0-9]{0,18}|Iv[0-9A-Za-z.]{1,40})$")
+_SIGNING_KEYS = frozenset({"file", "format"})
+SIGNING_FORMATS = ("ssh", "openpgp")
+"""Values of ``signingKey.format``."""
 _TENANT_KEYS = frozenset({"namespaces", "paths", "documentNamespace"})
 _NAMESPACE_GLOB = re.compile(r"^[a-z0-9*?-]{1,63}$")
 _NAMESPACE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
@@ -191,7 +214,8 @@ class PullRequestConfig:
     """How the pull-request sink reaches the git host of one repository.
 
     ``api_url`` is always set (given or derived, see the module docstring);
-    ``token_file`` is a *path* (the repository's own token file by default).
+    ``token_file`` is a *path* (the repository's own token file by default; ``""`` when
+    the repository's ``githubApp`` provides the tokens).
     ``grouping`` is ``""`` when the repository does not set it: the
     ``--pr-grouping`` flag decides.
     """
@@ -209,6 +233,27 @@ class PullRequestConfig:
     """GitLab: delete the source branch when the merge request is merged."""
     squash: bool = False
     """GitLab: squash the merge request's commits when it is merged."""
+
+
+@dataclass(frozen=True, slots=True)
+class GitHubAppConfig:
+    """A GitHub App the repository authenticates as (``githubApp``); paths, never keys."""
+
+    app_id: str
+    private_key_file: str
+    api_url: str
+    installation_id: int = 0
+    """0: looked up from the repository (``GET /repos/{o}/{r}/installation``)."""
+    repository: str = ""
+    """``owner/name`` on GitHub, from the URL."""
+
+
+@dataclass(frozen=True, slots=True)
+class SigningKeyConfig:
+    """The mounted key every commit is signed with (``signingKey``)."""
+
+    file: str
+    format: str = "ssh"
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,6 +306,12 @@ class RepositoryConfig:
     """The map keys a ``git-target`` path may end in (the maps the digest may be written into)."""
     aliases: tuple[str, ...] = ()
     """Other URLs naming this repository (matched like ``url``; never cloned or pushed to)."""
+    github_app: GitHubAppConfig | None = None
+    """The GitHub App whose installation tokens serve git (HTTPS) and the API; ``None``: tokenFile."""
+    signing_key: SigningKeyConfig | None = None
+    """The key commits are signed with; ``None``: ``sign_commits`` decides (git's own key)."""
+    author_given: bool = False
+    """Whether ``author`` was configured (else a GitHub App's bot account authors the commits)."""
 
     def allows(self, path: str) -> bool:
         """Whether ``path`` (repository-relative) lies inside :attr:`paths`."""
@@ -563,6 +614,9 @@ def _repository(raw: Any, where: str, at: str, default_message: str | None) -> R
     known_hosts_file = _string(entry.get("knownHostsFile"), where, f"{at}.knownHostsFile")
     if token_file and ssh_key_file:
         raise ConfigError(f"{where}: {at}: give either tokenFile or sshKeyFile, not both")
+    github_app = _github_app(entry.get("githubApp"), where, f"{at}.githubApp", url=url)
+    if github_app is not None and token_file:
+        raise ConfigError(f"{where}: {at}: give either tokenFile or githubApp, not both")
     author = CommitAuthor()
     if entry.get("author") is not None:
         raw_author = _mapping(entry["author"], where, f"{at}.author")
@@ -577,7 +631,8 @@ def _repository(raw: Any, where: str, at: str, default_message: str | None) -> R
     paths = _paths(entry.get("paths"), where, f"{at}.paths")
     message = _template(entry.get("commitMessage"), where, f"{at}.commitMessage")
     pull_request = _pull_request(entry.get("pullRequest"), where, f"{at}.pullRequest", url=url,
-                                 token_file=token_file)
+                                 token_file=token_file, github_app=github_app is not None)
+    signing_key = _signing_key(entry.get("signingKey"), where, f"{at}.signingKey")
     return RepositoryConfig(
         name=name,
         url=url,
@@ -590,7 +645,11 @@ def _repository(raw: Any, where: str, at: str, default_message: str | None) -> R
         paths=paths,
         commit_message=message or default_message or DEFAULT_COMMIT_MESSAGE,
         pull_request=pull_request,
-        sign_commits=_bool(entry.get("signCommits"), where, f"{at}.signCommits", default=False),
+        sign_commits=signing_key is not None or _bool(entry.get("signCommits"), where, f"{at}.signCommits",
+                                                      default=False),
+        signing_key=signing_key,
+        github_app=github_app,
+        author_given=entry.get("author") is not None,
         tenants=_tenants(entry.get("tenants"), where, f"{at}.tenants"),
         annotation_keys=_annotation_keys(entry.get("annotationKeys"), where, f"{at}.annotationKeys"),
         aliases=aliases,
@@ -708,7 +767,42 @@ def repository_from_url(url: str, host: str) -> str:
     return "/".join(segments[-2:]) if len(segments) >= 2 else ""
 
 
-def _pull_request(value: Any, where: str, at: str, *, url: str, token_file: str) -> PullRequestConfig | None:
+def _github_app(value: Any, where: str, at: str, *, url: str) -> GitHubAppConfig | None:
+    if value is None:
+        return None
+    entry = _mapping(value, where, at)
+    _no_unknown_keys(entry, _APP_KEYS, where, at)
+    raw_id = entry.get("appId")
+    app_id = str(raw_id).strip() if isinstance(raw_id, (int, str)) and not isinstance(raw_id, bool) else ""
+    if not _APP_ID.match(app_id):
+        raise ConfigError(f"{where}: {at}.appId: the App's numeric id (or its client id, Iv...) is required")
+    key_file = _string(entry.get("privateKeyFile"), where, f"{at}.privateKeyFile", required=True)
+    installation = entry.get("installationId")
+    if installation is not None and (isinstance(installation, bool) or not isinstance(installation, int)
+                                     or installation < 1):
+        raise ConfigError(f"{where}: {at}.installationId: must be a positive integer")
+    api_url = _api_url(_string(entry.get("apiUrl"), where, f"{at}.apiUrl"), where, f"{at}.apiUrl",
+                       host="github", url=url)
+    repository = repository_from_url(url, "github")
+    _check_repository(repository, where, f"{at} (the repository from url)", host="github")
+    return GitHubAppConfig(app_id=app_id, private_key_file=key_file, api_url=api_url,
+                           installation_id=installation or 0, repository=repository)
+
+
+def _signing_key(value: Any, where: str, at: str) -> SigningKeyConfig | None:
+    if value is None:
+        return None
+    entry = _mapping(value, where, at)
+    _no_unknown_keys(entry, _SIGNING_KEYS, where, at)
+    key_file = _string(entry.get("file"), where, f"{at}.file", required=True)
+    fmt = _string(entry.get("format"), where, f"{at}.format") or "ssh"
+    if fmt not in SIGNING_FORMATS:
+        raise ConfigError(f"{where}: {at}.format: must be one of {', '.join(SIGNING_FORMATS)}")
+    return SigningKeyConfig(file=key_file, format=fmt)
+
+
+def _pull_request(value: Any, where: str, at: str, *, url: str, token_file: str,
+                  github_app: bool = False) -> PullRequestConfig | None:
     if value is None:
         return None
     entry = _mapping(value, where, at)
@@ -722,7 +816,10 @@ def _pull_request(value: Any, where: str, at: str, *, url: str, token_file: str)
     api_url = _api_url(_string(entry.get("apiUrl"), where, f"{at}.apiUrl"), where, f"{at}.apiUrl",
                        host=host, url=url)
     api_token_file = _string(entry.get("tokenFile"), where, f"{at}.tokenFile") or token_file
-    if not api_token_file:
+    if github_app and host != "github":
+        raise ConfigError(f"{where}: {at}.host: a repository with githubApp opens pull requests on github, "
+                          f"not {host}")
+    if not api_token_file and not github_app:
         raise ConfigError(
             f"{where}: {at}.tokenFile: is required when the repository has no tokenFile "
             "(the host's API needs a token even when git uses SSH)")

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -40,6 +40,8 @@ import git.exc
 from gitops_reloader.errors import (
     ConfigError,
     GitError,
+    HostAuthError,
+    HostError,
     HostKeyRefused,
     PushRejected,
     RemoteRefused,
@@ -49,12 +51,13 @@ from gitops_reloader.errors import (
 from gitops_reloader.gitops.auth import (
     CredentialFileError,
     GitAuth,
-    TokenFile,
+    TokenSource,
     display_url,
     git_environment,
     scrub,
     validate_auth,
 )
+from gitops_reloader.gitops.signing import Signer
 
 __all__ = ["Author", "Repository", "remote_default_branch"]
 
@@ -102,7 +105,12 @@ class Repository:
 
     Callers must not run git in ``workdir`` themselves, nor share a ``workdir`` between
     two instances. ``sign=True`` signs commits (``git commit -S``) with the signing key
-    configured for git in the environment. ``timeout`` (seconds, ``None``: unbounded)
+    configured for git in the environment; ``signer`` signs them with a mounted key
+    instead (:class:`~gitops_reloader.gitops.signing.Signer`). ``token_source`` is asked
+    for the token before each command (a rotated file, a GitHub App's installation token);
+    a network command whose credentials are refused is run once more when it has a new
+    one. ``author`` may be a function, called once at the first command (a GitHub App's
+    bot identity, which takes an API call to learn). ``timeout`` (seconds, ``None``: unbounded)
     limits each fetch, push and ls-remote. The constructor does no I/O; it raises
     :class:`~gitops_reloader.errors.ConfigError` when ``auth`` does not fit ``url``
     (see :func:`~gitops_reloader.gitops.auth.validate_auth`) or ``branch`` is invalid.
@@ -115,10 +123,11 @@ class Repository:
         branch: str,
         workdir: Path,
         auth: GitAuth = GitAuth(),  # noqa: B008 - frozen, immutable default
-        author: Author = Author(),
+        author: Author | Callable[[], Author] = Author(),
         sign: bool = False,
         timeout: float | None = _DEFAULT_TIMEOUT,
-        token_file: TokenFile | None = None,
+        token_source: TokenSource | None = None,
+        signer: Signer | None = None,
     ) -> None:
         validate_auth(auth, url)
         _check_branch_name(branch, ConfigError)
@@ -126,11 +135,13 @@ class Repository:
         self.branch = branch
         self.workdir = Path(workdir)
         self.auth = auth
-        self.author = author
-        self.sign = sign
+        self._author_source = author if callable(author) else None
+        self.author = author if isinstance(author, Author) else Author()
+        self.sign = sign or signer is not None
+        self.signer = signer
         self.timeout = timeout
         self._where = f"{display_url(url)} ({branch})"
-        self._token_file = token_file
+        self._token_source = token_source
         self._env = self._environment()
         self._repo: git.Repo | None = None
 
@@ -141,8 +152,10 @@ class Repository:
     def _environment(self) -> dict[str, str]:
         """Everything that is the same for each command: the auth env (never persisted),
         identity, literal pathspecs (paths are data, not patterns), no pager/editor."""
+        signing = self.signer.git_config() if self.signer is not None else ()
         return {
-            **git_environment(self.auth, self.url, extra_config=_clone_config(self.workdir)),
+            **git_environment(self.auth, self.url, extra_config=(*_clone_config(self.workdir), *signing)),
+            **(self.signer.environment() if self.signer is not None else {}),
             "GIT_AUTHOR_NAME": self.author.name,
             "GIT_AUTHOR_EMAIL": self.author.email,
             "GIT_COMMITTER_NAME": self.author.name,
@@ -153,16 +166,25 @@ class Repository:
         }
 
     def _current_env(self) -> dict[str, str]:
-        """The environment, with the mounted token as it is now (rotated tokens are used at once)."""
-        if self._token_file is not None:
-            try:
-                token = self._token_file.current()
-            except CredentialFileError as exc:
-                raise RepositoryUnusable(str(exc), repository=self._where, reason=exc.reason,
-                                         path=exc.path) from None
-            if token != self.auth.token:
-                self.auth = replace(self.auth, token=token)
+        """The environment with the credentials as they are now: the token source's token
+        (rotated tokens are used at once), the author once known, the signing key as mounted."""
+        try:
+            token = self._token_source.current() if self._token_source is not None else self.auth.token
+            if self._author_source is not None:
+                self.author, self._author_source = self._author_source(), None
                 self._env = self._environment()
+            if self.signer is not None and self.signer.changed():
+                self._env = self._environment()
+        except CredentialFileError as exc:
+            raise RepositoryUnusable(str(exc), repository=self._where, reason=exc.reason,
+                                     path=exc.path) from None
+        except HostAuthError as exc:
+            raise RemoteRefused(f"{self._where}: {exc}", reason="CredentialsRefused") from None
+        except HostError as exc:
+            raise GitError(f"{self._where}: {exc}") from None
+        if token != self.auth.token:
+            self.auth = replace(self.auth, token=token)
+            self._env = self._environment()
         return self._env
 
     # -- syncing ---------------------------------------------------------------------
@@ -525,19 +547,35 @@ class Repository:
         the GitPython error first).
         """
         runner = repo.git if repo is not None else git.Git()
-        kwargs: dict[str, Any] = {"env": self._current_env(), "strip_newline_in_stdout": False}
+        kwargs: dict[str, Any] = {"strip_newline_in_stdout": False}
         if network and self.timeout is not None:
             kwargs["kill_after_timeout"] = self.timeout
+        for attempt in (1, 2):
+            kwargs["env"] = self._current_env()
+            try:
+                out = runner.execute(["git", command, *args], **kwargs)
+            except (git.exc.GitError, OSError, ValueError) as exc:
+                error = self._translate(exc, action or command)
+                if network and attempt == 1 and self._renewed(error):
+                    continue
+                if not translate:
+                    raise
+            else:
+                text = _text(out)
+                return text if raw else text.strip()
+            raise error
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    def _renewed(self, error: GitError) -> bool:
+        """Whether ``error`` is a refused token and the token source has another one to try
+        (once): an expired or revoked token does not fail the command."""
+        if not (isinstance(error, RemoteRefused) and error.reason == "CredentialsRefused"
+                and self._token_source is not None and self.auth.token):
+            return False
         try:
-            out = runner.execute(["git", command, *args], **kwargs)
-        except (git.exc.GitError, OSError, ValueError) as exc:
-            if not translate:
-                raise
-            error = self._translate(exc, action or command)
-        else:
-            text = _text(out)
-            return text if raw else text.strip()
-        raise error
+            return self._token_source.refused(self.auth.token)
+        except (CredentialFileError, HostError):
+            return False
 
     def _translate(self, exc: BaseException, action: str) -> GitError:
         """Our error for a GitPython/OS failure: scrubbed text, nothing chained."""

@@ -30,25 +30,27 @@ sink, keeps working. No network access happens here.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import astuple, replace
 from pathlib import Path
 from typing import Any
 
 from gitops_reloader.clock import Clock
 from gitops_reloader.config import Config
 from gitops_reloader.errors import ConfigError, RepositoryUnusable
-from gitops_reloader.gitops.auth import TokenFile
+from gitops_reloader.gitops.auth import CredentialFileError, TokenFile, TokenSource, Transport, transport_of
 from gitops_reloader.gitops.digestkey import DigestKeyStore
 from gitops_reloader.gitops.gitconfig import GitConfig, RepositoryConfig, load_git_config
 from gitops_reloader.gitops.handle import RepositoryHandle
 from gitops_reloader.gitops.hosts import GitHost, host_for
+from gitops_reloader.gitops.hosts.githubapp import AppTokens, app_tokens
 from gitops_reloader.gitops.locate import Locator
 from gitops_reloader.gitops.prbranch import PullRequestRepository
 from gitops_reloader.gitops.preflight import check_api_token, check_repository
 from gitops_reloader.gitops.refresh import RefreshRequester
 from gitops_reloader.gitops.repo import Author, Repository
 from gitops_reloader.gitops.scanindex import ScanIndex
+from gitops_reloader.gitops.signing import Signer, SigningFormat
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.events import EventRecorder
 from gitops_reloader.observability.metrics import Metrics
@@ -112,28 +114,68 @@ def open_repository(repo_config: RepositoryConfig, cache_dir: str | Path,
                     repository_class: type[Repository] = Repository) -> RepositoryHandle:
     """The handle of one repository (clone under ``cache_dir/<name>``), once its start-up
     checks pass (:class:`RepositoryUnusable` otherwise). A token file is re-read whenever
-    the kubelet replaces it (:class:`~gitops_reloader.gitops.auth.TokenFile`)."""
+    the kubelet replaces it (:class:`~gitops_reloader.gitops.auth.TokenFile`); a GitHub App
+    mints installation tokens (:func:`~gitops_reloader.gitops.hosts.githubapp.app_tokens`) and,
+    without a configured author, authors the commits as its bot; a signing key is
+    prepared and test-signed here (:class:`~gitops_reloader.gitops.signing.Signer`)."""
     workdir = Path(cache_dir) / repo_config.name
     auth = check_repository(repo_config, workdir)
+    app = _app_tokens(repo_config)
+    token_source: TokenSource | None = TokenFile(repo_config.token_file, auth.token) \
+        if repo_config.token_file else None
+    author: Author | Callable[[], Author] = Author(repo_config.author.name, repo_config.author.email)
+    if app is not None and transport_of(repo_config.url) is Transport.HTTP:
+        auth, token_source = replace(auth, username="x-access-token"), app
+    if app is not None and not repo_config.author_given:
+        author = lambda: Author(*astuple(app.author()))  # noqa: E731 - resolved at the first command
     repository = repository_class(
-        repo_config.url, branch=repo_config.branch, workdir=workdir, auth=auth,
-        author=Author(repo_config.author.name, repo_config.author.email),
-        sign=repo_config.sign_commits,
-        token_file=TokenFile(repo_config.token_file, auth.token) if repo_config.token_file else None)
+        repo_config.url, branch=repo_config.branch, workdir=workdir, auth=auth, author=author,
+        sign=repo_config.sign_commits, token_source=token_source, signer=_signer(repo_config))
     return RepositoryHandle(repo_config, repository, ScanIndex(repository, include=repo_config.paths))
+
+
+def _app_tokens(repo_config: RepositoryConfig) -> AppTokens | None:
+    """The repository's GitHub App tokens once the App's key file is readable (else unusable)."""
+    if repo_config.github_app is None:
+        return None
+    app = app_tokens(repo_config.github_app)
+    try:
+        app.check_key()
+    except CredentialFileError as exc:
+        raise RepositoryUnusable(str(exc), repository=repo_config.name, reason=exc.reason,
+                                 path=exc.path) from None
+    return app
+
+
+def _signer(repo_config: RepositoryConfig) -> Signer | None:
+    """The repository's signer once its key makes a test signature (else unusable)."""
+    if repo_config.signing_key is None:
+        return None
+    signer = Signer(repo_config.signing_key.file, SigningFormat(repo_config.signing_key.format))
+    try:
+        signer.check()
+    except CredentialFileError as exc:
+        raise RepositoryUnusable(str(exc), repository=repo_config.name, reason=exc.reason,
+                                 path=exc.path) from None
+    return signer
 
 
 def open_host(repo_config: RepositoryConfig) -> GitHost:
     """The pull-request host client of ``repo_config`` (its ``pullRequest`` block), once its API
     token file passes its checks (:class:`RepositoryUnusable` otherwise); the token is re-read
-    whenever the file is replaced."""
+    whenever the file is replaced, or minted by the repository's GitHub App."""
     settings = repo_config.pull_request
     assert settings is not None
-    token = check_api_token(repo_config, settings.token_file)
+    token_source: TokenSource | None
+    if settings.token_file:
+        token = check_api_token(repo_config, settings.token_file)
+        token_source = TokenFile(settings.token_file, token)
+    else:
+        token, token_source = "", _app_tokens(repo_config)
     try:
         return host_for(settings.host, settings.api_url, token, username=settings.username,
                         remove_source_branch=settings.remove_source_branch, squash=settings.squash,
-                        token_file=TokenFile(settings.token_file, token))
+                        token_source=token_source)
     except ConfigError as exc:
         raise ConfigError(f"--git-config repository {repo_config.name}: pullRequest: {exc}") from None
 
@@ -228,6 +270,10 @@ def credential_files(sink: Any) -> list[str]:
         files += [repo.token_file, repo.ssh_key_file, repo.known_hosts_file]
         if repo.pull_request is not None:
             files.append(repo.pull_request.token_file)
+        if repo.github_app is not None:
+            files.append(repo.github_app.private_key_file)
+        if repo.signing_key is not None:
+            files.append(repo.signing_key.file)
     return [f for f in files if f]
 
 

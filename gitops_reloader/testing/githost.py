@@ -146,6 +146,7 @@ class GitHostServer:
         self._down = False
         self._pushes_to_reject = 0
         self._routes: dict[str, WsgiApp] = {}
+        self._token_checks: list[Callable[[str], bool]] = []
         self._stopped = False
         self._procs: set[subprocess.Popen[bytes]] = set()
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=200)
@@ -212,6 +213,12 @@ class GitHostServer:
             raise ValueError("n must be >= 0")
         with self._lock:
             self._pushes_to_reject = n
+
+    def accept_tokens(self, check: Callable[[str], bool]) -> None:
+        """Also accept every password or bearer token for which ``check`` is true (a GitHub
+        App's installation tokens, which the PR host test server mints and expires)."""
+        with self._lock:
+            self._token_checks.append(check)
 
     def add_route(self, prefix: str, wsgi_app: WsgiApp) -> None:
         """Serve ``wsgi_app`` for paths equal to or below ``prefix`` (e.g. ``/api/v3``).
@@ -400,7 +407,7 @@ class GitHostServer:
         scheme, _, value = header.strip().partition(" ")
         value = value.strip()
         if scheme.lower() == "bearer":
-            return "bearer" if _same(value, self.token) else None
+            return "bearer" if self._valid_token(value) else None
         if scheme.lower() != "basic":
             return None
         try:
@@ -408,9 +415,14 @@ class GitHostServer:
         except (binascii.Error, UnicodeDecodeError):
             return None
         user, sep, password = decoded.partition(":")
-        if not sep or not _same(password, self.token):
+        if not sep or not self._valid_token(password):
             return None
         return user or "git"
+
+    def _valid_token(self, token: str) -> bool:
+        with self._lock:
+            checks = list(self._token_checks)
+        return _same(token, self.token) or any(check(token) for check in checks)
 
     def _take_push_rejection(self) -> bool:
         with self._lock:

@@ -69,6 +69,7 @@ def test_only_demo_and_testing_import_the_testing_package() -> None:
     ("git", ("gitops_reloader.gitops.repo",)),
     ("ruamel", ("gitops_reloader.gitops.yamledit",)),
     ("re2", ("gitops_reloader.regex",)),
+    ("jwt", ("gitops_reloader.gitops.hosts.githubapp", "gitops_reloader.testing")),
     ("httpx", ("gitops_reloader.gitops.hosts", "gitops_reloader.sinks.webhook",
                "gitops_reloader.observability.alerts", "gitops_reloader.testing")),
     ("kubernetes", ("gitops_reloader.kube", "gitops_reloader.app", "gitops_reloader.testing")),

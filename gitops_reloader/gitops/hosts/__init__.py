@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 
 from gitops_reloader.errors import ConfigError
-from gitops_reloader.gitops.auth import TokenFile
+from gitops_reloader.gitops.auth import TokenSource
 from gitops_reloader.gitops.hosts.base import GitHost, PullRequest, PullRequestState, RetryPolicy
 from gitops_reloader.gitops.hosts.bitbucket import BitbucketHost
 from gitops_reloader.gitops.hosts.gitea import GiteaHost
@@ -66,7 +66,7 @@ def host_for(
     username: str = "",
     remove_source_branch: bool = False,
     squash: bool = False,
-    token_file: TokenFile | None = None,
+    token_source: TokenSource | None = None,
 ) -> GitHost:
     """A client for a ``kind`` host at ``api_url``, authenticating with ``token``.
 
@@ -78,8 +78,8 @@ def host_for(
     Per-host options (a :class:`ConfigError` on another host): ``username`` makes
     Bitbucket use HTTP Basic ``username:token`` instead of Bearer;
     ``remove_source_branch`` and ``squash`` are GitLab merge request settings.
-    ``token_file`` is the mounted file ``token`` was read from: a rotated token is used from
-    the next request on.
+    ``token_source`` is where ``token`` came from (a mounted file, a GitHub App's
+    installation tokens): a rotated token is used from the next request on.
     """
     normalized = kind.strip().lower()
     cls = _CLASSES.get(normalized)
@@ -87,7 +87,7 @@ def host_for(
         raise ConfigError(f"unknown git host kind {kind!r}; use one of {', '.join(HOST_KINDS)} (or forgejo)")
     common: dict[str, Any] = {
         "client": client, "timeout": timeout, "retry": retry or RetryPolicy(), "sleep": sleep or time.sleep,
-        "token_file": token_file}
+        "token_source": token_source}
     if username and cls is not BitbucketHost:
         raise ConfigError(f"a username (HTTP Basic) is only used with bitbucket, not {normalized}")
     if (remove_source_branch or squash) and cls is not GitLabHost:

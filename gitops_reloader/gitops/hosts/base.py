@@ -62,7 +62,7 @@ from typing import Any, ClassVar, Literal, Protocol, Self, runtime_checkable
 import httpx
 
 from gitops_reloader.errors import ConfigError, HostAuthError, HostError, HostRateLimited
-from gitops_reloader.gitops.auth import CredentialFileError, GitAuth, TokenFile, display_url, scrub
+from gitops_reloader.gitops.auth import CredentialFileError, GitAuth, TokenSource, display_url, scrub
 from gitops_reloader.observability.alerts import retry_after_seconds
 
 __all__ = ["MAX_COMMENTS", "MAX_REDIRECTS", "GitHost", "NewPull", "PullRequest", "PullRequestState",
@@ -242,8 +242,9 @@ class _RestHost:
     client: httpx.Client | None = field(default=None, repr=False)
     timeout: float = 10.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    token_file: TokenFile | None = field(default=None, repr=False)
-    """The mounted file ``token`` came from: read again, before a request, once it changed."""
+    token_source: TokenSource | None = field(default=None, repr=False)
+    """Where ``token`` came from (a mounted file, a GitHub App): asked again before each
+    request, and once more after a 401 (an expired or revoked token is replaced, not fatal)."""
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
     clock: Callable[[], float] = field(default=time.time, repr=False)
     """Wall clock, for rate-limit reset times given as epoch seconds."""
@@ -260,7 +261,7 @@ class _RestHost:
             raise ConfigError(f"{self.kind} API URL {display_url(url)} must not carry credentials")
         if parsed.query or parsed.fragment:
             raise ConfigError(f"{self.kind} API URL must not have a query or fragment")
-        if not self.token:
+        if not self.token and self.token_source is None:
             raise ConfigError(f"{self.kind} API token is empty")
         self.api_url = url
         self._owns_client = self.client is None
@@ -289,13 +290,25 @@ class _RestHost:
         raise NotImplementedError
 
     def _rotate_token(self, repo: str) -> None:
-        """Use the mounted token as it is now (a rotated Secret takes effect at once)."""
-        if self.token_file is None:
+        """Use the token as it is now (a rotated Secret, a fresh installation token)."""
+        if self.token_source is None:
             return
         try:
-            self.token = self.token_file.current()
+            self.token = self.token_source.current()
         except CredentialFileError as exc:
             raise HostAuthError(f"{self.kind}: API token for {repo}: {exc}") from None
+
+    def _renew_token(self, repo: str) -> bool:
+        """After a 401: whether the token source has another token to try (then it is taken)."""
+        if self.token_source is None:
+            return False
+        try:
+            renewed = self.token_source.refused(self.token)
+        except (CredentialFileError, HostError):
+            return False
+        if renewed:
+            self._rotate_token(repo)
+        return renewed
 
     def _secret(self) -> GitAuth:
         """The credentials to scrub from quoted host text (every spelling of the token)."""
@@ -355,6 +368,7 @@ class _RestHost:
         policy = self.retry
         reason = ""
         attempt = hops = 0
+        renewed = False
         while True:
             last = attempt == policy.attempts - 1
             try:
@@ -399,6 +413,10 @@ class _RestHost:
                     )
                 self._wait(after, method, shown, f"rate limited ({status})")
                 attempt += 1
+                continue
+            if status == 401 and not renewed and self._renew_token(repo):
+                renewed = True  # once: a token refused twice is a real refusal
+                headers = {"Accept": _JSON, **self._auth_headers()}
                 continue
             if status >= 500 or status == 408:
                 reason = f"status {status}"

@@ -99,6 +99,10 @@ class GitHubHost(_RestHost):
         pull = self._edit_github_shaped(repo, path, {"title": title, "body": body})
         return self._add_labels(repo, pull, labels)
 
+    def call(self, method: str, path: str, *, repo: str, json: Any = None) -> Any:
+        """One request to ``path`` under the API URL (the GitHub App endpoints); its JSON answer."""
+        return self._json(self._request(method, path, repo=repo, json=json), repo)
+
     def close(self, repo: str, number: int) -> None:
         """Close ``number`` without merging."""
         self._edit_github_shaped(repo, f"{self._repo_path(repo)}/pulls/{number}", {"state": "closed"})

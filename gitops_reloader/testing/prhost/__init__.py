@@ -24,6 +24,9 @@ in its module, one per host, next to the answers it gives:
 - :mod:`.github` (``/api/v3``): 422 for duplicates, bodies over 65,536 characters and
   "No commits between"; 301/307 for a renamed repository (:meth:`PrHost.rename`);
   secondary rate limits (:meth:`PrHost.secondary_rate_limit`).
+- :mod:`.githubapp` (``/api/v3``): GitHub App JWTs, installations and installation tokens
+  that expire (:meth:`PrHost.register_github_app`, :meth:`PrHost.expire_app_tokens`), also
+  accepted by git over HTTP.
 - :mod:`.gitlab` (``/api/v4``): project ids or paths, 409 duplicates,
   ``remove_source_branch``/``squash``; merging answers 405/422 while the new merge
   request is checked (:meth:`PrHost.set_checking`) and 401 without merge rights
@@ -58,12 +61,13 @@ from gitops_reloader.testing.prhost.bitbucket import BitbucketApi
 from gitops_reloader.testing.prhost.core import PR_HOST_KINDS, PrRequest, _Req, _Resp
 from gitops_reloader.testing.prhost.gitea import GiteaApi
 from gitops_reloader.testing.prhost.github import GitHubApi
+from gitops_reloader.testing.prhost.githubapp import GitHubAppApi
 from gitops_reloader.testing.prhost.gitlab import GitLabApi
 
 __all__ = ["PR_HOST_KINDS", "PrHost", "PrRequest"]
 
 
-class PrHost(GitHubApi, GitLabApi, GiteaApi, BitbucketApi):
+class PrHost(GitHubAppApi, GitHubApi, GitLabApi, GiteaApi, BitbucketApi):
     """In-memory pull requests over the bare repositories of ``githost``, served per host kind.
 
     ``token`` is the API token every request must carry (default: the git server's).

@@ -443,11 +443,16 @@ class Core:
         if scripted is not None:
             self._scripted.remove(scripted)
             return _Resp(scripted.status, scripted.body, scripted.headers)
-        if not self._authorized(kind, environ):
-            return _unauthorized(kind)
         try:
             body = _parse_body(raw, str(environ.get("CONTENT_TYPE", "")))
         except ValueError:
+            body = None
+        before = self._before_auth(kind, method, path, environ, body)
+        if before is not None:
+            return before
+        if not self._authorized(kind, environ):
+            return _unauthorized(kind)
+        if body is None:
             return _Resp(400, _error(kind, 400, "Problems parsing JSON"))
         req = _Req(
             kind=kind,
@@ -465,6 +470,15 @@ class Core:
     def _dispatch(self, kind: str, req: _Req) -> _Resp:
         """Answer ``req`` with ``kind``'s API (the host modules implement it)."""
         raise NotImplementedError
+
+    def _before_auth(self, kind: str, method: str, path: str, environ: Mapping[str, Any],
+                     body: Any) -> _Resp | None:
+        """An answer for endpoints with their own authentication (GitHub App's JWT); else ``None``."""
+        return None
+
+    def _token_valid(self, kind: str, token: str) -> bool:
+        """Whether ``token`` is accepted besides the API token (GitHub App installation tokens)."""
+        return False
 
     def _authorized(self, kind: str, environ: Mapping[str, Any]) -> bool:
         header = str(environ.get("HTTP_AUTHORIZATION", ""))
@@ -484,7 +498,8 @@ class Core:
             "gitea": ("token", "bearer"),
             "bitbucket": ("bearer",),
         }[kind]
-        return scheme in schemes and _same(value.strip(), self._token)
+        token = value.strip()
+        return scheme in schemes and (_same(token, self._token) or self._token_valid(kind, token))
 
     # -- state helpers (call with the lock held) -----------------------------------------
 

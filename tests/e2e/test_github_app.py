@@ -1,0 +1,214 @@
+"""GitHub App authentication: JWT, installation lookup, installation tokens for git and the API.
+
+Everything runs against the PR host test server's GitHub App endpoints (real HTTP on
+127.0.0.1, JWTs verified against the App's public key) and the git server behind it,
+which accepts the installation tokens it minted until they expire or are revoked.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jwt
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from gitops_reloader.errors import RemoteRefused
+from gitops_reloader.gitops.auth import GitAuth
+from gitops_reloader.gitops.gitconfig import parse_git_config
+from gitops_reloader.gitops.hosts import host_for
+from gitops_reloader.gitops.hosts.githubapp import (
+    JWT_LIFETIME,
+    REFRESH_MARGIN,
+    AppTokens,
+    app_jwt,
+    app_tokens,
+)
+from gitops_reloader.gitops.repo import Repository
+from gitops_reloader.sinks.gitwiring import open_repository
+from gitops_reloader.testing.githost import GitHostServer
+from gitops_reloader.testing.prhost import PrHost
+
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("isolated_git")]
+
+REPO = "org/app"
+APP_ID = 31337
+
+
+def _key_pair() -> tuple[bytes, bytes]:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                                serialization.NoEncryption())
+    public = key.public_key().public_bytes(serialization.Encoding.PEM,
+                                           serialization.PublicFormat.SubjectPublicKeyInfo)
+    return private, public
+
+
+class _Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def app_host(tmp_path: Path, githost: GitHostServer) -> tuple[PrHost, str, Path]:
+    """The PR host with the App registered, its API URL and the App's private key file."""
+    githost.create_repo(REPO, {"deploy.yaml": "kind: Deployment\nreplicas: 1\n"})
+    private, public = _key_pair()
+    key_file = tmp_path / "app-key.pem"
+    key_file.write_bytes(private)
+    key_file.chmod(0o400)
+    prhost = PrHost(githost)
+    api = prhost.mount("github")
+    prhost.register_github_app(APP_ID, public)
+    return prhost, api, key_file
+
+
+def _tokens(api: str, key_file: Path, **kwargs: object) -> AppTokens:
+    return AppTokens(app_id=str(APP_ID), private_key_file=str(key_file), repository=REPO, api_url=api,
+                     **kwargs)  # type: ignore[arg-type]
+
+
+def _repository(githost: GitHostServer, tmp_path: Path, tokens: AppTokens, name: str = "wc") -> Repository:
+    return Repository(githost.repo_url(REPO), branch="main", workdir=tmp_path / name,
+                      auth=GitAuth(username="x-access-token"), token_source=tokens)
+
+
+def _commit_and_push(repo: Repository, replicas: int) -> str:
+    repo.sync()
+    repo.write("deploy.yaml", f"kind: Deployment\nreplicas: {replicas}\n".encode())
+    sha = repo.commit(f"replicas {replicas}", ["deploy.yaml"])
+    assert sha is not None
+    repo.push()
+    return sha
+
+
+def test_github_app_jwt_claims_follow_githubs_limits(tmp_path: Path) -> None:
+    private, public = _key_pair()
+    token = app_jwt("42", private, now=1_800_000_000)
+    claims = jwt.decode(token, public, algorithms=["RS256"],
+                        options={"verify_exp": False, "verify_iat": False})
+    assert claims == {"iat": 1_800_000_000 - 60, "exp": 1_800_000_000 + JWT_LIFETIME, "iss": "42"}
+    assert claims["exp"] - 1_800_000_000 <= 600  # GitHub refuses exp more than 10 minutes ahead
+
+
+def test_github_app_token_exchange_serves_git_and_the_api(
+        tmp_path: Path, githost: GitHostServer, app_host: tuple[PrHost, str, Path]) -> None:
+    prhost, api, key_file = app_host
+    tokens = _tokens(api, key_file)
+    repo = _repository(githost, tmp_path, tokens)
+    sha = _commit_and_push(repo, 2)
+    assert githost.branches(REPO)["main"] == sha
+    host = host_for("github", api, "", token_source=tokens)
+    repo.checkout_new_branch_from(sha, "gitops-reloader/web")
+    repo.write("deploy.yaml", b"kind: Deployment\nreplicas: 3\n")
+    repo.commit("replicas 3", ["deploy.yaml"])
+    repo.push_branch("HEAD", "gitops-reloader/web", expected_remote_sha=None)
+    pull = host.create(REPO, head="gitops-reloader/web", base="main", title="reload", body="b")
+    assert prhost.pulls(REPO)[0]["number"] == pull.number
+    calls = [(r.method, r.path, r.status) for r in prhost.requests]
+    assert ("GET", f"/api/v3/repos/{REPO}/installation", 200) in calls
+    assert ("POST", "/api/v3/app/installations/4242/access_tokens", 201) in calls
+    assert prhost.app_token_exchanges == 1 == tokens.exchanges  # one token for git and API alike
+    assert tokens.installation_id == 4242
+
+
+def test_github_app_refreshes_the_token_before_it_expires(
+        tmp_path: Path, githost: GitHostServer, app_host: tuple[PrHost, str, Path]) -> None:
+    prhost, api, key_file = app_host
+    clock = _Clock(1_900_000_000.0)
+    prhost.register_github_app(APP_ID, _public_of(key_file), clock=clock, token_lifetime=3600)
+    tokens = _tokens(api, key_file, clock=clock, installation_id=4242)
+    first = tokens.current()
+    clock.now += 3600 - REFRESH_MARGIN - 1
+    assert tokens.current() == first and tokens.exchanges == 1  # still far enough from expiry
+    clock.now += 2  # within the margin: a new token before the old one expires
+    second = tokens.current()
+    assert second != first and tokens.exchanges == 2 == prhost.app_token_exchanges
+    _commit_and_push(_repository(githost, tmp_path, tokens), 4)  # the new token works for git
+
+
+def test_github_app_expired_token_mid_run_fails_no_push(
+        tmp_path: Path, githost: GitHostServer, app_host: tuple[PrHost, str, Path]) -> None:
+    prhost, api, key_file = app_host
+    tokens = _tokens(api, key_file)
+    repo = _repository(githost, tmp_path, tokens)
+    _commit_and_push(repo, 2)
+    host = host_for("github", api, "", token_source=tokens)
+    prhost.expire_app_tokens()  # revoked while our cache still thinks it has 55 minutes
+    sha = _commit_and_push(repo, 5)  # git: 401, one new token, the same push again
+    assert githost.branches(REPO)["main"] == sha and tokens.exchanges == 2
+    prhost.expire_app_tokens()
+    assert host.find_open(REPO, head="gitops-reloader/web", base="main") is None  # API: 401, renewed
+    assert tokens.exchanges == 3
+    statuses = [r.status for r in prhost.requests if r.path.endswith("/pulls")]
+    assert statuses == [401, 200]
+
+
+def test_github_app_refused_twice_is_a_refusal_not_a_loop(
+        tmp_path: Path, githost: GitHostServer, app_host: tuple[PrHost, str, Path]) -> None:
+    prhost, api, key_file = app_host
+    tokens = _tokens(api, key_file)
+    repo = _repository(githost, tmp_path, tokens)
+    _commit_and_push(repo, 2)
+    _, stranger = _key_pair()
+    prhost.register_github_app(APP_ID, stranger)  # the App's key was rotated on GitHub only
+    prhost.expire_app_tokens()
+    prhost.clear_requests()
+    with pytest.raises(RemoteRefused) as refused:
+        _commit_and_push(repo, 6)
+    assert refused.value.reason == "CredentialsRefused"
+    assert "ghs_" not in str(refused.value)
+    mints = [r for r in prhost.requests if r.path.endswith("/access_tokens")]
+    assert [r.status for r in mints] == [401]  # asked once for a new token, refused: no loop
+
+
+def test_github_app_enterprise_base_url_from_the_clone_url(
+        tmp_path: Path, githost: GitHostServer, app_host: tuple[PrHost, str, Path]) -> None:
+    prhost, api, key_file = app_host
+    public = parse_git_config(_app_config("https://github.com/org/app.git", key_file))
+    assert public.repositories[0].github_app.api_url == "https://api.github.com"
+    ghes = parse_git_config(_app_config("git@ghe.example.com:org/app.git", key_file))
+    assert ghes.repositories[0].github_app.api_url == "https://ghe.example.com/api/v3"
+    local = parse_git_config(_app_config(githost.repo_url(REPO), key_file))
+    app = local.repositories[0].github_app
+    assert app.api_url == api and app.repository == REPO  # http://127.0.0.1:port/api/v3: GHES layout
+    tokens = app_tokens(app)
+    assert tokens is app_tokens(app)  # one per App and repository in the process
+    assert tokens.current().startswith("ghs_") and prhost.app_token_exchanges == 1
+
+
+def test_github_app_commits_are_authored_as_the_app(
+        tmp_path: Path, githost: GitHostServer, app_host: tuple[PrHost, str, Path]) -> None:
+    key_file = app_host[2]
+    config = parse_git_config(_app_config(githost.repo_url(REPO), key_file, name="as-app"))
+    handle = open_repository(config.repositories[0], tmp_path / "cache")
+    sha = _commit_and_push(handle.repo, 7)
+    author = githost.log(REPO)[0]
+    assert author[0] == sha
+    shown = _git_show(githost, sha)
+    login = "gitops-reloader[bot]"
+    assert shown == f"{login} <190001+{login}@users.noreply.github.com>|{login}"
+    assert "ghs_" not in githost.all_history_text(REPO)
+
+
+def _git_show(githost: GitHostServer, sha: str) -> str:
+    import subprocess
+
+    out = subprocess.run(["git", f"--git-dir={githost.bare_path(REPO)}", "show", "-s",
+                          "--format=%an <%ae>|%cn", sha], capture_output=True, check=True, text=True)
+    return out.stdout.strip()
+
+
+def _public_of(key_file: Path) -> bytes:
+    key = serialization.load_pem_private_key(key_file.read_bytes(), password=None)
+    return key.public_key().public_bytes(serialization.Encoding.PEM,
+                                         serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def _app_config(url: str, key_file: Path, *, name: str = "manifests") -> str:
+    return (f"repositories:\n  - name: {name}\n    url: {url}\n"
+            f"    githubApp:\n      appId: {APP_ID}\n      privateKeyFile: {key_file}\n")
