@@ -11,6 +11,8 @@ from gitops_reloader.errors import ConfigError
 from gitops_reloader.gitops.gitconfig import (
     DEFAULT_COMMIT_MESSAGE,
     CommitAuthor,
+    GitHubAppConfig,
+    SigningKeyConfig,
     host_and_path,
     load_git_config,
     parse_git_config,
@@ -183,6 +185,49 @@ def test_sign_commits_is_off_unless_asked_and_must_be_a_boolean() -> None:
     assert parse_git_config(text + "    signCommits: true\n").repositories[0].sign_commits is True
     with pytest.raises(ConfigError, match=r"repositories\[0\]\.signCommits"):
         parse_git_config(text + "    signCommits: sometimes\n")
+
+
+def test_signing_key_implies_signing_and_names_its_format() -> None:
+    text = "repositories:\n  - name: a\n    url: https://git.example.com/o/a.git\n"
+    repo = parse_git_config(text + "    signingKey: {file: /k/signing}\n").repositories[0]
+    assert repo.sign_commits is True and repo.signing_key == SigningKeyConfig("/k/signing", "ssh")
+    repo = parse_git_config(text + "    signingKey: {file: /k/s.asc, format: openpgp}\n").repositories[0]
+    assert repo.signing_key == SigningKeyConfig("/k/s.asc", "openpgp")
+    for bad, field in (("{format: ssh}", "signingKey.file"),
+                       ("{file: /k, format: x509}", "signingKey.format"),
+                       ("{file: /k, passphrase: x}", "signingKey.passphrase")):
+        with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
+            parse_git_config(text + f"    signingKey: {bad}\n")
+
+
+def test_github_app_config_replaces_the_token_and_serves_the_pull_request_api() -> None:
+    text = ("repositories:\n  - name: a\n    url: https://github.com/o/a.git\n"
+            "    githubApp: {appId: 123, privateKeyFile: /k/app.pem}\n")
+    repo = parse_git_config(text + "    pullRequest: {host: github}\n").repositories[0]
+    assert repo.github_app == GitHubAppConfig("123", "/k/app.pem", "https://api.github.com", 0, "o/a")
+    assert repo.pull_request is not None and repo.pull_request.token_file == ""
+    assert repo.author_given is False
+    ghes = parse_git_config(text.replace("github.com", "ghe.example.com")
+                            .replace("/k/app.pem}", "/k/app.pem, installationId: 9, appId: Iv23liAbc}"))
+    assert ghes.repositories[0].github_app == GitHubAppConfig(
+        "Iv23liAbc", "/k/app.pem", "https://ghe.example.com/api/v3", 9, "o/a")
+
+
+@pytest.mark.parametrize(("extra", "field"), [
+    ("    githubApp: {privateKeyFile: /k}\n", "githubApp.appId"),
+    ("    githubApp: {appId: 0, privateKeyFile: /k}\n", "githubApp.appId"),
+    ("    githubApp: {appId: 1}\n", "githubApp.privateKeyFile"),
+    ("    githubApp: {appId: 1, privateKeyFile: /k, installationId: -3}\n", "githubApp.installationId"),
+    ("    githubApp: {appId: 1, privateKeyFile: /k, token: x}\n", "githubApp.token"),
+    ("    tokenFile: /t\n    githubApp: {appId: 1, privateKeyFile: /k}\n", "tokenFile or githubApp"),
+    ("    githubApp: {appId: 1, privateKeyFile: /k}\n    pullRequest: {host: gitlab, repository: o/a}\n",
+     "pullRequest.host"),
+])
+def test_github_app_config_errors_name_the_field(extra: str, field: str) -> None:
+    text = "repositories:\n  - name: a\n    url: https://github.com/o/a.git\n" + extra
+    with pytest.raises(ConfigError) as info:
+        parse_git_config(text)
+    assert field in str(info.value)
 
 
 @pytest.mark.parametrize(("extra", "expected"), [
