@@ -78,16 +78,17 @@ LABEL org.opencontainers.image.title="gitops-reloader" \
       org.opencontainers.image.base.name="docker.io/library/python:3.11-slim" \
       org.opencontainers.image.base.digest="sha256:9c900dea9e8fb7e16277c179b555cc72d29a352dbc33cff48ad5a0412fd5bfc7"
 
-# git and ssh for the git / pull-request sinks, from the base's Debian release unless the base
-# already has both (CI's bookworm base is made with them, and has no registry to fetch from).
+# git and ssh for the git / pull-request sinks, gpg and gpg-agent for OpenPGP-signed commits
+# (SSH signing uses ssh-keygen, from openssh-client), from the base's Debian release unless the
+# base already has them (CI's bookworm base is made with them, and has no registry to fetch from).
 # Versions are not pinned: they follow the Debian release of the pinned base image, and pins
 # break on every point release.
 # hadolint ignore=DL3008
-RUN if command -v git >/dev/null && command -v ssh >/dev/null; then \
-        echo "git and ssh come with the base image"; \
+RUN if command -v git >/dev/null && command -v ssh >/dev/null && command -v gpg-agent >/dev/null; then \
+        echo "git, ssh and gpg come with the base image"; \
     else \
         apt-get update \
-        && apt-get install -y --no-install-recommends git openssh-client \
+        && apt-get install -y --no-install-recommends git openssh-client gpg gpg-agent \
         && rm -rf /var/lib/apt/lists/*; \
     fi
 

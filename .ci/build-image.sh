@@ -24,9 +24,9 @@ STATE_DIR="${REPO_ROOT}/.tools/podman"
 export CONTAINERS_CONF="${STATE_DIR}/containers.conf"
 SUITE="bookworm"
 ARCH="${ARCH:-$(dpkg --print-architecture)}"
-# The release base python:3.11-slim has python3 with venv and apt; git and ssh are what the
+# The release base python:3.11-slim has python3 with venv and apt; git, ssh and gpg are what the
 # Dockerfile adds; passwd gives useradd; ca-certificates the trust store.
-BASE_PACKAGES="python3,python3-venv,git,openssh-client,ca-certificates,passwd"
+BASE_PACKAGES="python3,python3-venv,git,openssh-client,gpg,gpg-agent,ca-certificates,passwd"
 # CI's own base trusts the machine's extra CAs (the registries are reached through a proxy
 # that re-signs TLS, and the build stage pip-installs from PyPI). Only this base has them:
 # nothing copies them into an image built from the release base.

@@ -12,12 +12,15 @@ servers on 127.0.0.1. One ConfigMap change must reach a workload through each si
 from __future__ import annotations
 
 import json
+import subprocess
 import textwrap
 from pathlib import Path
 
 import pytest
 from cluster import GIT_TOKEN, SA_TOKEN, Cluster, free_port, wait_ready
 from containers import HARDENED, running_container
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 from pod import KubeletSecretVolume, config_file, secret_volume, service_account
 from tls_certs import make_tls_files
 
@@ -200,3 +203,67 @@ def test_credential_rotation_in_the_image_the_next_push_uses_the_swapped_token(
     assert not [e for e in events if e["type"] == "Warning"], [e["message"] for e in events]
     assert "refused the credentials" not in logs and "emission failed" not in logs
     assert GIT_TOKEN not in logs and rotated not in logs
+
+
+def test_in_cluster_github_app_opens_the_pull_request_with_signing_key_ssh_signed_commits(
+        image: str, cluster: Cluster, tmp_path: Path) -> None:
+    """No token anywhere: the App's key mints installation tokens for the push and the API, the
+    commit is signed with the mounted SSH key (as uid 65532 on a read-only root) and authored
+    by the App's bot."""
+    githost, prhost = cluster.githost, cluster.prhost
+    githost.create_repo("org/fleet", {"apps/prweb.yaml": manifest("prweb")})
+    prhost.mount("github")
+    app_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    prhost.register_github_app(777, app_key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo), slug="fleet-reloader")
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "bot", "-f", str(keys / "sign")],
+                   check=True)
+    git_config = textwrap.dedent(f"""\
+        repositories:
+          - name: fleet
+            url: {githost.repo_url("org/fleet")}
+            githubApp: {{appId: 777, privateKeyFile: {CONFIG_DIR}/github-app/fleet/private-key.pem}}
+            signingKey: {{file: {CONFIG_DIR}/signing/fleet/signing-key, format: ssh}}
+            pullRequest: {{host: github}}
+        """)
+    pem = app_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                                serialization.NoEncryption()).decode()
+    signing_key = (keys / "sign").read_text()
+    options = [o for o in pod_options(cluster, tmp_path, git_config) if "/credentials/" not in o]
+    options += [secret_volume(tmp_path / "secrets" / "app", {"private-key.pem": pem},
+                              f"{CONFIG_DIR}/github-app/fleet"),
+                secret_volume(tmp_path / "secrets" / "sign", {"signing-key": signing_key},
+                              f"{CONFIG_DIR}/signing/fleet")]
+    cm_path = "/api/v1/namespaces/ns/configmaps"
+    cluster.api.request("POST", cm_path, body={"metadata": {"name": "app-config"}, "data": {"url": "a"}})
+    prweb = deployment("prweb", annotations={
+        "configmap.reloader.stakater.com/reload": "app-config", "gitops-reloader.io/sink": "pull-request",
+        "gitops-reloader.io/git-repo": "fleet"})
+    cluster.api.request("POST", "/apis/apps/v1/namespaces/ns/deployments", body=prweb)
+    port = free_port()
+    args = ["run", f"--git-config={CONFIG_DIR}/git-config.yaml", "--git-cache-dir=/var/cache/gitops-reloader",
+            "--coalesce-window=1s", f"--http-address=127.0.0.1:{port}", "--log-format=json"]
+
+    with running_container(image, args, options=options) as pod:
+        wait_ready(pod, port)
+        cluster.api.request("PUT", f"{cm_path}/app-config",
+                            body={**cluster.get(f"{cm_path}/app-config"), "data": {"url": "b"}})
+        pulls = pod.wait(lambda: prhost.pulls("org/fleet"), timeout=60, message="pull request")
+        logs = pod.logs()
+    head = githost.branches("org/fleet")[pulls[0]["head"]]
+    bare = githost.bare_path("org/fleet")
+    shown = subprocess.run(["git", f"--git-dir={bare}", "show", "-s", "--format=%an <%ae>", head],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert shown == "fleet-reloader[bot] <190001+fleet-reloader[bot]@users.noreply.github.com>"
+    signers = tmp_path / "allowed_signers"
+    signers.write_text(f'fleet-reloader[bot]@users.noreply.github.com namespaces="git" '
+                       f'{(keys / "sign.pub").read_text().strip()}\n')
+    verified = subprocess.run(["git", "-c", f"gpg.ssh.allowedSignersFile={signers}", f"--git-dir={bare}",
+                               "verify-commit", head], capture_output=True, text=True)
+    assert verified.returncode == 0 and 'Good "git" signature' in verified.stderr, verified.stderr
+    assert prhost.app_token_exchanges >= 1
+    for secret in (*pem.splitlines()[1:-1], *signing_key.splitlines()[1:-1]):
+        assert secret not in logs
+    assert "ghs_" not in logs and "Traceback" not in logs

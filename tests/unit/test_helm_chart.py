@@ -32,7 +32,7 @@ VALUES_DIR = CHART_DIR / "values-tests"
 EXPECTED_MATRIX = {
     "default", "namespaced", "ha", "git-sink", "pull-request", "argo-rollouts-openshift",
     "ignore-secrets", "monitoring-pdb-netpol", "stakater-compat", "shards-by-label", "shards-by-hash",
-    "state-store",
+    "state-store", "github-app-signing",
 }
 NAMESPACE = "ops"
 RELEASE = "reloader"
@@ -392,6 +392,31 @@ def test_git_config_aliases_are_passed_through(rendered: dict[str, list[Obj]]) -
     assert platform is not None and platform.aliases == ("ssh://git@github.com/acme/platform",)
     assert config.by_url("git@github.com:acme/platform.git") == [platform]  # the scp-like form of the alias
     assert config.by_url("https://github.com/acme/platform") == [platform]
+
+
+def test_github_app_and_signing_key_secrets_are_mounted_and_configured(
+        rendered: dict[str, list[Obj]]) -> None:
+    docs = rendered["github-app-signing"]
+    config = parse_git_config(one(docs, "ConfigMap", f"{FULLNAME}-git")["data"]["git-config.yaml"])
+    apps, infra = config.get("apps"), config.get("infra")
+    assert apps is not None and infra is not None
+    base = "/etc/gitops-reloader"
+    assert apps.github_app is not None and apps.github_app.app_id == "123456"
+    assert apps.github_app.private_key_file == f"{base}/github-app/apps/private-key.pem"
+    assert apps.github_app.installation_id == 7890 and apps.token_file == ""
+    assert apps.pull_request is not None and apps.pull_request.token_file == ""  # the App's tokens
+    assert infra.ssh_key_file == f"{base}/credentials/infra/ssh-privatekey"  # git over SSH ...
+    assert infra.github_app is not None and infra.github_app.api_url == "https://ghe.acme.example/api/v3"
+    assert apps.signing_key is not None and apps.signing_key.format == "ssh"
+    assert infra.signing_key is not None and infra.signing_key.format == "openpgp"
+    assert infra.signing_key.file == f"{base}/signing/infra/signing-key"
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    volumes = {volume["name"]: volume["secret"] for volume in pod["volumes"] if "secret" in volume}
+    assert volumes["app-apps"] == {"secretName": "acme-reloader-app", "defaultMode": 0o440,
+                                   "items": [{"key": "private-key.pem", "path": "private-key.pem"}]}
+    assert volumes["sign-infra"]["secretName"] == "infra-gpg"
+    mounts = {m["name"]: m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+    assert mounts["sign-apps"] == f"{base}/signing/apps" and mounts["app-infra"] == f"{base}/github-app/infra"
 
 
 def test_git_config_pull_request_settings(rendered: dict[str, list[Obj]]) -> None:

@@ -206,6 +206,15 @@ wins over reloadStrategy; "" or "default" means the flag is not passed.
 {{- if not $repo.url }}
 {{- fail (printf "reloader.git.repositories[%d] (%s): url is required" $i $repo.name) }}
 {{- end }}
+{{- if and $repo.githubAppSecret (not (and $repo.githubApp $repo.githubApp.appId)) }}
+{{- fail (printf "reloader.git.repositories[%d] (%s): githubAppSecret needs githubApp.appId" $i $repo.name) }}
+{{- end }}
+{{- if and $repo.githubAppSecret (eq (include "gitops-reloader.credentialsType" $repo) "token") $repo.credentialsSecret }}
+{{- fail (printf "reloader.git.repositories[%d] (%s): give credentialsSecret (token) or githubAppSecret, not both" $i $repo.name) }}
+{{- end }}
+{{- if and $repo.signingKeyFormat (not (has $repo.signingKeyFormat (list "ssh" "openpgp"))) }}
+{{- fail (printf "reloader.git.repositories[%d] (%s): signingKeyFormat must be ssh or openpgp" $i $repo.name) }}
+{{- end }}
 {{- if and $repo.credentialsType (not (has $repo.credentialsType (list "token" "ssh"))) }}
 {{- fail (printf "reloader.git.repositories[%d] (%s): credentialsType must be token or ssh" $i $repo.name) }}
 {{- end }}
@@ -239,7 +248,7 @@ wins over reloadStrategy; "" or "default" means the flag is not passed.
 {{- $dir := include "gitops-reloader.gitConfigDir" . }}
 {{- $repos := list }}
 {{- range .Values.reloader.git.repositories }}
-{{- $repo := omit . "credentialsSecret" "credentialsType" }}
+{{- $repo := omit . "credentialsSecret" "credentialsType" "githubAppSecret" "signingKeySecret" "signingKeyFormat" }}
 {{- if .credentialsSecret }}
 {{- $creds := printf "%s/credentials/%s" $dir .name }}
 {{- if eq (include "gitops-reloader.credentialsType" .) "ssh" }}
@@ -252,6 +261,14 @@ wins over reloadStrategy; "" or "default" means the flag is not passed.
 {{- else }}
 {{- $_ := set $repo "tokenFile" (printf "%s/token" $creds) }}
 {{- end }}
+{{- end }}
+{{- /* A GitHub App: its private key from githubAppSecret (key private-key.pem), the rest as given. */}}
+{{- if .githubAppSecret }}
+{{- $_ := set $repo "githubApp" (merge (dict "privateKeyFile" (printf "%s/github-app/%s/private-key.pem" $dir .name)) (.githubApp | default dict)) }}
+{{- end }}
+{{- /* The commit signing key from signingKeySecret (key signing-key). */}}
+{{- if .signingKeySecret }}
+{{- $_ := set $repo "signingKey" (dict "file" (printf "%s/signing/%s/signing-key" $dir .name) "format" (.signingKeyFormat | default "ssh")) }}
 {{- end }}
 {{- $repos = append $repos $repo }}
 {{- end }}
