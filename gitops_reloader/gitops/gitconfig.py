@@ -33,7 +33,7 @@ Format (YAML)::
           apiUrl: https://ghe.example.com/api/v3   # optional: default as pullRequest.apiUrl for github
         annotationKeys: [podAnnotations, annotations]  # optional: maps a git-target may write into
         pullRequest:                      # optional: what the pull-request sink needs
-          host: github                    # github | gitlab | gitea | forgejo | bitbucket
+          host: github                    # github | gitlab | gitea | forgejo | bitbucket | azure
           apiUrl: https://api.github.com  # default: derived from the clone URL (see below)
           tokenFile: /etc/gitops-reloader/git/token   # API token; default: the repository's tokenFile
           repository: org/manifests       # owner/name (GitLab: project path); default: from the URL
@@ -43,8 +43,10 @@ Format (YAML)::
           enabled: true                   # false: as if the block were absent (Helm renders it)
           username: me@example.com        # Bitbucket only: HTTP Basic with username + token (app
                                           # password or API token); without it: Bearer access token
-          removeSourceBranch: false       # GitLab only: delete the branch when the MR is merged
+          removeSourceBranch: false       # GitLab, Azure DevOps: delete the branch when it is merged
           squash: false                   # GitLab only: squash the MR's commits on merge
+          mergeStrategy: noFastForward    # Azure DevOps only: auto-complete's merge strategy
+                                          # (noFastForward | squash | rebase | rebaseMerge)
         tenants:                          # optional: which namespaces may write which files
           - namespaces: [team-a, "team-a-*"]
             paths: ["apps/team-a/**", "charts/team-a/values*.yaml"]
@@ -66,7 +68,10 @@ whitespace or control characters, at most 253 characters; the list must not be e
   ``bitbucket.org`` → ``https://api.bitbucket.org/2.0``; otherwise the clone URL's
   origin (``https://`` for SSH URLs) plus ``/api/v3`` (GitHub Enterprise), ``/api/v4``
   (GitLab) or ``/api/v1`` (Gitea, Forgejo). Bitbucket Server/Data Center is not
-  supported.
+  supported. Azure DevOps: the organisation or collection the clone URL names
+  (:func:`azure_location`: ``https://dev.azure.com/{org}``, ``https://{org}.visualstudio.com``,
+  ``https://server/tfs/{collection}``), from HTTPS ``.../{project}/_git/{repo}`` and SSH
+  ``v3/{org}/{project}/{repo}`` URLs; ``repository`` is then ``project/repo``.
 - ``repository``: from the clone URL's path without ``.git``: the whole path on GitLab
   (``group/sub/project``), its last two segments elsewhere (``owner/name``).
 - ``tokenFile``: the repository's ``tokenFile`` (a token with both git and API access);
@@ -117,6 +122,7 @@ from __future__ import annotations
 import json
 import re
 import string
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -131,6 +137,7 @@ from gitops_reloader.gitops.pathglob import Glob, GlobError, compile_glob
 from gitops_reloader.gitops.repourl import normalize_git_url, normalize_git_url_allow_invalid
 
 __all__ = [
+    "AZURE_MERGE_STRATEGIES",
     "DEFAULT_ANNOTATION_KEYS",
     "DEFAULT_COMMIT_MESSAGE",
     "MAX_ALIASES",
@@ -146,6 +153,7 @@ __all__ = [
     "SigningKeyConfig",
     "TenantRule",
     "alias_problem",
+    "azure_location",
     "host_and_path",
     "load_git_config",
     "parse_git_config",
@@ -186,10 +194,10 @@ _NAMESPACE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 _AUTHOR_KEYS = frozenset({"name", "email"})
 _PR_KEYS = frozenset({
     "enabled", "host", "apiUrl", "tokenFile", "repository", "labels", "autoMerge", "grouping",
-    "username", "removeSourceBranch", "squash",
+    "username", "removeSourceBranch", "squash", "mergeStrategy",
 })
 
-PR_HOSTS = ("github", "gitlab", "gitea", "forgejo", "bitbucket")
+PR_HOSTS = ("github", "gitlab", "gitea", "forgejo", "bitbucket", "azure")
 """Values of ``pullRequest.host`` (``forgejo`` speaks Gitea's API)."""
 PR_GROUPINGS = ("workload", "repository")
 """Values of ``pullRequest.grouping`` and ``--pr-grouping``."""
@@ -198,6 +206,9 @@ _PUBLIC_API = {("github", "github.com"): "https://api.github.com",
 _API_PREFIX = {"github": "/api/v3", "gitlab": "/api/v4", "gitea": "/api/v1", "forgejo": "/api/v1"}
 _LABEL = re.compile(r"^[^,\n\r]{1,100}$")
 _REPO_SEGMENT = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.-]*$")
+_AZURE_SEGMENT = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_. -]{0,63}$")  # project names may hold spaces
+AZURE_MERGE_STRATEGIES = ("noFastForward", "squash", "rebase", "rebaseMerge")
+"""Values of ``pullRequest.mergeStrategy`` (Azure DevOps auto-complete)."""
 _SCP_LIKE = re.compile(r"^(?:(?P<user>[^@/\s]+)@)?(?P<host>[^:/\s]+):(?!//)(?P<path>.*)$")
 
 
@@ -233,6 +244,8 @@ class PullRequestConfig:
     """GitLab: delete the source branch when the merge request is merged."""
     squash: bool = False
     """GitLab: squash the merge request's commits when it is merged."""
+    merge_strategy: str = ""
+    """Azure DevOps: the merge strategy of auto-complete (``""``: noFastForward)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -759,6 +772,9 @@ def repository_from_url(url: str, host: str) -> str:
     >>> repository_from_url("https://git.example.com/gitea/org/app.git", "gitea")
     'org/app'
     """
+    if host == "azure":
+        located = azure_location(url)
+        return located[1] if located is not None else ""
     normalized = host_and_path(url)
     _, _, path = normalized.partition("/")
     segments = [s for s in path.split("/") if s]
@@ -844,11 +860,21 @@ def _host_options(entry: Mapping[str, Any], where: str, at: str, *, host: str) -
     if username and (any(ch.isspace() or ch == ":" for ch in username) or len(username) > 254):
         raise ConfigError(f"{where}: {at}.username: no whitespace or ':', at most 254 characters")
     options: dict[str, Any] = {"username": username}
-    for key, name in (("removeSourceBranch", "remove_source_branch"), ("squash", "squash")):
+    for key, name, hosts in (("removeSourceBranch", "remove_source_branch", {"gitlab": "GitLab",
+                                                                              "azure": "Azure DevOps"}),
+                             ("squash", "squash", {"gitlab": "GitLab"})):
         value = _bool(entry.get(key), where, f"{at}.{key}", default=False)
-        if entry.get(key) is not None and host != "gitlab":
-            raise ConfigError(f"{where}: {at}.{key}: is a GitLab setting; {host} has no such option")
+        if entry.get(key) is not None and host not in hosts:
+            raise ConfigError(f"{where}: {at}.{key}: is a {' and '.join(hosts.values())} setting; "
+                              f"{host} has no such option")
         options[name] = value
+    strategy = _string(entry.get("mergeStrategy"), where, f"{at}.mergeStrategy")
+    if strategy and host != "azure":
+        raise ConfigError(f"{where}: {at}.mergeStrategy: is an Azure DevOps setting; "
+                          f"{host} has no such option")
+    if strategy and strategy not in AZURE_MERGE_STRATEGIES:
+        raise ConfigError(f"{where}: {at}.mergeStrategy: must be one of {', '.join(AZURE_MERGE_STRATEGIES)}")
+    options["merge_strategy"] = strategy
     return options
 
 
@@ -862,6 +888,12 @@ def _api_url(given: str, where: str, at: str, *, host: str, url: str) -> str:
         if parts.query or parts.fragment or any(ch.isspace() for ch in given):
             raise ConfigError(f"{where}: {at}: must not have a query, fragment or whitespace")
         return given.rstrip("/")
+    if host == "azure":
+        located = azure_location(url)
+        if located is None:
+            raise ConfigError(f"{where}: {at}: is required for azure when the url is not an Azure Repos "
+                              "URL (.../_git/<repo> or ssh v3/<org>/<project>/<repo>)")
+        return located[0]
     normalized = host_and_path(url)
     origin_host = normalized.partition("/")[0]
     public = _PUBLIC_API.get((host, origin_host.lower()))
@@ -875,8 +907,48 @@ def _api_url(given: str, where: str, at: str, *, host: str, url: str) -> str:
     return f"{scheme}://{origin_host}{prefix}"
 
 
+def azure_location(url: str) -> tuple[str, str] | None:
+    """``(api_url, "project/repo")`` of an Azure Repos clone URL, ``None`` for another URL.
+
+    >>> azure_location("https://acme@dev.azure.com/acme/Fleet%20Ops/_git/fleet")
+    ('https://dev.azure.com/acme', 'Fleet Ops/fleet')
+    >>> azure_location("git@ssh.dev.azure.com:v3/acme/Fleet%20Ops/fleet")
+    ('https://dev.azure.com/acme', 'Fleet Ops/fleet')
+    >>> azure_location("https://tfs.acme.example/tfs/DefaultCollection/ops/_git/fleet")
+    ('https://tfs.acme.example/tfs/DefaultCollection', 'ops/fleet')
+    """
+    host, _, path = host_and_path(url).partition("/")
+    segments = [urllib.parse.unquote(s) for s in path.split("/") if s]
+    if host in ("ssh.dev.azure.com", "vs-ssh.visualstudio.com"):
+        if len(segments) != 4 or segments[0].lower() != "v3":
+            return None
+        _, org, project, repo = segments
+        if host == "ssh.dev.azure.com":
+            return f"https://dev.azure.com/{org}", f"{project}/{repo}"
+        return f"https://{org}.visualstudio.com", f"{project}/{repo}"
+    lowered = [s.lower() for s in segments]
+    if "_git" not in lowered:
+        return None
+    at = lowered.index("_git")
+    if at + 2 != len(segments) or at == 0:
+        return None
+    repo = segments[at + 1]
+    prefix = segments[: at - 1]
+    project = segments[at - 1]
+    if host == "dev.azure.com" and at == 1:  # https://dev.azure.com/org/_git/repo: the project's own repo
+        prefix, project = segments[:1], repo
+    scheme = "http" if url.strip().lower().startswith("http://") else "https"
+    origin = f"{scheme}://{host}" + "".join("/" + urllib.parse.quote(s) for s in prefix)
+    return origin, f"{project}/{repo}"
+
+
 def _check_repository(repository: str, where: str, at: str, *, host: str) -> None:
     segments = repository.strip("/").split("/") if repository else []
+    if host == "azure":
+        if len(segments) != 2 or not all(_AZURE_SEGMENT.match(s) for s in segments):
+            raise ConfigError(f"{where}: {at}: is required (it cannot be derived from the url); "
+                              "use project/repository")
+        return
     if not segments or not all(_REPO_SEGMENT.match(s) for s in segments):
         raise ConfigError(
             f"{where}: {at}: is required (it cannot be derived from the url); "

@@ -175,7 +175,7 @@ def open_host(repo_config: RepositoryConfig) -> GitHost:
     try:
         return host_for(settings.host, settings.api_url, token, username=settings.username,
                         remove_source_branch=settings.remove_source_branch, squash=settings.squash,
-                        token_source=token_source)
+                        merge_strategy=settings.merge_strategy, token_source=token_source)
     except ConfigError as exc:
         raise ConfigError(f"--git-config repository {repo_config.name}: pullRequest: {exc}") from None
 

@@ -530,7 +530,8 @@ class PullRequestSink:
         slug = target.config.repository
         labels = target.config.labels
         title = prpolicy.render_title(entries)
-        body = prpolicy.render_body(entries, branch=branch, base=base)
+        limit = min(prpolicy.BODY_LIMIT, getattr(host, "max_body", prpolicy.BODY_LIMIT))
+        body = prpolicy.render_body(entries, branch=branch, base=base, limit=limit)
         if pull is None:
             created = self._host_step(name, lambda: host.create(
                 slug, head=branch, base=base, title=title, body=body, labels=labels))

@@ -1,4 +1,5 @@
-"""Git host clients for the pull-request sink: GitHub, GitLab, Gitea/Forgejo, Bitbucket Cloud.
+"""Git host clients for the pull-request sink: GitHub, GitLab, Gitea/Forgejo, Bitbucket Cloud,
+Azure DevOps.
 
 Build one with :func:`host_for` and use it only through the
 :class:`~gitops_reloader.gitops.hosts.base.GitHost` protocol::
@@ -23,6 +24,7 @@ import httpx
 
 from gitops_reloader.errors import ConfigError
 from gitops_reloader.gitops.auth import TokenSource
+from gitops_reloader.gitops.hosts.azure import AzureDevOpsHost
 from gitops_reloader.gitops.hosts.base import GitHost, PullRequest, PullRequestState, RetryPolicy
 from gitops_reloader.gitops.hosts.bitbucket import BitbucketHost
 from gitops_reloader.gitops.hosts.gitea import GiteaHost
@@ -31,6 +33,7 @@ from gitops_reloader.gitops.hosts.gitlab import GitLabHost
 
 __all__ = [
     "HOST_KINDS",
+    "AzureDevOpsHost",
     "BitbucketHost",
     "GitHost",
     "GitHubHost",
@@ -42,15 +45,16 @@ __all__ = [
     "host_for",
 ]
 
-_CLASSES: dict[str, type[GitHubHost | GitLabHost | GiteaHost | BitbucketHost]] = {
+_CLASSES: dict[str, type[GitHubHost | GitLabHost | GiteaHost | BitbucketHost | AzureDevOpsHost]] = {
     "github": GitHubHost,
     "gitlab": GitLabHost,
     "gitea": GiteaHost,
     "forgejo": GiteaHost,  # Forgejo keeps Gitea's API
     "bitbucket": BitbucketHost,
+    "azure": AzureDevOpsHost,
 }
 
-HOST_KINDS = ("github", "gitlab", "gitea", "bitbucket")
+HOST_KINDS = ("github", "gitlab", "gitea", "bitbucket", "azure")
 """The canonical host kinds (``forgejo`` is accepted as an alias of ``gitea``)."""
 
 
@@ -67,6 +71,7 @@ def host_for(
     remove_source_branch: bool = False,
     squash: bool = False,
     token_source: TokenSource | None = None,
+    merge_strategy: str = "",
 ) -> GitHost:
     """A client for a ``kind`` host at ``api_url``, authenticating with ``token``.
 
@@ -77,7 +82,9 @@ def host_for(
 
     Per-host options (a :class:`ConfigError` on another host): ``username`` makes
     Bitbucket use HTTP Basic ``username:token`` instead of Bearer;
-    ``remove_source_branch`` and ``squash`` are GitLab merge request settings.
+    ``remove_source_branch`` and ``squash`` are GitLab merge request settings
+    (``remove_source_branch`` is Azure DevOps' ``deleteSourceBranch`` too), ``merge_strategy``
+    Azure DevOps' auto-complete merge strategy.
     ``token_source`` is where ``token`` came from (a mounted file, a GitHub App's
     installation tokens): a rotated token is used from the next request on.
     """
@@ -90,8 +97,15 @@ def host_for(
         "token_source": token_source}
     if username and cls is not BitbucketHost:
         raise ConfigError(f"a username (HTTP Basic) is only used with bitbucket, not {normalized}")
-    if (remove_source_branch or squash) and cls is not GitLabHost:
-        raise ConfigError(f"removeSourceBranch and squash are GitLab settings, not {normalized}'s")
+    if squash and cls is not GitLabHost:
+        raise ConfigError(f"squash is a GitLab setting, not {normalized}'s")
+    if remove_source_branch and cls not in (GitLabHost, AzureDevOpsHost):
+        raise ConfigError(f"removeSourceBranch is a GitLab and Azure DevOps setting, not {normalized}'s")
+    if merge_strategy and cls is not AzureDevOpsHost:
+        raise ConfigError(f"mergeStrategy is an Azure DevOps setting, not {normalized}'s")
+    if cls is AzureDevOpsHost:
+        return AzureDevOpsHost(api_url, token, merge_strategy=merge_strategy or "noFastForward",
+                               delete_source_branch=remove_source_branch, **common)
     if cls is BitbucketHost:
         return BitbucketHost(api_url, token, username=username, **common)
     if cls is GitLabHost:

@@ -298,8 +298,12 @@ def test_gitlab_remove_source_branch_and_squash_are_sent(
 def test_host_options_belong_to_their_host(client: httpx.Client) -> None:
     with pytest.raises(ConfigError, match="only used with bitbucket"):
         host_for("github", "", TOKEN, client=client, username="me")
-    with pytest.raises(ConfigError, match="GitLab settings"):
+    with pytest.raises(ConfigError, match="squash is a GitLab setting"):
         host_for("gitea", API["gitea"], TOKEN, client=client, squash=True)
+    with pytest.raises(ConfigError, match="GitLab and Azure DevOps setting"):
+        host_for("github", "", TOKEN, client=client, remove_source_branch=True)
+    with pytest.raises(ConfigError, match="mergeStrategy is an Azure DevOps setting"):
+        host_for("gitlab", API["gitlab"], TOKEN, client=client, merge_strategy="squash")
 
 
 # -- Bitbucket --------------------------------------------------------------------------------------

@@ -482,7 +482,7 @@ def test_no_block_or_disabled_means_no_pull_requests(block: str) -> None:
      "pullRequest.username: no whitespace or ':'"),
     ("pullRequest: {host: gitea, squash: true}\n", None, None, "pullRequest.squash: is a GitLab setting"),
     ("pullRequest: {host: github, removeSourceBranch: false}\n", None, None,
-     "pullRequest.removeSourceBranch: is a GitLab setting"),
+     "pullRequest.removeSourceBranch: is a GitLab and Azure DevOps setting"),
     ("pullRequest: {host: gitlab, squash: yes-please}\n", "https://gitlab.example.com/g/app.git", None,
      "pullRequest.squash: must be true"),
     ("pullRequest: {host: gitlab, apiUrl: 'https://gitlab.example.com/api/v4'}\n",
