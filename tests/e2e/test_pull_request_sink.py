@@ -128,6 +128,8 @@ class PrSetup:
         grouping_line = f"      grouping: {grouping}\n" if grouping else ""
         grouping_line += "      autoMerge: true\n" if auto_merge else ""
         api_token = f"      tokenFile: {api_token_file}\n" if api_token_file else ""
+        if self.kind == "azure":  # the test git server's URLs are not Azure Repos URLs: name it
+            api_token += f"      repository: {REPO}\n"
         (path or self.config_path).write_text(textwrap.dedent(f"""\
             repositories:
               - name: {NAME}

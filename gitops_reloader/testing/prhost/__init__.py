@@ -1,4 +1,5 @@
-"""Pull-request REST APIs shaped like GitHub, GitLab, Gitea and Bitbucket Cloud, for tests.
+"""Pull-request REST APIs shaped like GitHub, GitLab, Gitea, Bitbucket Cloud and Azure DevOps,
+for tests.
 
 :class:`PrHost` keeps pull requests in memory and serves them as WSGI apps mounted on a
 :class:`~gitops_reloader.testing.githost.GitHostServer`, so one server on 127.0.0.1
@@ -36,6 +37,9 @@ in its module, one per host, next to the answers it gives:
 - :mod:`.gitea` (``/api/v1``): no branch filter, ``X-Total-Count`` and ``Link``, label
   ids of the repository or its organisation (:meth:`PrHost.add_org_label`), merge
   scheduling 201/405/409, cancelling it 204/404/403.
+- :mod:`.azure` (``/tfs/DefaultCollection``): ``api-version`` required, 203 sign-in page
+  without credentials, ``TF401179`` duplicates, ``$top``/``$skip`` and
+  ``x-ms-continuationtoken`` paging, threads, labels, auto-complete.
 - :mod:`.bitbucket` (``/2.0``): BBQL, ``values``/``next`` envelopes, Bearer or Basic
   (:meth:`PrHost.allow_basic`), 12-digit hashes, list items without reviewers, a
   duplicate create answered with the open pull request.
@@ -57,6 +61,7 @@ change on the base branch.
 
 from __future__ import annotations
 
+from gitops_reloader.testing.prhost.azure import AzureApi
 from gitops_reloader.testing.prhost.bitbucket import BitbucketApi
 from gitops_reloader.testing.prhost.core import PR_HOST_KINDS, PrRequest, _Req, _Resp
 from gitops_reloader.testing.prhost.gitea import GiteaApi
@@ -67,7 +72,7 @@ from gitops_reloader.testing.prhost.gitlab import GitLabApi
 __all__ = ["PR_HOST_KINDS", "PrHost", "PrRequest"]
 
 
-class PrHost(GitHubAppApi, GitHubApi, GitLabApi, GiteaApi, BitbucketApi):
+class PrHost(GitHubAppApi, AzureApi, GitHubApi, GitLabApi, GiteaApi, BitbucketApi):
     """In-memory pull requests over the bare repositories of ``githost``, served per host kind.
 
     ``token`` is the API token every request must carry (default: the git server's).
@@ -85,5 +90,6 @@ class PrHost(GitHubAppApi, GitHubApi, GitLabApi, GiteaApi, BitbucketApi):
             "gitlab": self._gitlab,
             "gitea": self._gitea,
             "bitbucket": self._bitbucket,
+            "azure": self._azure,
         }[kind]
         return handler(req)

@@ -33,6 +33,7 @@ PR_HOST_KINDS: Mapping[str, str] = {
     "gitlab": "/api/v4",
     "gitea": "/api/v1",
     "bitbucket": "/2.0",
+    "azure": "/tfs/DefaultCollection",
 }
 """Host kind → path prefix of its API on the git server."""
 
@@ -45,7 +46,7 @@ _MERGER = {
 _MAX_BODY = 1024 * 1024
 BOT = "gitops-reloader-bot"
 """The account the API token belongs to (the author of what the client posts)."""
-_PAGE_CAPS = {"github": 100, "gitlab": 100, "gitea": 50, "bitbucket": 50}
+_PAGE_CAPS = {"github": 100, "gitlab": 100, "gitea": 50, "bitbucket": 50, "azure": 1000}
 _GH_DOCS = "https://docs.github.com/rest"
 
 
@@ -84,7 +85,9 @@ class _Pull:
     checking: int = 0
     """Merge requests still answered "being checked" (Gitea 405, GitLab 405/422)."""
     options: dict[str, bool] = field(default_factory=dict)
-    """GitLab's ``remove_source_branch`` / ``squash`` as last sent."""
+    """GitLab's ``remove_source_branch`` / ``squash`` (Azure: ``completionOptions``) as last sent."""
+    merge_strategy: str = ""
+    """Azure DevOps: ``completionOptions.mergeStrategy`` of the auto-complete."""
     comments: list[_Comment] = field(default_factory=list)
     """Comments (GitLab: notes) on the pull request, oldest first."""
 
@@ -271,6 +274,8 @@ class Core:
                     "merge_sha": p.merge_sha,
                     "remove_source_branch": p.options.get("remove_source_branch", False),
                     "squash": p.options.get("squash", False),
+                    "merge_strategy": p.merge_strategy,
+                    "delete_source_branch": p.options.get("deleteSourceBranch", False),
                     "comments": [c.body for c in p.comments if not c.deleted],
                 }
                 for p in sorted(state.pulls, key=lambda p: p.number)
@@ -415,9 +420,13 @@ class Core:
                     status=response.status,
                 )
             )
-        payload = b"" if response.body is None else json.dumps(response.body).encode()
+        raw_body = isinstance(response.body, bytes)  # an HTML page (Azure's sign-in), as it is
+        if raw_body:
+            payload = response.body
+        else:
+            payload = b"" if response.body is None else json.dumps(response.body).encode()
         headers = [("Content-Length", str(len(payload))), *response.headers]
-        if response.body is not None:
+        if response.body is not None and not raw_body:
             headers.append(("Content-Type", "application/json; charset=utf-8"))
         phrase = http.HTTPStatus(response.status).phrase
         start_response(f"{response.status} {phrase}", headers)
@@ -486,17 +495,19 @@ class Core:
         scheme = scheme.lower()
         if kind == "gitlab" and "HTTP_PRIVATE_TOKEN" in environ:
             return _same(str(environ["HTTP_PRIVATE_TOKEN"]), self._token)
-        if scheme == "basic" and kind == "bitbucket" and self._basic_user:
+        if scheme == "basic" and (kind == "azure" or (kind == "bitbucket" and self._basic_user)):
             try:
                 user, _, secret = base64.b64decode(value.strip(), validate=True).decode().partition(":")
             except (ValueError, UnicodeDecodeError):
                 return False
-            return _same(user, self._basic_user) and _same(secret, self._token)
+            # Azure: any user name (a PAT goes with an empty one); Bitbucket: the account's
+            return (kind == "azure" or _same(user, self._basic_user)) and _same(secret, self._token)
         schemes = {
             "github": ("bearer", "token"),
             "gitlab": ("bearer",),
             "gitea": ("token", "bearer"),
             "bitbucket": ("bearer",),
+            "azure": ("bearer",),
         }[kind]
         token = value.strip()
         return scheme in schemes and (_same(token, self._token) or self._token_valid(kind, token))
@@ -718,6 +729,9 @@ def _error(kind: str, status: int, message: Any) -> dict[str, Any]:
         return {"message": message, "url": "/api/swagger"}
     if kind == "bitbucket":
         return {"type": "error", "error": {"message": message}}
+    if kind == "azure":
+        return {"$id": "1", "innerException": None, "message": message, "typeKey": "VssServiceException",
+                "errorCode": 0, "eventId": 3000}
     return {"message": message}
 
 
@@ -727,6 +741,7 @@ def _unauthorized(kind: str) -> _Resp:
         "gitlab": "401 Unauthorized",
         "gitea": "invalid username, password or token",
         "bitbucket": "Access token expired or invalid.",
+        "azure": "TF400813: The user '' is not authorized to access this resource.",
     }[kind]
     return _Resp(401, _error(kind, 401, message))
 
@@ -737,6 +752,7 @@ def _not_found(kind: str, repo: str) -> _Resp:
         "gitlab": "404 Project Not Found",
         "gitea": "The target couldn't be found.",
         "bitbucket": f"Repository {repo} not found",
+        "azure": f"TF401019: The Git repository with name or identifier {repo} does not exist.",
     }[kind]
     return _Resp(404, _error(kind, 404, message))
 

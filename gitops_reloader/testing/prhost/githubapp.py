@@ -94,11 +94,13 @@ class GitHubAppApi(Core):
     def _before_auth(self, kind: str, method: str, path: str, environ: Mapping[str, Any],
                      body: Any) -> _Resp | None:
         if kind != "github":
-            return None
+            return super()._before_auth(kind, method, path, environ, body)
         return self._github_app_answer(method, path, environ, body)
 
     def _token_valid(self, kind: str, token: str) -> bool:
-        return kind == "github" and self._installation_token_valid(token)
+        if kind == "github" and self._installation_token_valid(token):
+            return True
+        return super()._token_valid(kind, token)
 
     def _installation_token_valid(self, token: str) -> bool:
         with self._lock:

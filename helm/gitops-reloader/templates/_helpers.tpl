@@ -219,8 +219,8 @@ wins over reloadStrategy; "" or "default" means the flag is not passed.
 {{- fail (printf "reloader.git.repositories[%d] (%s): credentialsType must be token or ssh" $i $repo.name) }}
 {{- end }}
 {{- with $repo.pullRequest }}
-{{- if and .host (not (has .host (list "github" "gitlab" "gitea" "bitbucket"))) }}
-{{- fail (printf "reloader.git.repositories[%d] (%s): pullRequest.host must be github, gitlab, gitea or bitbucket, got %q" $i $repo.name .host) }}
+{{- if and .host (not (has .host (list "github" "gitlab" "gitea" "bitbucket" "azure"))) }}
+{{- fail (printf "reloader.git.repositories[%d] (%s): pullRequest.host must be github, gitlab, gitea, bitbucket or azure, got %q" $i $repo.name .host) }}
 {{- end }}
 {{- if and .enabled (not .host) }}
 {{- fail (printf "reloader.git.repositories[%d] (%s): pullRequest.enabled needs pullRequest.host" $i $repo.name) }}

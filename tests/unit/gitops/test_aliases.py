@@ -314,3 +314,66 @@ def test_tenancy_is_the_repositorys_whatever_spelling_found_it(engine: str, url:
             continue
         with pytest.raises(PolicyDenied, match=reason):
             locator.locate(workload, found, files.index, confirm=True)
+
+
+# -- Azure DevOps: every spelling Azure hands out, under Argo CD's SameURL rule --------------------
+
+AZURE = textwrap.dedent("""\
+    repositories:
+      - name: fleet
+        url: https://dev.azure.com/acme/fleet/_git/app
+        aliases:
+          - git@ssh.dev.azure.com:v3/acme/fleet/app       # the SSH clone URL (Flux bootstrap's)
+          - https://acme@dev.azure.com/acme/fleet/_git/app  # the HTTPS clone URL Azure shows
+          - https://acme.visualstudio.com/fleet/_git/app    # the organisation's old domain
+        pullRequest: {host: azure, tokenFile: /t}
+    """)
+
+
+@pytest.mark.parametrize("url", [
+    "https://dev.azure.com/acme/fleet/_git/app",
+    "https://dev.azure.com/ACME/Fleet/_git/App.git",          # case and .git: Argo CD lower-cases, strips
+    "git@ssh.dev.azure.com:v3/acme/fleet/app",
+    "ssh://git@ssh.dev.azure.com/v3/acme/fleet/app",          # the same, as ssh://
+    "https://acme@dev.azure.com/acme/fleet/_git/app",
+    "https://acme.visualstudio.com/fleet/_git/app",
+])
+def test_azure_devops_spellings_find_the_repository_through_aliases(url: str) -> None:
+    config = parse_git_config(AZURE)
+    assert [r.name for r in config.by_url(url)] == ["fleet"]
+
+
+def test_azure_devops_user_in_the_url_is_another_spelling_without_an_alias() -> None:
+    # Argo CD's NormalizeGitURL keeps the user of an https URL: Azure's "acme@" form is another
+    # repository for it, so it is found only when listed (as above), never guessed.
+    without = "".join(line for line in AZURE.splitlines(keepends=True) if "acme@dev.azure.com" not in line)
+    config = parse_git_config(without)
+    assert config.by_url("https://acme@dev.azure.com/acme/fleet/_git/app") == []
+    assert [r.name for r in config.by_url("git@ssh.dev.azure.com:v3/acme/fleet/app")] == ["fleet"]
+
+
+@pytest.mark.parametrize(("url", "api_url", "repository"), [
+    ("https://dev.azure.com/acme/fleet/_git/app", "https://dev.azure.com/acme", "fleet/app"),
+    ("https://acme@dev.azure.com/acme/Fleet%20Ops/_git/app", "https://dev.azure.com/acme", "Fleet Ops/app"),
+    ("git@ssh.dev.azure.com:v3/acme/fleet/app", "https://dev.azure.com/acme", "fleet/app"),
+    ("acme@vs-ssh.visualstudio.com:v3/acme/fleet/app", "https://acme.visualstudio.com", "fleet/app"),
+    ("https://acme.visualstudio.com/fleet/_git/app", "https://acme.visualstudio.com", "fleet/app"),
+    ("https://dev.azure.com/acme/_git/fleet", "https://dev.azure.com/acme", "fleet/fleet"),
+    ("https://tfs.acme.example/tfs/DefaultCollection/ops/_git/app",
+     "https://tfs.acme.example/tfs/DefaultCollection", "ops/app"),
+])
+def test_azure_devops_pull_request_api_and_repository_come_from_the_url(
+        url: str, api_url: str, repository: str) -> None:
+    repo = parse_git_config(f"repositories:\n  - name: r\n    url: '{url}'\n"
+                            "    pullRequest: {host: azure, tokenFile: /t}\n").repositories[0]
+    assert repo.pull_request is not None
+    assert (repo.pull_request.api_url, repo.pull_request.repository) == (api_url, repository)
+
+
+def test_azure_devops_without_an_azure_url_needs_api_url_and_repository() -> None:
+    text = ("repositories:\n  - name: r\n    url: https://git.example.com/o/r.git\n"
+            "    pullRequest: {host: azure, tokenFile: /t}\n")
+    with pytest.raises(ConfigError, match=r"pullRequest\.apiUrl: is required for azure"):
+        parse_git_config(text)
+    with pytest.raises(ConfigError, match="mergeStrategy: must be one of"):
+        parse_git_config(AZURE.replace("tokenFile: /t}", "tokenFile: /t, mergeStrategy: octopus}"))
