@@ -93,12 +93,16 @@ class SshGitHost:
         self._proc: subprocess.Popen[bytes] | None = None
         _keygen(self.host_key_path, comment="test-sshd-host")
         _keygen(self.client_key_path, comment="gitops-reloader-test-client")
-        public = self.client_key_path.with_suffix(".pub").read_text().strip()
+        self.authorize(self.client_key_path.with_suffix(".pub").read_text())
+
+    def authorize(self, public_key: str) -> None:
+        """Accept only ``public_key`` (an OpenSSH public key line) from now on: a deploy key
+        rotated on the host, the old one revoked. sshd reads the file at every connection."""
         # sshd runs the forced command with the account's shell; git-shell then refuses
         # anything but the git transfer commands.
         self._authorized_keys.write_text(
             'command="git-shell -c \\"$SSH_ORIGINAL_COMMAND\\"",'
-            f"no-port-forwarding,no-X11-forwarding,no-agent-forwarding,no-pty {public}\n")
+            f"no-port-forwarding,no-X11-forwarding,no-agent-forwarding,no-pty {public_key.strip()}\n")
 
     # -- lifecycle -------------------------------------------------------------------
 

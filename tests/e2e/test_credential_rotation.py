@@ -9,6 +9,7 @@ repository whose mounts fail their checks at start-up becomes usable as soon as 
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,63 @@ def test_credential_rotation_an_unusable_repository_becomes_usable_without_resta
                           message="a RepositoryUsable Event")
         assert usable[0]["type"] == "Normal" and REPO in usable[0]["message"]
         assert len(commits(githost)) == 2 and app.controller.failures.failing() == []
+
+
+def test_credential_rotation_of_the_ssh_deploy_key_is_used_for_the_next_push(
+        api_client: ApiClient, tmp_path: Path, githost: GitHostServer, sshgit: SshGitHost) -> None:
+    """The deploy key is rotated: the Secret gets a new key and the host accepts only the new
+    one. ssh reads the key at every connection, so the next push already uses it."""
+    setup = SshSetup(tmp_path, githost, sshgit)
+    volume = tmp_path / "ssh-credentials"
+    volume.mkdir()
+    swap_data(volume, "ssh-privatekey", setup.key_file.read_text(), "1", mode=0o400)
+    githost.create_repo(REPO, {"apps/web.yaml": deployment_manifest("web")})
+    setup.configure(key_file=volume / "ssh-privatekey")
+    create(api_client, configmap("app-config", {"url": "a"}))
+    create(api_client, ssh_workload("web"))
+    new_key = tmp_path / "new_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(new_key)], check=True)
+    with ssh_controller(api_client, setup) as (app, _):
+        ssh_put_data(api_client, "app-config", {"url": "b"})
+        wait_commits(githost, 2)
+        swap_data(volume, "ssh-privatekey", new_key.read_text(), "2", mode=0o400)
+        sshgit.authorize(new_key.with_suffix(".pub").read_text())  # the old key is revoked
+        ssh_put_data(api_client, "app-config", {"url": "c"})
+        wait_commits(githost, 3)
+        quiet(app)
+        assert app.controller.failures.failing() == []
+        assert metric(app, "queue_retries_total") == 0.0
+
+
+def test_credential_rotation_of_the_signing_key_signs_the_next_commit_with_the_new_key(
+        api_client: ApiClient, git: GitSetup, host: GitHostServer, tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    for name in ("old", "new"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(keys / name)], check=True)
+    volume = tmp_path / "signing"
+    volume.mkdir()
+    swap_data(volume, "signing-key", (keys / "old").read_text(), "1", mode=0o400)
+    git.create({"apps/web.yaml": deployment_manifest("web")})
+    git.configure(extra=f"    signingKey: {{file: {volume / 'signing-key'}}}\n")
+    create(api_client, configmap("app-config", {"url": "a"}))
+    create(api_client, git_workload("web"))
+    with git_controller(api_client, git) as (app, _):
+        put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
+        wait_commits(host, 2)
+        swap_data(volume, "signing-key", (keys / "new").read_text(), "2", mode=0o400)
+        put_data(api_client, "ConfigMap", "app-config", {"url": "c"})
+        wait_commits(host, 3)
+        quiet(app)
+    newest, older = (sha for sha, _ in commits(host)[:2])
+    assert _signed_by(host, keys / "new", newest) and _signed_by(host, keys / "old", older)
+    assert not _signed_by(host, keys / "old", newest)
+
+
+def _signed_by(host: GitHostServer, key: Path, sha: str) -> bool:
+    signers = key.with_suffix(".signers")
+    signers.write_text(f'* namespaces="git" {key.with_suffix(".pub").read_text().strip()}\n')
+    command = ["git", "-c", f"gpg.ssh.allowedSignersFile={signers}", f"--git-dir={host.bare_path(REPO)}",
+               "verify-commit", sha]
+    done = subprocess.run(command, capture_output=True, text=True)
+    return done.returncode == 0
