@@ -179,7 +179,7 @@ def test_300_workloads_grouped_per_repository_make_one_pull_request_within_every
         quiet(app)
         [pull] = pulls(prhost)
         body = pull["body"]
-        limits = [h.max_body for h in (GitHubHost, GitLabHost, GiteaHost, BitbucketHost)]
+        limits = [h.traits.max_body for h in (GitHubHost, GitLabHost, GiteaHost, BitbucketHost)]
         assert len(body) <= BODY_LIMIT <= min(limits)
         assert "more | | | |" in body
         entries = parse_entries(body)

@@ -27,7 +27,7 @@ Microsoft documents; every request carries ``api-version=7.1``.
 - Errors: a missing or refused token is answered **203** with the HTML sign-in page (not
   401) — a :class:`~gitops_reloader.errors.HostAuthError`, never a success; 401/403 carry
   ``TF400813``; 429 carries ``Retry-After`` (honoured by the shared core).
-- Descriptions are at most 4,000 characters (:attr:`AzureDevOpsHost.max_body`): the sink
+- Descriptions are at most 4,000 characters (``traits.max_body``): the sink
   renders its body within that.
 
 ``status`` ``active`` reads as ``"open"``, ``completed`` as ``"merged"``, ``abandoned`` as
@@ -49,9 +49,9 @@ from gitops_reloader.errors import HostAuthError, HostError
 from gitops_reloader.gitops.auth import GitAuth
 from gitops_reloader.gitops.hosts.base import (
     MAX_COMMENTS,
+    HostTraits,
     NewPull,
     PullRequest,
-    PullRequestState,
     _RestHost,
     label_names,
     split_repo,
@@ -66,7 +66,9 @@ _NO_ONE = "00000000-0000-0000-0000-000000000000"
 _PAGE = 100
 _MAX_PAGES = 20
 _HEADS = "refs/heads/"
-_STATES: dict[str, PullRequestState] = {"active": "open", "completed": "merged", "abandoned": "closed"}
+_TRAITS = HostTraits(open_state="active", max_body=4_000,
+                     scope_hint="the 'Code: Read & write' scope and Contribute to pull requests",
+                     states={"active": "open", "completed": "merged", "abandoned": "closed"})
 
 
 @dataclass(eq=False)
@@ -74,9 +76,7 @@ class AzureDevOpsHost(_RestHost):
     """:class:`~gitops_reloader.gitops.hosts.base.GitHost` for Azure Repos (``project/repo``)."""
 
     kind: ClassVar[str] = "azure"
-    open_state: ClassVar[str] = "active"
-    scope_hint: ClassVar[str] = "the 'Code: Read & write' scope and Contribute to pull requests"
-    max_body: ClassVar[int] = 4_000
+    traits: ClassVar[HostTraits] = _TRAITS
 
     merge_strategy: str = "noFastForward"
     """``completionOptions.mergeStrategy`` of auto-complete."""
@@ -99,7 +99,7 @@ class AzureDevOpsHost(_RestHost):
                                     url=url, params={**(params or {}), "api-version": API_VERSION})
         if response.status_code == 203:
             raise HostAuthError(f"{self.kind}: token refused on {method} {response.request.url.path} for "
-                                f"{repo} (203, Azure's sign-in page); it needs {self.scope_hint}")
+                                f"{repo} (203, Azure's sign-in page); it needs {self.traits.scope_hint}")
         return response
 
     def _create(self, repo: str, new: NewPull) -> PullRequest:
@@ -235,7 +235,7 @@ def _pull_request(data: Any) -> PullRequest:
     return PullRequest(
         number=int(data["pullRequestId"]),
         url=str(web or ""),
-        state=_STATES.get(str(data["status"]), "closed"),
+        state=_TRAITS.state(data["status"]),
         head=str(data["sourceRefName"]).removeprefix(_HEADS),
         base=str(data["targetRefName"]).removeprefix(_HEADS),
         title=str(data.get("title") or ""),

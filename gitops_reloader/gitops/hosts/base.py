@@ -13,7 +13,7 @@ Guarantees of every client built on :class:`_RestHost`:
   exponential backoff or the host's ``Retry-After`` / ``X-RateLimit-Reset``. A rate
   limit is a 429, or a 403 that carries ``Retry-After``, ``X-RateLimit-Remaining: 0`` or
   a message saying "rate limit" (GitHub's secondary limit may carry no header at all);
-  without a header the wait is the host's :attr:`_RestHost.rate_limit_floor` (60 s on
+  without a header the wait is the host's :attr:`HostTraits.rate_limit_floor` (60 s on
   GitHub and Bitbucket), doubled per further attempt. A wait longer than
   :attr:`RetryPolicy.max_wait` is not slept through:
   :class:`~gitops_reloader.errors.HostRateLimited` is raised at once with
@@ -37,7 +37,7 @@ Guarantees of every client built on :class:`_RestHost`:
   a shared client, never in a URL). Messages name the host kind, the method and the
   API path without its query string, and the repository; any text quoted from the host
   is scrubbed of the token. ``repr`` shows the API URL but never the token.
-- **Bounded bodies.** :attr:`_RestHost.max_body` is the longest description the host
+- **Bounded bodies.** :attr:`HostTraits.max_body` is the longest description the host
   stores (GitHub: 65,536 characters); a longer one is refused before it is sent, with a
   permanent error (:func:`~gitops_reloader.gitops.prpolicy.render_body` renders within
   :data:`~gitops_reloader.gitops.prpolicy.BODY_LIMIT`, the smallest of them).
@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import logging
 import time
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, ClassVar, Literal, Protocol, Self, runtime_checkable
@@ -65,8 +66,8 @@ from gitops_reloader.errors import ConfigError, HostAuthError, HostError, HostRa
 from gitops_reloader.gitops.auth import CredentialFileError, GitAuth, TokenSource, display_url, scrub
 from gitops_reloader.observability.alerts import retry_after_seconds
 
-__all__ = ["MAX_COMMENTS", "MAX_REDIRECTS", "GitHost", "NewPull", "PullRequest", "PullRequestState",
-           "RetryPolicy", "github_pull_request", "label_names"]
+__all__ = ["MAX_COMMENTS", "MAX_REDIRECTS", "GitHost", "HostTraits", "NewPull", "PullRequest",
+           "PullRequestState", "RetryPolicy", "github_pull_request", "label_names"]
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +191,29 @@ class NewPull:
 
 
 @dataclass(frozen=True, slots=True)
+class HostTraits:
+    """What differs between the hosts' REST APIs, as data (each client's :attr:`_RestHost.traits`)."""
+
+    open_state: str = "open"
+    """The host's list filter for open pull requests."""
+    any_state: str = "all"
+    """The host's list filter for pull requests in any state."""
+    scope_hint: str = "access to the repository"
+    """What the token needs, quoted in 401/403 messages."""
+    default_api_url: str = ""
+    rate_limit_floor: float = 0.0
+    """Wait after a rate limit without ``Retry-After`` or reset time; 0: the backoff."""
+    max_body: int = 1_000_000
+    """Longest pull request description the host stores, in characters."""
+    states: Mapping[str, PullRequestState] = field(default_factory=dict)
+    """The host's pull request states, mapped onto open/closed/merged (GitHub-shaped: empty)."""
+
+    def state(self, value: object) -> PullRequestState:
+        """Our state of the host's ``value`` (an unknown one reads as closed)."""
+        return self.states.get(str(value), "closed")
+
+
+@dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """How often and how long a host client retries one request."""
 
@@ -216,7 +240,7 @@ class RetryPolicy:
 class _RestHost:
     """Shared plumbing of the host clients: auth header, retries, error translation.
 
-    Subclasses set :attr:`kind`, :attr:`scope_hint` and :meth:`_auth_headers`, and
+    Subclasses set :attr:`kind`, :attr:`traits` and :meth:`_auth_headers`, and
     implement the :class:`GitHost` methods. When ``client`` is ``None`` the host makes
     its own ``httpx.Client`` and :meth:`close` releases it; an injected client is left
     open for its owner. Do not set auth headers on an injected client: the host adds
@@ -224,17 +248,7 @@ class _RestHost:
     """
 
     kind: ClassVar[str] = ""
-    open_state: ClassVar[str] = "open"
-    """The host's list filter for open pull requests."""
-    any_state: ClassVar[str] = "all"
-    """The host's list filter for pull requests in any state."""
-    scope_hint: ClassVar[str] = "access to the repository"
-    """What the token needs, quoted in 401/403 messages."""
-    default_api_url: ClassVar[str] = ""
-    rate_limit_floor: ClassVar[float] = 0.0
-    """Wait after a rate limit without ``Retry-After`` or reset time; 0: the backoff."""
-    max_body: ClassVar[int] = 1_000_000
-    """Longest pull request description the host stores, in characters."""
+    traits: ClassVar[HostTraits] = HostTraits()
 
     api_url: str
     token: str = field(repr=False)
@@ -253,7 +267,7 @@ class _RestHost:
     _moved: set[str] = field(init=False, repr=False, default_factory=set)
 
     def __post_init__(self) -> None:
-        url = (self.api_url or self.default_api_url).strip().rstrip("/")
+        url = (self.api_url or self.traits.default_api_url).strip().rstrip("/")
         if not url.lower().startswith(("http://", "https://")):
             raise ConfigError(f"{self.kind} API URL must be http:// or https://, got {display_url(url)!r}")
         parsed = httpx.URL(url)
@@ -268,6 +282,11 @@ class _RestHost:
         self._http = self.client or httpx.Client(
             timeout=self.timeout, follow_redirects=False, headers={"User-Agent": "gitops-reloader"}
         )
+
+    @property
+    def max_body(self) -> int:
+        """The longest description the host stores (:attr:`HostTraits.max_body`)."""
+        return self.traits.max_body
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -316,11 +335,11 @@ class _RestHost:
 
     def find_open(self, repo: str, *, head: str, base: str) -> PullRequest | None:
         """See :meth:`GitHost.find_open`."""
-        return self._find(repo, head=head, base=base, state=self.open_state)
+        return self._find(repo, head=head, base=base, state=self.traits.open_state)
 
     def find_latest(self, repo: str, *, head: str, base: str) -> PullRequest | None:
         """See :meth:`GitHost.find_latest`."""
-        return self._find(repo, head=head, base=base, state=self.any_state)
+        return self._find(repo, head=head, base=base, state=self.traits.any_state)
 
     def create(self, repo: str, *, head: str, base: str, title: str, body: str,
                labels: Sequence[str] = ()) -> PullRequest:
@@ -464,11 +483,6 @@ class _RestHost:
             )
         return str(moved)
 
-    def _edit_github_shaped(self, repo: str, path: str, fields: Mapping[str, Any]) -> PullRequest:
-        """PATCH a GitHub-shaped pull request (GitHub, Gitea) at ``path``; the answer parsed."""
-        response = self._request("PATCH", path, repo=repo, json=dict(fields))
-        return self._parse(github_pull_request, self._json(response, repo), repo)
-
     def _newest(self, repo: str, path: str, params: Mapping[str, Any],
                 parse: Callable[[Any], PullRequest], *, head: str, base: str) -> PullRequest | None:
         """The newest pull request from ``head`` into ``base`` on one listed page. The host
@@ -586,12 +600,12 @@ class _RestHost:
         if status == 401:
             return HostAuthError(
                 f"{self.kind}: token refused (401) on {method} {shown} for {repo}; "
-                f"it needs {self.scope_hint}{quoted}"
+                f"it needs {self.traits.scope_hint}{quoted}"
             )
         if status == 403:
             return HostAuthError(
                 f"{self.kind}: token not allowed (403) on {method} {shown} for {repo}; "
-                f"it needs {self.scope_hint}{quoted}"
+                f"it needs {self.traits.scope_hint}{quoted}"
             )
         if status == 404:
             extra = f", {not_found}" if not_found else ""
@@ -625,8 +639,8 @@ class _RestHost:
                 return max(1.0, float(reset) - self.clock())
             except ValueError:
                 pass
-        if self.rate_limit_floor > 0:
-            return float(self.rate_limit_floor * (2**attempt))
+        if self.traits.rate_limit_floor > 0:
+            return float(self.traits.rate_limit_floor * (2**attempt))
         return self.retry.delay(attempt)
 
     def _wait(self, delay: float, method: str, shown: str, reason: str) -> None:
@@ -636,6 +650,46 @@ class _RestHost:
         )
         if delay > 0:
             self.sleep(delay)
+
+
+class _GitHubShaped(_RestHost):
+    """Hosts whose pull requests have GitHub's shape under ``/repos/{owner}/{name}/pulls``
+    (GitHub, Gitea and Forgejo): one ``update`` and ``close``; each adds labels its own way."""
+
+    def update(
+        self, repo: str, number: int, *, title: str, body: str, labels: Sequence[str] = ()
+    ) -> PullRequest:
+        """See :meth:`GitHost.update`: title and body, then :meth:`_label` adds ``labels``."""
+        self._check_body(repo, body)
+        pull = self._edit_github_shaped(repo, self._pull_path(repo, number), {"title": title, "body": body})
+        return self._label(repo, pull, labels)
+
+    def close(self, repo: str, number: int) -> None:
+        """Close ``number`` without merging."""
+        self._edit_github_shaped(repo, self._pull_path(repo, number), {"state": "closed"})
+
+    def _label(self, repo: str, pull: PullRequest, labels: Sequence[str]) -> PullRequest:
+        """``pull`` with ``labels`` added, as the host adds them."""
+        raise NotImplementedError
+
+    def _repo_path(self, repo: str) -> str:
+        owner, name = split_repo(self.kind, repo)
+        return f"/repos/{urllib.parse.quote(owner, safe='')}/{urllib.parse.quote(name, safe='')}"
+
+    def _pull_path(self, repo: str, number: int) -> str:
+        return f"{self._repo_path(repo)}/pulls/{number}"
+
+    def _owner(self, repo: str) -> str:
+        return split_repo(self.kind, repo)[0]
+
+    def _pull(self, data: Any, repo: str) -> PullRequest:
+        """The pull request in ``data`` (GitHub's shape), or a :class:`HostError`."""
+        return self._parse(github_pull_request, data, repo)
+
+    def _edit_github_shaped(self, repo: str, path: str, fields: Mapping[str, Any]) -> PullRequest:
+        """PATCH a GitHub-shaped pull request (GitHub, Gitea) at ``path``; the answer parsed."""
+        response = self._request("PATCH", path, repo=repo, json=dict(fields))
+        return self._parse(github_pull_request, self._json(response, repo), repo)
 
 
 def split_repo(kind: str, repo: str) -> tuple[str, str]:

@@ -34,7 +34,7 @@ the push of the branch needs).
   hashes are 12 characters (``source.commit.hash``): :attr:`PullRequest.head_sha` is
   that short hash, a prefix of the full one.
 - A 429 rarely carries ``Retry-After``; without it the wait is at least a minute
-  (:attr:`BitbucketHost.rate_limit_floor`), since the limits are per hour.
+  (``traits.rate_limit_floor``), since the limits are per hour.
 
 ``DECLINED`` and ``SUPERSEDED`` read as ``"closed"``.
 """
@@ -53,9 +53,9 @@ from gitops_reloader.errors import HostError
 from gitops_reloader.gitops.auth import GitAuth
 from gitops_reloader.gitops.hosts.base import (
     MAX_COMMENTS,
+    HostTraits,
     NewPull,
     PullRequest,
-    PullRequestState,
     _RestHost,
     split_repo,
 )
@@ -66,12 +66,10 @@ MAX_PAGES = 20
 """Pages of 50 read when listing pull requests."""
 _PAGELEN = 50
 _COMMENT_PAGELEN = 100
-_STATES: dict[str, PullRequestState] = {
-    "OPEN": "open",
-    "MERGED": "merged",
-    "DECLINED": "closed",
-    "SUPERSEDED": "closed",
-}
+_TRAITS = HostTraits(open_state="OPEN", any_state="ALL", scope_hint="the 'pullrequest:write' scope",
+                     default_api_url="https://api.bitbucket.org/2.0", rate_limit_floor=60.0,
+                     states={"OPEN": "open", "MERGED": "merged", "DECLINED": "closed",
+                             "SUPERSEDED": "closed"})
 
 
 @dataclass(eq=False)
@@ -79,11 +77,7 @@ class BitbucketHost(_RestHost):
     """:class:`~gitops_reloader.gitops.hosts.base.GitHost` for Bitbucket Cloud."""
 
     kind: ClassVar[str] = "bitbucket"
-    open_state: ClassVar[str] = "OPEN"
-    any_state: ClassVar[str] = "ALL"
-    scope_hint: ClassVar[str] = "the 'pullrequest:write' scope"
-    default_api_url: ClassVar[str] = "https://api.bitbucket.org/2.0"
-    rate_limit_floor: ClassVar[float] = 60.0
+    traits: ClassVar[HostTraits] = _TRAITS
 
     username: str = ""
     """Set: HTTP Basic ``username:token`` (app password, API token); empty: Bearer."""
@@ -176,10 +170,10 @@ class BitbucketHost(_RestHost):
         return f"/repositories/{quoted}/pullrequests"
 
     def _find(self, repo: str, *, head: str, base: str, state: str) -> PullRequest | None:
-        if state == self.open_state:
+        if state == _TRAITS.open_state:
             params: dict[str, Any] = {"q": f'{_branches(head, base)} AND state="OPEN"', "state": "OPEN"}
         else:
-            params = {"q": _branches(head, base), "state": list(_STATES), "sort": "-created_on"}
+            params = {"q": _branches(head, base), "state": list(_TRAITS.states), "sort": "-created_on"}
         best: PullRequest | None = None
         for item in self._pages(repo, self._pulls_path(repo), params, "pull request list"):
             pull = self._parse(_pull_request, item, repo)
@@ -232,7 +226,7 @@ def _pull_request(data: Any) -> PullRequest:
     return PullRequest(
         number=int(data["id"]),
         url=str(html.get("href") or ""),
-        state=_STATES.get(str(data["state"]), "closed"),
+        state=_TRAITS.state(data["state"]),
         head=str(data["source"]["branch"]["name"]),
         base=str(data["destination"]["branch"]["name"]),
         title=str(data.get("title") or ""),

@@ -46,14 +46,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
 from gitops_reloader.errors import HostAuthError, HostError
-from gitops_reloader.gitops.hosts.base import (
-    MAX_COMMENTS,
-    NewPull,
-    PullRequest,
-    _RestHost,
-    github_pull_request,
-    split_repo,
-)
+from gitops_reloader.gitops.hosts.base import MAX_COMMENTS, HostTraits, NewPull, PullRequest, _GitHubShaped
 
 __all__ = ["MAX_PAGES", "GiteaHost"]
 
@@ -68,11 +61,12 @@ _SCHEDULE = {"Do": "merge", "merge_when_checks_succeed": True}
 _LABEL_COLOR = "#e11d21"
 
 
-class GiteaHost(_RestHost):
+class GiteaHost(_GitHubShaped):
     """:class:`~gitops_reloader.gitops.hosts.base.GitHost` for Gitea and Forgejo."""
 
     kind: ClassVar[str] = "gitea"
-    scope_hint: ClassVar[str] = "the 'write:repository' scope (and 'write:issue' for labels)"
+    traits: ClassVar[HostTraits] = HostTraits(
+        scope_hint="the 'write:repository' scope (and 'write:issue' for labels)")
 
     def _auth_headers(self) -> dict[str, str]:
         return {"Authorization": f"token {self.token}"}
@@ -93,25 +87,15 @@ class GiteaHost(_RestHost):
         )
         if response.status_code == 409:
             return self._adopt_existing(repo, new)
-        return self._parse(github_pull_request, self._json(response, repo), repo)
+        return self._pull(self._json(response, repo), repo)
 
-    def update(
-        self, repo: str, number: int, *, title: str, body: str, labels: Sequence[str] = ()
-    ) -> PullRequest:
-        """Set title and body of ``number``; add the known ``labels``."""
-        self._check_body(repo, body)
-        path = f"{self._repo_path(repo)}/pulls/{number}"
-        pull = self._edit_github_shaped(repo, path, {"title": title, "body": body})
+    def _label(self, repo: str, pull: PullRequest, labels: Sequence[str]) -> PullRequest:
+        """Add the known ``labels`` (by id) to ``pull``; ``pull`` as it was."""
         ids = self._label_ids(repo, labels)
         if ids:
-            self._request(
-                "POST", f"{self._repo_path(repo)}/issues/{number}/labels", repo=repo, json={"labels": ids}
-            )
+            self._request("POST", f"{self._repo_path(repo)}/issues/{pull.number}/labels", repo=repo,
+                          json={"labels": ids})
         return pull
-
-    def close(self, repo: str, number: int) -> None:
-        """Close ``number`` without merging."""
-        self._edit_github_shaped(repo, f"{self._repo_path(repo)}/pulls/{number}", {"state": "closed"})
 
     def enable_auto_merge(self, repo: str, number: int) -> bool:
         """Schedule "merge when checks succeed"; ``False`` if Gitea refuses."""
@@ -180,10 +164,6 @@ class GiteaHost(_RestHost):
 
     # -- internals -------------------------------------------------------------------------
 
-    def _repo_path(self, repo: str) -> str:
-        owner, name = split_repo(self.kind, repo)
-        return f"/repos/{urllib.parse.quote(owner, safe='')}/{urllib.parse.quote(name, safe='')}"
-
     def _pages(self, repo: str, path: str, params: dict[str, Any],
                *, missing_ok: bool = False) -> Iterator[Any]:
         """Every item of a ``page``/``limit`` list, up to :data:`MAX_PAGES` pages.
@@ -210,7 +190,7 @@ class GiteaHost(_RestHost):
     def _find(self, repo: str, *, head: str, base: str, state: str) -> PullRequest | None:
         best: PullRequest | None = None
         for item in self._pages(repo, self._repo_path(repo) + "/pulls", {"state": state}):
-            pull = self._parse(github_pull_request, item, repo)
+            pull = self._pull(item, repo)
             if pull.head == head and pull.base == base and (best is None or pull.number > best.number):
                 best = pull
         return best
@@ -230,8 +210,7 @@ class GiteaHost(_RestHost):
         """Name → id of the labels valid on ``repo``: its own, then (if some of ``names`` are
         still missing) its organisation's; a repository label wins a name clash."""
         known: dict[str, int] = {}
-        owner, _ = split_repo(self.kind, repo)
-        org_path = f"/orgs/{urllib.parse.quote(owner, safe='')}/labels"
+        org_path = f"/orgs/{urllib.parse.quote(self._owner(repo), safe='')}/labels"
         for items in (self._pages(repo, self._repo_path(repo) + "/labels", {}),
                       self._pages(repo, org_path, {}, missing_ok=True)):
             for item in items:

@@ -25,29 +25,28 @@ As GitHub answers (docs.github.com, "Rate limits for the REST API", "Troubleshoo
 - A rate limit is a 403 or 429: with ``retry-after`` wait that long; with
   ``x-ratelimit-remaining: 0`` wait until ``x-ratelimit-reset`` (epoch seconds); a
   secondary limit with neither (the message says "secondary rate limit") waits at least
-  a minute (:attr:`GitHubHost.rate_limit_floor`), doubling per further attempt. None of
+  a minute (``traits.rate_limit_floor``), doubling per further attempt. None of
   them is "token not allowed".
 - A renamed or transferred repository answers 301 (GET) or 307 (other methods) with the
   new location on the API (``/repositories/{id}/...``): followed and logged once.
-- Bodies are at most 65,536 characters (:attr:`GitHubHost.max_body`); "No commits
+- Bodies are at most 65,536 characters (``traits.max_body``); "No commits
   between" (422) is a permanent error.
 """
 
 from __future__ import annotations
 
-import urllib.parse
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, ClassVar
 
 from gitops_reloader.gitops.hosts.base import (
     MAX_COMMENTS,
+    HostTraits,
     NewPull,
     PullRequest,
-    _RestHost,
+    _GitHubShaped,
     github_pull_request,
     label_names,
-    split_repo,
 )
 
 __all__ = ["GitHubHost"]
@@ -55,16 +54,14 @@ __all__ = ["GitHubHost"]
 _PAGE = 100
 
 
-class GitHubHost(_RestHost):
+class GitHubHost(_GitHubShaped):
     """:class:`~gitops_reloader.gitops.hosts.base.GitHost` for GitHub (``owner/name`` repos)."""
 
     kind: ClassVar[str] = "github"
-    scope_hint: ClassVar[str] = (
-        "the 'repo' scope (classic token) or 'Pull requests: write' and 'Issues: write' (fine-grained)"
-    )
-    default_api_url: ClassVar[str] = "https://api.github.com"
-    rate_limit_floor: ClassVar[float] = 60.0
-    max_body: ClassVar[int] = 65_536
+    traits: ClassVar[HostTraits] = HostTraits(
+        scope_hint="the 'repo' scope (classic token) or 'Pull requests: write' and 'Issues: write' "
+                   "(fine-grained)",
+        default_api_url="https://api.github.com", rate_limit_floor=60.0, max_body=65_536)
 
     def _auth_headers(self) -> dict[str, str]:
         return {
@@ -87,25 +84,12 @@ class GitHubHost(_RestHost):
             if _already_exists(self._json(response, repo)):
                 return self._adopt_existing(repo, new)
             raise self._error_for(response, repo)
-        pull = self._parse(github_pull_request, self._json(response, repo), repo)
-        return self._add_labels(repo, pull, new.labels)
-
-    def update(
-        self, repo: str, number: int, *, title: str, body: str, labels: Sequence[str] = ()
-    ) -> PullRequest:
-        """Set title and body of ``number``; add ``labels``."""
-        self._check_body(repo, body)
-        path = f"{self._repo_path(repo)}/pulls/{number}"
-        pull = self._edit_github_shaped(repo, path, {"title": title, "body": body})
-        return self._add_labels(repo, pull, labels)
+        pull = self._pull(self._json(response, repo), repo)
+        return self._label(repo, pull, new.labels)
 
     def call(self, method: str, path: str, *, repo: str, json: Any = None) -> Any:
         """One request to ``path`` under the API URL (the GitHub App endpoints); its JSON answer."""
         return self._json(self._request(method, path, repo=repo, json=json), repo)
-
-    def close(self, repo: str, number: int) -> None:
-        """Close ``number`` without merging."""
-        self._edit_github_shaped(repo, f"{self._repo_path(repo)}/pulls/{number}", {"state": "closed"})
 
     def enable_auto_merge(self, repo: str, number: int) -> bool:
         """Always ``False``: GitHub offers auto-merge only through GraphQL (see the module)."""
@@ -140,18 +124,13 @@ class GitHubHost(_RestHost):
 
     # -- internals -------------------------------------------------------------------------
 
-    def _repo_path(self, repo: str) -> str:
-        owner, name = split_repo(self.kind, repo)
-        return f"/repos/{_quote(owner)}/{_quote(name)}"
-
     def _find(self, repo: str, *, head: str, base: str, state: str) -> PullRequest | None:
-        owner, _ = split_repo(self.kind, repo)
-        params = {"head": f"{owner}:{head}", "base": base, "state": state, "sort": "created",
+        params = {"head": f"{self._owner(repo)}:{head}", "base": base, "state": state, "sort": "created",
                   "direction": "desc", "per_page": _PAGE}
         return self._newest(repo, self._repo_path(repo) + "/pulls", params, github_pull_request,
                             head=head, base=base)
 
-    def _add_labels(self, repo: str, pull: PullRequest, labels: Sequence[str]) -> PullRequest:
+    def _label(self, repo: str, pull: PullRequest, labels: Sequence[str]) -> PullRequest:
         """``pull`` after adding ``labels``, with the labels GitHub answers it now has."""
         if not labels:
             return pull
@@ -168,10 +147,6 @@ class GitHubHost(_RestHost):
             json={"labels": list(labels)},
         )
         return label_names(self._list(response, repo))
-
-
-def _quote(segment: str) -> str:
-    return urllib.parse.quote(segment, safe="")
 
 
 def _already_exists(data: Any) -> bool:

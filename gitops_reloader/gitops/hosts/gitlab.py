@@ -47,19 +47,16 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from gitops_reloader.errors import HostAuthError, HostError
-from gitops_reloader.gitops.hosts.base import MAX_COMMENTS, NewPull, PullRequest, PullRequestState, _RestHost
+from gitops_reloader.gitops.hosts.base import MAX_COMMENTS, HostTraits, NewPull, PullRequest, _RestHost
 
 __all__ = ["GitLabHost"]
 
 log = logging.getLogger(__name__)
 
 _PAGE = 100
-_STATES: dict[str, PullRequestState] = {
-    "opened": "open",
-    "locked": "open",
-    "closed": "closed",
-    "merged": "merged",
-}
+_TRAITS = HostTraits(open_state="opened", scope_hint="the 'api' scope and Developer role on the project",
+                     max_body=1_048_576,
+                     states={"opened": "open", "locked": "open", "closed": "closed", "merged": "merged"})
 _CHECKING = (405, 422)  # mergeability or the pipeline not settled yet: ask again
 _NOT_MERGEABLE = (406, 409, *_CHECKING)
 _NO_RIGHTS = (401, 403)
@@ -73,9 +70,7 @@ class GitLabHost(_RestHost):
     """:class:`~gitops_reloader.gitops.hosts.base.GitHost` for GitLab (project paths)."""
 
     kind: ClassVar[str] = "gitlab"
-    open_state: ClassVar[str] = "opened"
-    scope_hint: ClassVar[str] = "the 'api' scope and Developer role on the project"
-    max_body: ClassVar[int] = 1_048_576
+    traits: ClassVar[HostTraits] = _TRAITS
 
     remove_source_branch: bool = False
     """Ask GitLab to delete the bot's branch when the merge request is merged."""
@@ -234,7 +229,7 @@ def _merge_request(data: Any) -> PullRequest:
     return PullRequest(
         number=int(data["iid"]),
         url=str(data.get("web_url") or ""),
-        state=_STATES.get(str(data["state"]), "closed"),
+        state=_TRAITS.state(data["state"]),
         head=str(data["source_branch"]),
         base=str(data["target_branch"]),
         title=str(data.get("title") or ""),

@@ -21,8 +21,8 @@ Threads, Pull Request Labels) answers:
 - ``GET|PATCH …/pullrequests/{id}``: ``title``, ``description``, ``status``
   (``abandoned``, ``active``), ``autoCompleteSetBy`` (the empty id clears it) and
   ``completionOptions``.
-- ``GET|POST …/pullRequests/{id}/threads``: a thread per comment; a system thread
-  (``commentType: system``) is added when the pull request is created.
+- ``GET|POST …/pullRequests/{id}/threads``: a thread per comment (a new one answers 200),
+  after a system thread (``commentType: system``) every pull request has.
 - ``GET|POST …/pullRequests/{id}/labels``: ``{"name"}`` → the tag definition.
 """
 
@@ -166,7 +166,6 @@ class AzureApi(Core):
             if isinstance(label, dict) and isinstance(label.get("name"), str):
                 self._label_id(state, label["name"])
                 pull.labels.append(label["name"])
-        self._new_comment(pull, f"{BOT} created the pull request", author="system")
         return _Resp(201, self._azure_pr(repo, pull))
 
     def _azure_patch(self, req: _Req, repo: str, state: _Repo, pull: _Pull) -> _Resp:
@@ -206,7 +205,9 @@ class AzureApi(Core):
             return _Resp(200, self._azure_thread(req, repo, pull, comment))
         if req.method != "GET":
             return _Resp(405, _az_error("Method not allowed", "HttpMethodNotAllowed"))
-        threads = [self._azure_thread(req, repo, pull, c) for c in pull.comments]
+        # Azure opens every pull request's threads with a system one (the ref update, the vote)
+        created = _Comment(0, f"{BOT} created the pull request", "system", pull.created)
+        threads = [self._azure_thread(req, repo, pull, c) for c in (created, *pull.comments)]
         return _Resp(200, {"value": threads, "count": len(threads)})
 
     def _azure_thread(self, req: _Req, repo: str, pull: _Pull, comment: _Comment) -> dict[str, Any]:
