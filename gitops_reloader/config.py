@@ -16,6 +16,7 @@ from typing import Final
 
 import durationpy
 
+from gitops_reloader.control.brakes import Rate, parse_rate
 from gitops_reloader.errors import ConfigError
 from gitops_reloader.kinds import BUILTIN_KINDS, KindSpec, load_kinds_config
 from gitops_reloader.model import ReloadOn, SinkName
@@ -90,6 +91,7 @@ class AnnotationKeys:
     rollout_strategy: str = "reloader.stakater.com/rollout-strategy"
     sink: str = "gitops-reloader.io/sink"
     reload_on: str = "gitops-reloader.io/reload-on"
+    max_reloads: str = "gitops-reloader.io/max-reloads"
 
 
 HELM_RELEASE_SECRET_TYPE = "helm.sh/release.v1"
@@ -149,6 +151,10 @@ class Behaviour:
         return (*BUILTIN_KINDS, *self.workload_kinds)
 
 
+DEFAULT_MAX_RELOADS: Final = Rate(6, 600.0)
+"""``--max-reloads-per-workload``'s default: a rolling restart takes minutes (docs/rollouts.md)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Runtime:
     """How the controller runs: queue, rate limits, HTTP endpoints, HA, logging."""
@@ -163,6 +169,12 @@ class Runtime:
     retry_max_delay: float = 300.0
     resync_period: float = 600.0
     """``--resync-period``: the slow comparison of every workload with its sources (0: off)."""
+    max_reloads_per_workload: Rate | None = DEFAULT_MAX_RELOADS
+    """``--max-reloads-per-workload``: past it a workload is held (latest data later); None: off."""
+    cluster_reload_rate: Rate | None = None
+    """``--cluster-reload-rate``: reloads the whole cluster takes per period; None: off."""
+    source_backoff_cap: float = 300.0
+    """``--source-backoff-cap``: longest stretched wait of a source that keeps changing (0: off)."""
     http_address: str = ":9090"
     enable_ha: bool = False
     lease_name: str = "gitops-reloader"
@@ -342,6 +354,9 @@ FLAGS: tuple[FlagSpec, ...] = (
     FlagSpec(("--write-qps",), "Client-side limit on API writes per second (token bucket).", "200", stakater=False),
     FlagSpec(("--write-burst",), "Token-bucket burst for API writes.", "300", stakater=False),
     FlagSpec(("--max-retries",), "Attempts after which a failing emission is raised (Warning Event, alert, status); it stays pending and is retried until it succeeds, never dropped.", "12", stakater=False),
+    FlagSpec(("--max-reloads-per-workload",), "Storm brake: at most COUNT reloads of one workload per PERIOD (COUNT/PERIOD; 0 turns it off); past it the workload is held and the latest data applied when the period allows. Annotation gitops-reloader.io/max-reloads overrides it per workload.", "6/10m", stakater=False),
+    FlagSpec(("--cluster-reload-rate",), "Storm brake: at most COUNT reloads in the whole cluster per PERIOD (e.g. 120/1m; 0: no cap).", "0", stakater=False),
+    FlagSpec(("--source-backoff-cap",), "Storm brake: a ConfigMap/Secret that keeps changing has its coalescing window doubled per change, up to this (0: off).", "5m", stakater=False),
     FlagSpec(("--retry-max-delay",), "Cap of the exponential backoff between attempts of a failing emission, and the period at which a failure only a person can fix is tried again.", "5m", stakater=False),
     FlagSpec(("--resync-period",), "How often every workload is compared with its sources' current state from the caches, and whatever a missed change left out of date is reloaded (0: never).", "10m", stakater=False),
     FlagSpec(("--http-address",), "Address for /metrics, /live, /healthz, /readyz.", ":9090", stakater=False),
@@ -637,6 +652,9 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
         write_burst=_flag("write-burst", raw["write_burst"], _positive_int),
         max_retries=_flag("max-retries", raw["max_retries"], _positive_int),
         retry_max_delay=_flag("retry-max-delay", raw["retry_max_delay"], _positive_duration),
+        max_reloads_per_workload=_flag("max-reloads-per-workload", raw["max_reloads_per_workload"], parse_rate),
+        cluster_reload_rate=_flag("cluster-reload-rate", raw["cluster_reload_rate"], parse_rate),
+        source_backoff_cap=_flag("source-backoff-cap", raw["source_backoff_cap"], parse_duration),
         resync_period=_flag("resync-period", raw["resync_period"], parse_duration),
         http_address=http_address,
         health_address=raw["health_addr"] if raw["health_addr"] not in ("", http_address) else "",

@@ -36,6 +36,7 @@ from typing import Any
 from gitops_reloader import policy, usedkeys
 from gitops_reloader.clock import Clock, SystemClock
 from gitops_reloader.config import Config
+from gitops_reloader.control.brakes import SourceBackoff, StormBrakes
 from gitops_reloader.control.caches import Caches
 from gitops_reloader.control.changes import ChangeDetector, PendingChanges, PendingSource
 from gitops_reloader.control.failures import Failure, FailureBook
@@ -130,7 +131,10 @@ class Controller:
         self.reconciler = Reconciler(config, self.caches, self.pending, self.queue, sinks=self.sinks,
                                      adapters=self.adapters, metrics=metrics, clock=self.clock,
                                      recorder=recorder, listeners=listeners, waves=self.waves,
-                                     on_held=self._held, on_emitted=self._succeeded)
+                                     on_held=self._held, on_emitted=self._succeeded,
+                                     brakes=StormBrakes(runtime.max_reloads_per_workload,
+                                                        runtime.cluster_reload_rate))
+        self.backoff = SourceBackoff(cap=runtime.source_backoff_cap) if runtime.source_backoff_cap else None
         self.resumer = Resumer(self.caches, self.reconciler, api=api, adapters=self.adapters,
                                waves=self.waves, clock=self.clock)
         self.pauses = PauseScheduler(config, api, self.caches, self.queue, self.adapters,
@@ -157,13 +161,15 @@ class Controller:
 
     def idle(self) -> bool:
         """Nothing pending, queued, delayed or in progress (tests and benchmarks wait on it),
-        besides failing emissions waiting for their next attempt."""
+        besides failing emissions waiting for their next attempt and workloads a storm brake
+        holds until its period allows."""
         depth = self.queue.depth()
         if depth["queued"] or depth["processing"]:
             return False
         failing = self.failures.failing()
-        keys = {entry.key for entry in failing}
-        waiting = {w for entry in failing for w in entry.workloads}
+        throttled = self.reconciler.throttled()
+        keys = {entry.key for entry in failing} | throttled
+        waiting = {w for entry in failing for w in entry.workloads} | throttled
         for delayed in self.queue.delayed_keys() - keys:  # a held workload's group waits too
             if not (delayed.startswith(BATCH_PREFIX) and set(self.pending.members(delayed)) <= waiting):
                 return False
@@ -474,11 +480,25 @@ class Controller:
         candidates = self.index.candidates(meta.ref)
         log.debug("source changed", extra={"object": str(meta.ref), "candidates": len(candidates)})
         after = SourceMeta(meta.ref) if deleted else meta
+        delay = self._coalesce(meta.ref) if candidates else 0.0
         for key in candidates:
             if previous is not None and not self.touches(key, previous, after):
                 continue
             self._add_pending(key, {meta.ref: PendingSource(
-                meta, deleted, detected=self.clock.monotonic())})
+                meta, deleted, detected=self.clock.monotonic())}, delay)
+
+    def _coalesce(self, ref: SourceRef) -> float:
+        """The coalescing wait for a change of ``ref``: the window, stretched while the source
+        keeps changing (:class:`~gitops_reloader.control.brakes.SourceBackoff`)."""
+        window = self.config.runtime.coalesce_window
+        if self.backoff is None:
+            return window
+        delay = self.backoff.delay(str(ref), window, self.clock.monotonic())
+        if delay > window:
+            self.metrics.source_backoff(ref.kind.kube_kind)
+            log.info("source keeps changing; its coalescing is stretched",
+                     extra={"object": str(ref), "wait": round(delay, 1)})
+        return delay
 
     def touches(self, key: str, previous: SourceMeta, meta: SourceMeta) -> bool:
         """Whether the change ``previous`` → ``meta`` touches a key workload ``key`` reloads
@@ -508,9 +528,11 @@ class Controller:
             self._add_pending(key, {meta.ref: PendingSource(meta, detected=self.clock.monotonic())})
         self.metrics.change_detected(meta.ref.kind.kube_kind)
 
-    def _add_pending(self, key: str, sources: Mapping[SourceRef, PendingSource]) -> None:
+    def _add_pending(self, key: str, sources: Mapping[SourceRef, PendingSource],
+                     delay: float | None = None) -> None:
         self.pending.add(key, sources)
-        self.queue.add_after(self._queue_key(key), self.config.runtime.coalesce_window)
+        window = self.config.runtime.coalesce_window
+        self.queue.add_after(self._queue_key(key), window if delay is None else delay)
 
     def _schedule(self, key: str, delay: float) -> None:
         """Put ``key`` on the work queue now or after ``delay`` seconds (the waves' grants).

@@ -17,6 +17,7 @@ from typing import Any
 from gitops_reloader import policy, usedkeys
 from gitops_reloader.clock import Clock
 from gitops_reloader.config import Config
+from gitops_reloader.control.brakes import Rate, StormBrakes, parse_rate
 from gitops_reloader.control.caches import Caches, SourcesByNamespace
 from gitops_reloader.control.changes import PendingChanges, PendingSource
 from gitops_reloader.control.waves import Waves
@@ -85,7 +86,7 @@ class Reconciler:
                  adapters: Mapping[str, WorkloadAdapter], metrics: Metrics, clock: Clock,
                  recorder: EventRecorder | None = None, listeners: Iterable[Listener] = (),
                  waves: Waves | None = None, on_held: Held | None = None,
-                 on_emitted: Callable[[str], None] | None = None) -> None:
+                 on_emitted: Callable[[str], None] | None = None, brakes: StormBrakes | None = None) -> None:
         self.config = config
         self.caches = caches
         self.pending = pending
@@ -100,6 +101,10 @@ class Reconciler:
         self.on_held = on_held
         self.on_emitted = on_emitted
         """Called with a workload key whose emission went through (a held one is released)."""
+        self.brakes = brakes
+        self._throttled: set[str] = set()
+        self._admitted: dict[str, float] = {}
+        """Workload key → when its storm-brake slot was reserved (given back if nothing applied)."""
         self.options = policy.PolicyOptions(keys=config.keys,
                                             auto_reload_all=config.behaviour.auto_reload_all)
 
@@ -253,11 +258,14 @@ class Reconciler:
             self.warn(record, "UnknownSink",
                       f"{self.config.keys.sink} names no available sink; not reloaded")
             return None
+        if self._braked(record, pending, record.ref.key):
+            return None
         marker, annotations = None, EMPTY_MAP
         if self.waves is not None and self.waves.gates(name, record.ref):
             sources = [item.source for item in items]
             if not self.waves.admit(record.ref, record.annotations, sources, _oldest(pending.values())):
                 self.pending.add(record.ref.key, pending, retry=True)  # waits; a newer change joins it
+                self._reloaded(record, None)
                 return None
             marker = self.waves.marker(sources)
             annotations = self.waves.annotations(marker)
@@ -267,12 +275,14 @@ class Reconciler:
             try:
                 outcome = sink.emit(request)
             except ReloaderError as exc:
+                self._reloaded(record, None)
                 self.metrics.sink_outcome(sink.name, "error")
                 self.metrics.sink_error(sink.name, type(exc).__name__)
                 if isinstance(exc, KubeNotFound):
                     return None  # the workload is gone
                 raise
         self.metrics.sink_outcome(sink.name, outcome.status.value)
+        self._reloaded(record, outcome)
         if marker is not None and self.waves is not None and outcome.status is OutcomeStatus.APPLIED:
             self.waves.started(record.ref, marker)
         return request, outcome
@@ -291,6 +301,9 @@ class Reconciler:
                 continue
             items = self.items(record, sources)
             if items and not self.refused(record, self.sink_name(record) or "unknown"):
+                if self._braked(record, sources, group):
+                    self.pending.join_group(group, key)
+                    continue
                 sink = self.sink_for(record)
                 marked: Mapping[str, str] = EMPTY_MAP
                 if self._budgeted(sink, record):
@@ -300,6 +313,7 @@ class Reconciler:
                     if not self.waves.admit(record.ref, record.annotations, changed, oldest):
                         self.pending.add(key, sources, retry=True)  # waits for a later wave's commit
                         self.pending.join_group(group, key)
+                        self._reloaded(record, None)
                         continue
                     markers[key] = self.waves.marker(changed)
                     marked = self.waves.annotations(markers[key])
@@ -316,6 +330,7 @@ class Reconciler:
             self.metrics.sink_outcome(sink.name, "error")
             self.metrics.sink_error(sink.name, type(exc).__name__)
             for key, record, _ in requests:  # never dropped: pending until it succeeds
+                self._reloaded(record, None)
                 self.pending.add(key, pending[key], retry=True)
                 self.pending.join_group(group, key)
                 self.metrics.reload_executed(False, record.ref.namespace)
@@ -328,6 +343,7 @@ class Reconciler:
                 else:
                     self.waves.release(record.ref)
             self.metrics.sink_outcome(sink.name, outcome.status.value)
+            self._reloaded(record, outcome)
             if outcome.held and not request.resync and self.on_held is not None:
                 self.pending.add(key, pending[key], retry=True)  # not dropped: a person can fix it
                 self.pending.join_group(group, key)
@@ -337,6 +353,64 @@ class Reconciler:
                 self.on_emitted(key)
             self._observe_latency(outcome, pending[key].values())
             self.report(record, request, outcome)
+
+    def throttled(self) -> set[str]:
+        """The workload keys a storm brake holds now (their change waits for the period)."""
+        return set(self._throttled)
+
+    def reload_rate(self, record: WorkloadRecord) -> Rate | None:
+        """The workload's storm brake: its ``max-reloads`` annotation, else the flag's."""
+        default = self.brakes.per_workload if self.brakes is not None else None
+        text = record.annotations.get(self.config.keys.max_reloads)
+        if text is None:
+            return default
+        try:
+            return parse_rate(text)
+        except ValueError as exc:
+            self.metrics.invalid_annotation(record.ref.kind)
+            self.warn(record, "InvalidAnnotation", f"{self.config.keys.max_reloads}: {exc}; using the "
+                      f"default {default or 'no limit'}")
+            return default
+
+    def _braked(self, record: WorkloadRecord, pending: Mapping[SourceRef, PendingSource],
+                queue_key: str) -> bool:
+        """Whether a storm brake holds ``record`` now: then its change waits (pending, a newer one
+        replaces it), ``queue_key`` comes back when the brake allows, and the first hold of an
+        episode gets a ``ReloadThrottled`` Warning Event."""
+        if self.brakes is None:
+            return False
+        rate = self.reload_rate(record)
+        now = self.clock.monotonic()
+        wait, scope = self.brakes.admit(record.ref.key, rate, now)
+        if wait <= 0:
+            self._admitted[record.ref.key] = now
+            return False
+        self.pending.add(record.ref.key, pending, retry=True)
+        self.queue.add_after(queue_key, wait)
+        if record.ref.key not in self._throttled:
+            self._throttled.add(record.ref.key)
+            self.metrics.reload_throttled(scope, len(self._throttled))
+            limit = rate if scope == "workload" else self.brakes.cluster
+            what = "this workload" if scope == "workload" else "the cluster"
+            self.warn(record, "ReloadThrottled",
+                      f"storm brake: {what} reached {limit} reloads; the change waits and the latest data "
+                      f"is applied in {wait:.0f}s")
+            log.warning("reload throttled", extra={"object": record.ref.key, "scope": scope,
+                                                   "limit": str(limit), "wait": round(wait, 1)})
+        return True
+
+    def _reloaded(self, record: WorkloadRecord, outcome: Outcome | None) -> None:
+        """An emission ended (``None``: it failed): an applied reload keeps its storm-brake
+        slot, anything else gives it back."""
+        admitted = self._admitted.pop(record.ref.key, None)
+        if self.brakes is None or admitted is None:
+            return
+        if outcome is None or outcome.status is not OutcomeStatus.APPLIED:
+            self.brakes.release(record.ref.key, admitted)
+            return
+        if record.ref.key in self._throttled:
+            self._throttled.discard(record.ref.key)
+            self.metrics.reload_throttled("", len(self._throttled))
 
     def refused(self, record: WorkloadRecord, sink: str) -> bool:
         """Whether the kind's adapter refuses any template change to this workload (e.g. a

@@ -105,6 +105,9 @@ class Metrics:
     ``watch_restarts_total{resource,reason}`` reason: expired, error, closed
     ``changes_detected_total{kind}``          data changes seen (ConfigMap/Secret/SecretProviderClass)
     ``invalid_annotations_total{kind}``       malformed annotations skipped
+    ``reloads_throttled_total{scope}``         workloads a storm brake held (workload or cluster)
+    ``throttled_workloads``                   workloads a storm brake holds now
+    ``source_backoffs_total{kind}``           changes of a source that keeps changing, held longer
     ``unused_key_changes_total{kind}``        workloads a change left alone: no key they use
                                               changed (``--reload-on=used-keys``)
     ``stale_env_vars_pruned_total``           ``STAKATER_*`` variables removed (``--prune-stale-env-vars``)
@@ -196,6 +199,12 @@ class Metrics:
             "ConfigMap/Secret data (and SecretProviderClass version) changes detected.", ("kind",))
         self._invalid_annotations = counter(
             "invalid_annotations_total", "Malformed annotations skipped.", ("kind",))
+        self._throttled = counter(
+            "reloads_throttled_total", "Workloads held by a storm brake (once per hold).", ("scope",))
+        self._throttled_now = gauge("throttled_workloads", "Workloads a storm brake holds now.")
+        self._source_backoffs = counter(
+            "source_backoffs_total", "Changes whose coalescing was stretched: the source keeps changing.",
+            ("kind",))
         self._unused_key_changes = counter(
             "unused_key_changes_total",
             "Workloads a change did not reload because no key they use changed.", ("kind",))
@@ -372,6 +381,17 @@ class Metrics:
     def invalid_annotation(self, kind: str) -> None:
         """Count one malformed annotation (``kind``: the object kind carrying it)."""
         self._invalid_annotations.labels(kind=str(kind)).inc()
+
+    def source_backoff(self, kind: str) -> None:
+        """A change of a source that keeps changing waited longer than the coalescing window."""
+        self._source_backoffs.labels(kind=str(kind)).inc()
+
+    def reload_throttled(self, scope: str, holding: int) -> None:
+        """A storm brake held a workload (``scope``: workload or cluster; ``""``: one was released);
+        ``holding``: how many it holds now."""
+        if scope:
+            self._throttled.labels(scope=scope).inc()
+        self._throttled_now.set(holding)
 
     def unused_key_change(self, kind: str) -> None:
         """Count one workload left alone by a change of keys it does not use (source ``kind``)."""
