@@ -139,11 +139,7 @@ def _app_tokens(repo_config: RepositoryConfig) -> AppTokens | None:
     if repo_config.github_app is None:
         return None
     app = app_tokens(repo_config.github_app)
-    try:
-        app.check_key()
-    except CredentialFileError as exc:
-        raise RepositoryUnusable(str(exc), repository=repo_config.name, reason=exc.reason,
-                                 path=exc.path) from None
+    _usable(repo_config, app.check_key)
     return app
 
 
@@ -152,12 +148,17 @@ def _signer(repo_config: RepositoryConfig) -> Signer | None:
     if repo_config.signing_key is None:
         return None
     signer = Signer(repo_config.signing_key.file, SigningFormat(repo_config.signing_key.format))
+    _usable(repo_config, signer.check)
+    return signer
+
+
+def _usable(repo_config: RepositoryConfig, check: Callable[[], None]) -> None:
+    """Run a credential file's ``check``; a refused file makes the repository unusable."""
     try:
-        signer.check()
+        check()
     except CredentialFileError as exc:
         raise RepositoryUnusable(str(exc), repository=repo_config.name, reason=exc.reason,
                                  path=exc.path) from None
-    return signer
 
 
 def open_host(repo_config: RepositoryConfig) -> GitHost:

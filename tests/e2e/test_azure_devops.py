@@ -11,11 +11,11 @@ from __future__ import annotations
 import base64
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from reload_helpers import GIT_TOKEN
 
 from gitops_reloader.errors import HostAuthError, HostError
 from gitops_reloader.gitops.hosts import AzureDevOpsHost, RetryPolicy, host_for
@@ -25,21 +25,15 @@ from gitops_reloader.testing.prhost import PrHost
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("isolated_git")]
 
-TOKEN = "azure-pat-5c1e9d"
+TOKEN = GIT_TOKEN  # the PAT the git server and its Azure API accept (conftest's githost, prhost)
 REPO = "fleet/app"  # project fleet, repository app
 FAST = RetryPolicy(attempts=3, backoff=0.01, max_backoff=0.05)
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[GitHostServer]:
-    with GitHostServer(tmp_path / "srv", token=TOKEN) as githost:
-        githost.create_repo(REPO, {"deploy.yaml": "kind: Deployment\nreplicas: 1\n"})
-        yield githost
-
-
-@pytest.fixture
-def prhost(server: GitHostServer) -> PrHost:
-    return PrHost(server)
+def server(githost: GitHostServer) -> GitHostServer:
+    githost.create_repo(REPO, {"deploy.yaml": "kind: Deployment\nreplicas: 1\n"})
+    return githost
 
 
 @pytest.fixture
@@ -48,7 +42,7 @@ def sleeps() -> list[float]:
 
 
 @pytest.fixture
-def azure(prhost: PrHost, sleeps: list[float]) -> AzureDevOpsHost:
+def azure(server: GitHostServer, prhost: PrHost, sleeps: list[float]) -> AzureDevOpsHost:
     host = host_for("azure", prhost.mount("azure"), TOKEN, retry=FAST, sleep=sleeps.append,
                     merge_strategy="squash", remove_source_branch=True)
     assert isinstance(host, AzureDevOpsHost)

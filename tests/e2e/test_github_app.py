@@ -131,12 +131,19 @@ def test_github_app_refreshes_the_token_before_it_expires(
     _commit_and_push(_repository(githost, tmp_path, tokens), 4)  # the new token works for git
 
 
-def test_github_app_expired_token_mid_run_fails_no_push(
-        tmp_path: Path, githost: GitHostServer, app_host: tuple[PrHost, str, Path]) -> None:
-    prhost, api, key_file = app_host
+def _pushed_once(githost: GitHostServer, tmp_path: Path, api: str, key_file: Path,
+                 ) -> tuple[AppTokens, Repository]:
+    """The App's tokens and a clone that has pushed one commit with them."""
     tokens = _tokens(api, key_file)
     repo = _repository(githost, tmp_path, tokens)
     _commit_and_push(repo, 2)
+    return tokens, repo
+
+
+def test_github_app_expired_token_mid_run_fails_no_push(
+        tmp_path: Path, githost: GitHostServer, app_host: tuple[PrHost, str, Path]) -> None:
+    prhost, api, key_file = app_host
+    tokens, repo = _pushed_once(githost, tmp_path, api, key_file)
     host = host_for("github", api, "", token_source=tokens)
     prhost.expire_app_tokens()  # revoked while our cache still thinks it has 55 minutes
     sha = _commit_and_push(repo, 5)  # git: 401, one new token, the same push again
@@ -151,9 +158,7 @@ def test_github_app_expired_token_mid_run_fails_no_push(
 def test_github_app_refused_twice_is_a_refusal_not_a_loop(
         tmp_path: Path, githost: GitHostServer, app_host: tuple[PrHost, str, Path]) -> None:
     prhost, api, key_file = app_host
-    tokens = _tokens(api, key_file)
-    repo = _repository(githost, tmp_path, tokens)
-    _commit_and_push(repo, 2)
+    _, repo = _pushed_once(githost, tmp_path, api, key_file)
     _, stranger = _key_pair()
     prhost.register_github_app(APP_ID, stranger)  # the App's key was rotated on GitHub only
     prhost.expire_app_tokens()
