@@ -31,6 +31,7 @@ from gitops_reloader.app import App
 from gitops_reloader.config import load_config
 from gitops_reloader.gitops import prpolicy
 from gitops_reloader.gitops.auth import GitAuth
+from gitops_reloader.gitops.hosts import RetryPolicy
 from gitops_reloader.gitops.prbranch import PullRequestRepository
 from gitops_reloader.gitops.repo import Author
 from gitops_reloader.hashing import secret_hash
@@ -425,7 +426,12 @@ def test_host_down_retries_then_opens_the_pull_request_and_never_shows_the_token
         caplog: pytest.LogCaptureFixture) -> None:
     web_reloads_on_app_config(api_client, setup)
     caplog.set_level(logging.DEBUG)
-    with pr_controller(api_client, setup) as (app, _):
+
+    def quick_retries(sink: PullRequestSink) -> None:  # the host client's own retries: not the subject here
+        for target in sink.targets.values():
+            target.host.retry = RetryPolicy(attempts=3, backoff=0.01, max_backoff=0.05)  # type: ignore[attr-defined]
+
+    with pr_controller(api_client, setup, sink_hook=quick_retries) as (app, _):
         prhost.set_down(True)
         put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
         event = wait_event(api_client, "web", "ReloadFailed")
