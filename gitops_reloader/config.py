@@ -21,6 +21,7 @@ from gitops_reloader.errors import ConfigError
 from gitops_reloader.kinds import BUILTIN_KINDS, KindSpec, load_kinds_config
 from gitops_reloader.model import ReloadOn, SinkName
 from gitops_reloader.shard import Shard
+from gitops_reloader.windows import WindowSet, load_windows
 
 TRUE_VALUES = frozenset({"1", "t", "true", "y", "yes", "on"})
 FALSE_VALUES = frozenset({"0", "f", "false", "n", "no", "off"})
@@ -92,6 +93,7 @@ class AnnotationKeys:
     sink: str = "gitops-reloader.io/sink"
     reload_on: str = "gitops-reloader.io/reload-on"
     max_reloads: str = "gitops-reloader.io/max-reloads"
+    reload_window: str = "gitops-reloader.io/reload-window"
 
 
 HELM_RELEASE_SECRET_TYPE = "helm.sh/release.v1"
@@ -175,6 +177,8 @@ class Runtime:
     """``--cluster-reload-rate``: reloads the whole cluster takes per period; None: off."""
     source_backoff_cap: float = 300.0
     """``--source-backoff-cap``: longest stretched wait of a source that keeps changing (0: off)."""
+    reload_windows: WindowSet = field(default_factory=WindowSet)
+    """``--reload-windows-config``: the maintenance windows workloads may choose (and the default)."""
     http_address: str = ":9090"
     enable_ha: bool = False
     lease_name: str = "gitops-reloader"
@@ -357,6 +361,7 @@ FLAGS: tuple[FlagSpec, ...] = (
     FlagSpec(("--max-reloads-per-workload",), "Storm brake: at most COUNT reloads of one workload per PERIOD (COUNT/PERIOD; 0 turns it off); past it the workload is held and the latest data applied when the period allows. Annotation gitops-reloader.io/max-reloads overrides it per workload.", "6/10m", stakater=False),
     FlagSpec(("--cluster-reload-rate",), "Storm brake: at most COUNT reloads in the whole cluster per PERIOD (e.g. 120/1m; 0: no cap).", "0", stakater=False),
     FlagSpec(("--source-backoff-cap",), "Storm brake: a ConfigMap/Secret that keeps changing has its coalescing window doubled per change, up to this (0: off).", "5m", stakater=False),
+    FlagSpec(("--reload-windows-config",), "YAML file naming maintenance windows (cron schedule, time zone, duration) and an optional default; a workload chooses one with gitops-reloader.io/reload-window and its reloads wait until the window is open.", "", stakater=False),
     FlagSpec(("--retry-max-delay",), "Cap of the exponential backoff between attempts of a failing emission, and the period at which a failure only a person can fix is tried again.", "5m", stakater=False),
     FlagSpec(("--resync-period",), "How often every workload is compared with its sources' current state from the caches, and whatever a missed change left out of date is reloaded (0: never).", "10m", stakater=False),
     FlagSpec(("--http-address",), "Address for /metrics, /live, /healthz, /readyz.", ":9090", stakater=False),
@@ -655,6 +660,7 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
         max_reloads_per_workload=_flag("max-reloads-per-workload", raw["max_reloads_per_workload"], parse_rate),
         cluster_reload_rate=_flag("cluster-reload-rate", raw["cluster_reload_rate"], parse_rate),
         source_backoff_cap=_flag("source-backoff-cap", raw["source_backoff_cap"], parse_duration),
+        reload_windows=load_windows(raw["reload_windows_config"]) if raw["reload_windows_config"] else WindowSet(),
         resync_period=_flag("resync-period", raw["resync_period"], parse_duration),
         http_address=http_address,
         health_address=raw["health_addr"] if raw["health_addr"] not in ("", http_address) else "",

@@ -167,7 +167,7 @@ class Controller:
         if depth["queued"] or depth["processing"]:
             return False
         failing = self.failures.failing()
-        throttled = self.reconciler.throttled()
+        throttled = self.reconciler.holding()
         keys = {entry.key for entry in failing} | throttled
         waiting = {w for entry in failing for w in entry.workloads} | throttled
         for delayed in self.queue.delayed_keys() - keys:  # a held workload's group waits too

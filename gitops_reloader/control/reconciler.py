@@ -103,6 +103,8 @@ class Reconciler:
         """Called with a workload key whose emission went through (a held one is released)."""
         self.brakes = brakes
         self._throttled: set[str] = set()
+        self._waiting: set[str] = set()
+        """Workload keys waiting for their maintenance window."""
         self._admitted: dict[str, float] = {}
         """Workload key → when its storm-brake slot was reserved (given back if nothing applied)."""
         self.options = policy.PolicyOptions(keys=config.keys,
@@ -258,7 +260,8 @@ class Reconciler:
             self.warn(record, "UnknownSink",
                       f"{self.config.keys.sink} names no available sink; not reloaded")
             return None
-        if self._braked(record, pending, record.ref.key):
+        key = record.ref.key
+        if self._outside_window(record, pending, key) or self._braked(record, pending, key):
             return None
         marker, annotations = None, EMPTY_MAP
         if self.waves is not None and self.waves.gates(name, record.ref):
@@ -301,7 +304,7 @@ class Reconciler:
                 continue
             items = self.items(record, sources)
             if items and not self.refused(record, self.sink_name(record) or "unknown"):
-                if self._braked(record, sources, group):
+                if self._outside_window(record, sources, group) or self._braked(record, sources, group):
                     self.pending.join_group(group, key)
                     continue
                 sink = self.sink_for(record)
@@ -354,9 +357,46 @@ class Reconciler:
             self._observe_latency(outcome, pending[key].values())
             self.report(record, request, outcome)
 
-    def throttled(self) -> set[str]:
-        """The workload keys a storm brake holds now (their change waits for the period)."""
-        return set(self._throttled)
+    def holding(self) -> set[str]:
+        """The workload keys a storm brake or a closed maintenance window holds now (their
+        change waits for a time, not for work)."""
+        return self._throttled | self._waiting
+
+    def _outside_window(self, record: WorkloadRecord, pending: Mapping[SourceRef, PendingSource],
+                        queue_key: str) -> bool:
+        """Whether ``record``'s maintenance window is closed now: then its change waits (pending, a
+        newer one replaces it) and ``queue_key`` comes back when the window opens. A Normal Event
+        when it starts waiting and when it is released."""
+        windows = self.config.runtime.reload_windows
+        if not windows.windows:
+            return False
+        key = record.ref.key
+        try:
+            window = windows.for_annotation(record.annotations.get(self.config.keys.reload_window))
+        except ReloaderError as exc:  # an unknown name: hold rather than restart outside a window
+            self.metrics.invalid_annotation(record.ref.kind)
+            self.warn(record, "InvalidAnnotation", f"{self.config.keys.reload_window}: {exc}; the reload "
+                      "waits until the annotation names a window")
+            self.pending.add(key, pending, retry=True)
+            self.queue.add_after(queue_key, self.config.runtime.retry_max_delay)
+            return True
+        wait = window.opens_in(self.clock.now()) if window is not None else 0.0
+        if wait <= 0:
+            if key in self._waiting:
+                self._waiting.discard(key)
+                self.metrics.set_waiting_for_window(len(self._waiting))
+                opened = window.describe(self.clock.now()) if window else "no window"
+                self.note(record, "ReloadWindowOpen", f"{opened}: the reload goes ahead")
+            return False
+        self.pending.add(key, pending, retry=True)
+        self.queue.add_after(queue_key, wait)
+        if key not in self._waiting:
+            self._waiting.add(key)
+            self.metrics.set_waiting_for_window(len(self._waiting))
+            message = f"waiting for {window.describe(self.clock.now())}"  # type: ignore[union-attr]
+            self.note(record, "ReloadWaitingForWindow", message)
+            log.info("reload waits for its maintenance window", extra={"object": key, "detail": message})
+        return True
 
     def reload_rate(self, record: WorkloadRecord) -> Rate | None:
         """The workload's storm brake: its ``max-reloads`` annotation, else the flag's."""
@@ -481,6 +521,11 @@ class Reconciler:
         if self.recorder is not None:
             self.recorder.normal(ref, "WouldReload", f"dry run, {outcome.sink} sink: {outcome.detail}",
                                  uid=record.uid)
+
+    def note(self, record: WorkloadRecord, reason: str, message: str) -> None:
+        """Something operators want to see about one workload: a Normal Event on it."""
+        if self.recorder is not None:
+            self.recorder.normal(record.ref, reason, message, uid=record.uid)
 
     def warn(self, record: WorkloadRecord, reason: str, message: str) -> None:
         """A problem with one workload: a log line and a Warning Event on it."""

@@ -202,6 +202,8 @@ class Metrics:
         self._throttled = counter(
             "reloads_throttled_total", "Workloads held by a storm brake (once per hold).", ("scope",))
         self._throttled_now = gauge("throttled_workloads", "Workloads a storm brake holds now.")
+        self._waiting_for_window = gauge(
+            "waiting_for_window", "Workloads whose reload waits for its maintenance window.")
         self._source_backoffs = counter(
             "source_backoffs_total", "Changes whose coalescing was stretched: the source keeps changing.",
             ("kind",))
@@ -381,6 +383,10 @@ class Metrics:
     def invalid_annotation(self, kind: str) -> None:
         """Count one malformed annotation (``kind``: the object kind carrying it)."""
         self._invalid_annotations.labels(kind=str(kind)).inc()
+
+    def set_waiting_for_window(self, count: int) -> None:
+        """How many workloads wait for their maintenance window now."""
+        self._waiting_for_window.set(count)
 
     def source_backoff(self, kind: str) -> None:
         """A change of a source that keeps changing waited longer than the coalescing window."""

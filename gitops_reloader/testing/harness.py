@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api
 
 from gitops_reloader.app import App
+from gitops_reloader.clock import Clock
 from gitops_reloader.config import Config, load_config
 
 SinkT = TypeVar("SinkT")
@@ -46,10 +47,11 @@ def running_controller(api_client: ApiClient, flags: Sequence[str] = (), *,
 
 @contextmanager
 def running_sink(api_client: ApiClient, config: Config, name: str, sink_type: type[SinkT],
-                 sink_hook: Callable[[SinkT], Any] | None = None) -> Iterator[tuple[App, SinkT]]:
-    """Build the App for ``config``, let ``sink_hook`` see its sink ``name`` (a ``sink_type``)
-    before it starts, run it, and stop it (which closes the sinks)."""
-    app = App(config, api_client=api_client, serve_http=False)
+                 sink_hook: Callable[[SinkT], Any] | None = None,
+                 clock: Clock | None = None) -> Iterator[tuple[App, SinkT]]:
+    """Build the App for ``config`` (on ``clock``), let ``sink_hook`` see its sink ``name`` (a
+    ``sink_type``) before it starts, run it, and stop it (which closes the sinks)."""
+    app = App(config, api_client=api_client, serve_http=False, clock=clock)
     sink = app.controller.sinks[name]
     assert isinstance(sink, sink_type)
     if sink_hook is not None:

@@ -116,11 +116,11 @@ def manifest(name: str, *, namespace: str | None = "ns", kind: str = "Deployment
 
 @contextmanager
 def git_controller(api_client: ApiClient, setup: GitSetup, *flags: str,
-                   sink_hook: Any = None) -> Iterator[tuple[App, GitSink]]:
+                   sink_hook: Any = None, clock: Any = None) -> Iterator[tuple[App, GitSink]]:
     """Build the App (which wires the git sink), let ``sink_hook`` see the sink, run, stop."""
     config = load_config(setup.flags(*flags),
                          environ={"HOME": str(setup.tmp / "home"), "POD_NAMESPACE": CONTROLLER_NS})
-    with running_sink(api_client, config, "git", GitSink, sink_hook) as running:
+    with running_sink(api_client, config, "git", GitSink, sink_hook, clock) as running:
         yield running
 
 

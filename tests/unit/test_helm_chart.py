@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,12 +28,13 @@ from gitops_reloader.gitops.gitconfig import parse_git_config
 from gitops_reloader.kube.permissions import required_permissions
 from gitops_reloader.kube.workloads import adapters_for
 from gitops_reloader.testing.apiserver.authz import rules_from_role
+from gitops_reloader.windows import parse_windows
 
 VALUES_DIR = CHART_DIR / "values-tests"
 EXPECTED_MATRIX = {
     "default", "namespaced", "ha", "git-sink", "pull-request", "argo-rollouts-openshift",
     "ignore-secrets", "monitoring-pdb-netpol", "stakater-compat", "shards-by-label", "shards-by-hash",
-    "state-store", "github-app-signing",
+    "state-store", "github-app-signing", "reload-windows",
 }
 NAMESPACE = "ops"
 RELEASE = "reloader"
@@ -114,6 +116,23 @@ def container_env(c: Obj) -> dict[str, str]:
 
 def flag_values(docs: list[Obj]) -> dict[str, str]:
     return dict(arg.split("=", 1) for arg in args_of(docs))
+
+
+def load_rendered(docs: list[Obj], args: list[str], environ: dict[str, str]) -> Any:
+    """``load_config`` of rendered ``args``: a file the chart mounts from its ConfigMaps
+    (``/etc/gitops-reloader/<key>``) is read from the rendered ConfigMap instead."""
+    mounted = {f"/etc/gitops-reloader/{key}": text for cm in objects(docs, "ConfigMap")
+               for key, text in cm["data"].items()}
+    directory = Path(tempfile.mkdtemp(prefix="chart-files-"))
+    runnable = []
+    for arg in args:
+        flag, sep, value = arg.partition("=")
+        if sep and value in mounted:
+            local = directory / Path(value).name
+            local.write_text(mounted[value])
+            arg = f"{flag}={local}"
+        runnable.append(arg)
+    return load_config(runnable, environ=environ)
 
 
 def deployment_args(docs: list[Obj]) -> dict[str, list[str]]:
@@ -238,7 +257,7 @@ def test_every_arg_is_a_known_flag(rendered: dict[str, list[Obj]], values: str) 
 @pytest.mark.parametrize("values", values_files())
 def test_args_are_accepted_by_the_controller(rendered: dict[str, list[Obj]], values: str) -> None:
     for args in deployment_args(rendered[values]).values():
-        load_config(args, environ={"POD_NAMESPACE": NAMESPACE})
+        load_rendered(rendered[values], args, {"POD_NAMESPACE": NAMESPACE})
 
 
 def test_default_args_are_minimal(rendered: dict[str, list[Obj]]) -> None:
@@ -419,6 +438,23 @@ def test_github_app_and_signing_key_secrets_are_mounted_and_configured(
     assert mounts["sign-apps"] == f"{base}/signing/apps" and mounts["app-infra"] == f"{base}/github-app/infra"
 
 
+def test_reload_windows_are_rendered_mounted_and_accepted_by_the_controller(
+        rendered: dict[str, list[Obj]]) -> None:
+    docs = rendered["reload-windows"]
+    text = one(docs, "ConfigMap", f"{FULLNAME}-reload-windows")["data"]["reload-windows.yaml"]
+    windows = parse_windows(text)
+    assert sorted(windows.windows) == ["sunday-morning", "weeknights"] and windows.default == "weeknights"
+    assert windows.windows["weeknights"].duration == 6 * 3600
+    args = args_of(docs)
+    assert "--reload-windows-config=/etc/gitops-reloader/reload-windows.yaml" in args
+    assert "--max-reloads-per-workload=3/1h" in args
+    pod = one(docs, "Deployment")["spec"]["template"]
+    assert "checksum/reload-windows" in pod["metadata"]["annotations"]
+    mounts = {m["name"]: m for m in pod["spec"]["containers"][0]["volumeMounts"]}
+    assert mounts["reload-windows"]["mountPath"] == "/etc/gitops-reloader/reload-windows.yaml"
+    assert not objects(rendered["default"], "ConfigMap")  # nothing without windows
+
+
 def test_git_config_pull_request_settings(rendered: dict[str, list[Obj]]) -> None:
     repos = {repo["name"]: repo for repo in git_config(rendered["pull-request"])["repositories"]}
     assert repos["apps"]["pullRequest"] == {
@@ -533,7 +569,7 @@ def test_rbac_never_grants_wildcards_or_escalation(rendered: dict[str, list[Obj]
 @pytest.mark.parametrize("values", values_files())
 def test_secret_writes_only_with_git_or_state_store(rendered: dict[str, list[Obj]], values: str) -> None:
     docs = rendered[values]
-    keyed = bool(objects(docs, "ConfigMap")) or any(
+    keyed = any(o["metadata"]["name"] == f"{FULLNAME}-git" for o in objects(docs, "ConfigMap")) or any(
         "--state-store=configmap" in args for args in deployment_args(docs).values())
     writes = verbs_for(docs, "", "secrets") - set(READ)
     if not keyed:
@@ -923,7 +959,7 @@ def test_the_failure_record_is_granted_by_name_for_every_shard(rendered: dict[st
         records = []
         for deployment in objects(docs, "Deployment"):
             [pod] = [c for c in deployment["spec"]["template"]["spec"]["containers"] if c["args"][0] == "run"]
-            config = load_config(pod["args"][1:], environ=container_env(pod))
+            config = load_rendered(docs, pod["args"][1:], container_env(pod))
             records.append(config.runtime.failure_record)
         assert failure_record_rules(docs) == [
             FAILURE_RECORD_CREATE,
@@ -941,7 +977,7 @@ def test_chart_rbac_grants_every_permission_the_start_up_check_asks_for(rendered
         rules += rules_from_role(role["rules"], namespaces=[role["metadata"]["namespace"]])
     for deployment in objects(docs, "Deployment"):  # every shard, with its own Lease
         [c] = deployment["spec"]["template"]["spec"]["containers"]
-        config = load_config(c["args"][1:], environ={**container_env(c), "HOME": "/nonexistent"})
+        config = load_rendered(docs, c["args"][1:], {**container_env(c), "HOME": "/nonexistent"})
         behaviour = config.behaviour
         adapters = adapters_for(argo_rollouts=behaviour.is_argo_rollouts,
                                 openshift=bool(behaviour.is_openshift),

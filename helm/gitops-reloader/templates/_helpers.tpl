@@ -348,6 +348,14 @@ and the OpenKruise kinds unless turned off, then reloader.workloadKinds.
 {{- toYaml $kinds }}
 {{- end }}
 
+{{/* The --reload-windows-config file: reloader.reloadWindows as the controller reads it. */}}
+{{- define "gitops-reloader.reloadWindowsConfig" -}}
+{{- $w := .Values.reloader.reloadWindows }}
+{{- $config := dict "windows" $w.windows }}
+{{- with $w.default }}{{ $_ := set $config "default" . }}{{ end }}
+{{- toYaml $config }}
+{{- end }}
+
 {{/* The --workload-kinds-config file: reloader.workloadKinds as the controller reads it. */}}
 {{- define "gitops-reloader.workloadKindsConfig" -}}
 {{- toYaml (dict "kinds" .Values.reloader.workloadKinds) }}
@@ -450,6 +458,7 @@ Called with (dict "root" $ "shard" <an entry of gitops-reloader.shards>).
 {{- with $r.logLevel }}{{ $args = append $args (printf "--log-level=%s" .) }}{{ end }}
 {{- with $r.coalesceWindow }}{{ $args = append $args (printf "--coalesce-window=%s" (toString .)) }}{{ end }}
 {{- if $r.workloadKinds }}{{ $args = append $args (printf "--workload-kinds-config=%s/workload-kinds.yaml" (include "gitops-reloader.gitConfigDir" $root)) }}{{ end }}
+{{- if $r.reloadWindows.windows }}{{ $args = append $args (printf "--reload-windows-config=%s/reload-windows.yaml" (include "gitops-reloader.gitConfigDir" $root)) }}{{ end }}
 {{- with $r.rollouts }}
 {{- with .maxConcurrent }}{{ $args = append $args (printf "--max-concurrent-rollouts=%d" (int .)) }}{{ end }}
 {{- with .maxConcurrentPerNamespace }}{{ $args = append $args (printf "--max-concurrent-rollouts-per-namespace=%d" (int .)) }}{{ end }}

@@ -1,0 +1,157 @@
+"""Maintenance windows (issue 32, in part): a change outside the workload's window waits, many
+changes while it waits make one reload of the latest data when the window opens, waiting
+survives a restart, and the git sink commits when the window opens.
+
+The controller runs on a :class:`FakeClock` (wall time 2023-11-14 22:13:20 UTC, a Tuesday);
+the test moves it to the window's opening and wakes the work queue, so nothing is slept.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from git_setup import GitSetup, commits, deployment_manifest
+from kubernetes.client import ApiClient
+from reload_helpers import call, configmap, create, env_of, events, metric, quiet, workload
+from test_git_sink import git_controller, git_workload
+
+from gitops_reloader.clock import FakeClock
+from gitops_reloader.hashing import configmap_hash
+from gitops_reloader.model import SourceKind
+from gitops_reloader.testing.apiserver import ApiServer
+from gitops_reloader.testing.githost import GitHostServer
+from gitops_reloader.testing.harness import deployment, running_controller, settle, wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("isolated_git")]
+
+ENV = "STAKATER_APP_CONFIG_CONFIGMAP"
+RELOAD = {"configmap.reloader.stakater.com/reload": "app-config"}
+WINDOWS = """\
+windows:
+  - name: early
+    schedule: "0 6 * * *"
+    timeZone: UTC
+    duration: 1h
+  - name: always
+    schedule: "* * * * *"
+    timeZone: UTC
+    duration: 2m
+"""
+OPENS = 1_700_028_000.0  # 2023-11-15 06:00 UTC, the "early" window's next opening
+
+
+def windows_file(tmp_path: Path, default: str = "") -> str:
+    path = tmp_path / "windows.yaml"
+    path.write_text(WINDOWS + (f"default: {default}\n" if default else ""))
+    return f"--reload-windows-config={path}"
+
+
+def rewrite(api_client: ApiClient, value: str, app=None, clock=None) -> None:  # type: ignore[no-untyped-def]
+    """New data in app-config; with ``app``, once the controller has seen it and is idle (with
+    ``clock``, moved past the coalescing window, which runs on it too)."""
+    path = "/api/v1/namespaces/ns/configmaps/app-config"
+    current = call(api_client, "GET", path)
+    current["data"] = {"url": value}
+    version = call(api_client, "PUT", path, current)["metadata"]["resourceVersion"]
+    if app is not None:
+        wait_for(lambda: app.controller.seen(SourceKind.CONFIGMAP, "ns", "app-config", version),
+                 message="the controller sees the change")
+        if clock is not None:
+            clock.advance(5)
+            app.controller.queue.wake()
+        settle(app)
+
+
+def reasons(api_client: ApiClient, name: str) -> list[str]:
+    return [e["reason"] for e in events(api_client, name)]
+
+
+def open_window(app, clock: FakeClock) -> None:  # type: ignore[no-untyped-def]
+    clock.advance(OPENS - clock.now() + 1)
+    app.controller.queue.wake()
+
+
+def test_reload_window_many_changes_while_closed_make_one_reload_of_the_latest_data_at_open(
+        server: ApiServer, api_client: ApiClient, tmp_path: Path) -> None:
+    clock = FakeClock()
+    create(api_client, configmap("app-config", {"url": "v0"}))
+    create(api_client, deployment("web", annotations={"configmap.reloader.stakater.com/reload": "app-config",
+                                                      "gitops-reloader.io/reload-window": "early"}))
+    create(api_client, deployment("free", annotations={"configmap.reloader.stakater.com/reload": "app-config",
+                                                       "gitops-reloader.io/reload-window": "none"}))
+    with running_controller(api_client, [windows_file(tmp_path, default="early")], clock=clock) as app:
+        for i in (1, 2, 3):
+            rewrite(api_client, f"v{i}", app)
+        app.recorder.flush()
+        assert env_of(workload(server, "Deployment", "web")).get(ENV) is None  # nothing restarted
+        assert env_of(workload(server, "Deployment", "free")).get(ENV) == configmap_hash({"url": "v3"}, None)
+        waiting = [e for e in events(api_client, "web") if e["reason"] == "ReloadWaitingForWindow"]
+        assert len(waiting) == 1 and waiting[0]["type"] == "Normal"
+        assert "waiting for window early, opens at 2023-11-15 06:00 (UTC)" in waiting[0]["message"]
+        assert metric(app, "waiting_for_window") == 1
+        open_window(app, clock)
+        latest = configmap_hash({"url": "v3"}, None)
+        wait_for(lambda: env_of(workload(server, "Deployment", "web")).get(ENV) == latest,
+                 message="one reload, of the latest data, when the window opens")
+        quiet(app)
+        app.recorder.flush()
+        assert int(workload(server, "Deployment", "web")["metadata"]["generation"]) == 2  # one write
+        assert "ReloadWindowOpen" in reasons(api_client, "web")
+        assert metric(app, "waiting_for_window") == 0
+
+
+def test_reload_window_waiting_survives_a_restart(
+        server: ApiServer, api_client: ApiClient, tmp_path: Path) -> None:
+    clock = FakeClock()
+    create(api_client, configmap("app-config", {"url": "v0"}))
+    create(api_client, deployment("web", annotations=RELOAD))
+    flags = [windows_file(tmp_path, default="always"), "--sync-after-restart=true"]
+    with running_controller(api_client, flags, clock=clock) as app:
+        rewrite(api_client, "v1", app)  # inside the "always" window: reloaded, the hash recorded
+        assert env_of(workload(server, "Deployment", "web")).get(ENV) == configmap_hash({"url": "v1"}, None)
+    flags[0] = windows_file(tmp_path, default="early")
+    with running_controller(api_client, flags, clock=clock) as app:
+        rewrite(api_client, "v2", app)
+        assert metric(app, "waiting_for_window") == 1
+    # A new replica (the old one's memory gone) finds web out of date and waits again.
+    with running_controller(api_client, flags, clock=clock) as app:
+        wait_for(lambda: metric(app, "waiting_for_window") == 1, message="waiting again after the restart")
+        assert env_of(workload(server, "Deployment", "web")).get(ENV) == configmap_hash({"url": "v1"}, None)
+        open_window(app, clock)
+        latest = configmap_hash({"url": "v2"}, None)
+        wait_for(lambda: env_of(workload(server, "Deployment", "web")).get(ENV) == latest,
+                 message="applied when the window opens")
+
+
+def test_reload_window_git_sink_commits_when_the_window_opens(
+        api_client: ApiClient, git: GitSetup, host: GitHostServer, tmp_path: Path) -> None:
+    clock = FakeClock()
+    git.create({"apps/web/web.yaml": deployment_manifest("web")})
+    git.configure()
+    create(api_client, configmap("app-config", {"url": "v0"}))
+    create(api_client, git_workload("web", annotations={"gitops-reloader.io/reload-window": "early"}))
+    with git_controller(api_client, git, windows_file(tmp_path), clock=clock) as (app, _):
+        for i in (1, 2):
+            rewrite(api_client, f"v{i}", app, clock)
+        assert metric(app, "waiting_for_window") == 1
+        assert len(commits(host)) == 1  # nothing committed outside the window
+        open_window(app, clock)
+        wait_for(lambda: len(commits(host)) == 2, message="one commit when the window opens")
+        quiet(app)
+        assert len(commits(host)) == 2
+
+
+def test_reload_window_unknown_name_holds_the_reload_with_a_warning(
+        server: ApiServer, api_client: ApiClient, tmp_path: Path) -> None:
+    create(api_client, configmap("app-config", {"url": "v0"}))
+    create(api_client, deployment("web", annotations={"configmap.reloader.stakater.com/reload": "app-config",
+                                                      "gitops-reloader.io/reload-window": "weekends"}))
+    with running_controller(api_client, [windows_file(tmp_path)]) as app:
+        rewrite(api_client, "v1")
+        invalid = "InvalidAnnotation"
+        warning = wait_for(lambda: [e for e in events(api_client, "web") if e["reason"] == invalid],
+                           message="a warning")[0]
+        assert "no reload window named 'weekends' (known: always, early)" in warning["message"]
+        assert env_of(workload(server, "Deployment", "web")).get(ENV) is None
+        assert app.controller.pending.pending_for("ns/Deployment/web")  # held, not dropped
