@@ -94,6 +94,8 @@ class AnnotationKeys:
     reload_on: str = "gitops-reloader.io/reload-on"
     max_reloads: str = "gitops-reloader.io/max-reloads"
     reload_window: str = "gitops-reloader.io/reload-window"
+    reload_now: str = "gitops-reloader.io/reload-now"
+    """On a ConfigMap/Secret: let its change through closed maintenance windows (once per value)."""
 
 
 HELM_RELEASE_SECRET_TYPE = "helm.sh/release.v1"

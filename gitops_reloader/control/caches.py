@@ -35,11 +35,25 @@ log = logging.getLogger(__name__)
 SourcesByNamespace = Mapping[tuple[SourceKind, str], list[SourceMeta]]
 
 
+OVERRIDE_MANAGER = "gitops-reloader.io/reload-now.field-manager"
+"""Kept beside the ``reload-now`` annotation: the field manager that set it (from managedFields)."""
+
+
+def field_manager(metadata: JSON, annotation: str) -> str:
+    """The ``manager`` of the managedFields entry that owns ``annotation`` ("" if none says so)."""
+    for entry in metadata.get("managedFields") or ():
+        fields = ((entry.get("fieldsV1") or {}).get("f:metadata") or {}).get("f:annotations") or {}
+        if isinstance(fields, dict) and f"f:{annotation}" in fields:
+            return str(entry.get("manager") or "")[:128]
+    return ""
+
+
 def source_transform(kind: SourceKind, keys: Iterable[str],
                      full_hash: Callable[[], bool], *,
-                     label_keys: Iterable[str] = ()) -> Callable[[JSON], SourceMeta]:
+                     label_keys: Iterable[str] = (), override_key: str = "") -> Callable[[JSON], SourceMeta]:
     """Informer transform: hash the data, keep the annotations (``keys``) and labels
-    (``label_keys``) a decision reads, drop the rest.
+    (``label_keys``) a decision reads, drop the rest. With the ``override_key`` annotation
+    (``reload-now``) present, the field manager that set it is kept too (:data:`OVERRIDE_MANAGER`).
 
     For Secrets the Stakater hash (which decodes every value) is computed only when
     ``full_hash()`` says so — after the initial list, or for ``--sync-after-restart``;
@@ -58,11 +72,15 @@ def source_transform(kind: SourceKind, keys: Iterable[str],
         labels = metadata.get("labels") or {}
         secret = kind is SourceKind.SECRET
         digests = key_digests(kind, raw)
+        kept = {k: sys.intern(str(annotations[k])) for k in wanted if k in annotations}
+        if override_key and override_key in kept:
+            # Who set it, as the API server recorded it (the field manager), never a typed name.
+            kept[OVERRIDE_MANAGER] = sys.intern(field_manager(metadata, override_key))
         return SourceMeta(
             ref=SourceRef(kind, sys.intern(str(metadata.get("namespace", ""))), str(metadata["name"])),
             hash=hash_object(kind, raw) if not secret or full_hash() else "",
             labels={k: sys.intern(str(labels[k])) for k in wanted_labels if k in labels},
-            annotations={k: sys.intern(str(annotations[k])) for k in wanted if k in annotations},
+            annotations=kept,
             resource_version=str(metadata.get("resourceVersion", "")),
             fingerprint=data_fingerprint(raw) if secret and digests in (b"", KEYS_NOT_TRACKED) else "",
             key_digests=digests,
@@ -114,7 +132,7 @@ class Caches:
                 options=InformerOptions(label_selector=filters.namespace_selector),
                 observer=self.observer,
             )
-        keys = (self.config.keys.ignore, self.config.keys.match)
+        keys = (self.config.keys.ignore, self.config.keys.match, self.config.keys.reload_now)
         owns = filters.shard.owns if filters.shard.sharded else None
         kinds: list[tuple[SourceKind, ResourceKind]] = []
         if not filters.ignore_configmaps:
@@ -126,7 +144,7 @@ class Caches:
                 Informer(
                     self.api, resource,
                     source_transform(source_kind, keys, self._full_hashes(source_kind),
-                                     label_keys=(STORE_LABEL,)),
+                                     label_keys=(STORE_LABEL,), override_key=self.config.keys.reload_now),
                     on_source,
                     options=InformerOptions(
                         namespace=scope, label_selector=filters.resource_label_selector,

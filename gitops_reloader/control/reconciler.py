@@ -18,7 +18,7 @@ from gitops_reloader import policy, usedkeys
 from gitops_reloader.clock import Clock
 from gitops_reloader.config import Config
 from gitops_reloader.control.brakes import Rate, StormBrakes, parse_rate
-from gitops_reloader.control.caches import Caches, SourcesByNamespace
+from gitops_reloader.control.caches import OVERRIDE_MANAGER, Caches, SourcesByNamespace
 from gitops_reloader.control.changes import PendingChanges, PendingSource
 from gitops_reloader.control.waves import Waves
 from gitops_reloader.errors import KubeNotFound, ReloaderError
@@ -41,6 +41,7 @@ from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.queue import WorkQueue
 from gitops_reloader.rollout.marker import Marker
 from gitops_reloader.sinks.base import Sink
+from gitops_reloader.windows import ReloadWindow
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +106,8 @@ class Reconciler:
         self._throttled: set[str] = set()
         self._waiting: set[str] = set()
         """Workload keys waiting for their maintenance window."""
+        self._overrides: dict[tuple[SourceRef, str], str] = {}
+        """(source, ``reload-now`` value) → the source version that value let through a window."""
         self._admitted: dict[str, float] = {}
         """Workload key → when its storm-brake slot was reserved (given back if nothing applied)."""
         self.options = policy.PolicyOptions(keys=config.keys,
@@ -381,12 +384,14 @@ class Reconciler:
             self.queue.add_after(queue_key, self.config.runtime.retry_max_delay)
             return True
         wait = window.opens_in(self.clock.now()) if window is not None else 0.0
-        if wait <= 0:
+        overridden = wait > 0 and self._let_through(record, pending, window)  # type: ignore[arg-type]
+        if wait <= 0 or overridden:
             if key in self._waiting:
                 self._waiting.discard(key)
                 self.metrics.set_waiting_for_window(len(self._waiting))
-                opened = window.describe(self.clock.now()) if window else "no window"
-                self.note(record, "ReloadWindowOpen", f"{opened}: the reload goes ahead")
+                if not overridden:
+                    opened = window.describe(self.clock.now()) if window else "no window"
+                    self.note(record, "ReloadWindowOpen", f"{opened}: the reload goes ahead")
             return False
         self.pending.add(key, pending, retry=True)
         self.queue.add_after(queue_key, wait)
@@ -397,6 +402,30 @@ class Reconciler:
             self.note(record, "ReloadWaitingForWindow", message)
             log.info("reload waits for its maintenance window", extra={"object": key, "detail": message})
         return True
+
+    def _let_through(self, record: WorkloadRecord, pending: Mapping[SourceRef, PendingSource],
+                     window: ReloadWindow) -> bool:
+        """Whether a pending source carries ``reload-now``: its value lets one change through closed
+        windows (every workload of that change, no later one), with a Normal Event saying who set
+        it: the field manager the API server recorded, beside the value as written."""
+        key = self.config.keys.reload_now
+        for ref, item in pending.items():
+            meta = self.caches.source(ref)
+            value = meta.annotations.get(key) if meta is not None else None
+            if not value:
+                continue
+            version = item.meta.resource_version
+            if self._overrides.setdefault((ref, value), version) != version:
+                continue  # that value already let an earlier change through
+            manager = meta.annotations.get(OVERRIDE_MANAGER) or "unknown"  # type: ignore[union-attr]
+            shown = "".join(ch for ch in value[:64] if ch.isprintable())
+            self.note(record, "ReloadWindowOverride",
+                      f"let through {window.describe(self.clock.now())}: {ref} is annotated {key}={shown!r} "
+                      f"(set by field manager {manager})")
+            log.info("reload let through a closed window", extra={
+                "object": record.ref.key, "source": str(ref), "field_manager": manager})
+            return True
+        return False
 
     def reload_rate(self, record: WorkloadRecord) -> Rate | None:
         """The workload's storm brake: its ``max-reloads`` annotation, else the flag's."""

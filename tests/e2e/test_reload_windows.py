@@ -155,3 +155,37 @@ def test_reload_window_unknown_name_holds_the_reload_with_a_warning(
         assert "no reload window named 'weekends' (known: always, early)" in warning["message"]
         assert env_of(workload(server, "Deployment", "web")).get(ENV) is None
         assert app.controller.pending.pending_for("ns/Deployment/web")  # held, not dropped
+
+
+def test_reload_window_override_lets_one_change_through_and_says_who(
+        server: ApiServer, api_client: ApiClient, tmp_path: Path) -> None:
+    clock = FakeClock()
+    create(api_client, configmap("app-config", {"url": "v0"}))
+    for name in ("web", "api"):
+        create(api_client, deployment(name, annotations=RELOAD))
+    with running_controller(api_client, [windows_file(tmp_path, default="early")], clock=clock) as app:
+        rewrite(api_client, "v1", app)
+        assert metric(app, "waiting_for_window") == 2
+        # An operator lets this change through: the annotation, with the data, as kubectl does.
+        path = "/api/v1/namespaces/ns/configmaps/app-config"
+        current = call(api_client, "GET", path)
+        current["metadata"].setdefault("annotations", {})["gitops-reloader.io/reload-now"] = "INC-4711"
+        current["data"] = {"url": "v2"}
+        answer = call(api_client, "PUT", path + "?fieldManager=kubectl-annotate", current)
+        version = answer["metadata"]["resourceVersion"]
+        wait_for(lambda: app.controller.seen(SourceKind.CONFIGMAP, "ns", "app-config", version),
+                 message="seen")
+        latest = configmap_hash({"url": "v2"}, None)
+        for name in ("web", "api"):  # every workload of that change goes through
+            wait_for(lambda name=name: env_of(workload(server, "Deployment", name)).get(ENV) == latest,
+                     message=f"{name} reloaded through the closed window")
+        settle(app)
+        app.recorder.flush()
+        override = [e for e in events(api_client, "web") if e["reason"] == "ReloadWindowOverride"]
+        assert len(override) == 1 and override[0]["type"] == "Normal"
+        assert "reload-now='INC-4711'" in override[0]["message"]
+        assert "field manager kubectl-annotate" in override[0]["message"]
+        assert "window early, opens at 2023-11-15 06:00 (UTC)" in override[0]["message"]
+        rewrite(api_client, "v3", app)  # the same value lets no later change through
+        assert env_of(workload(server, "Deployment", "web")).get(ENV) == latest
+        assert metric(app, "waiting_for_window") == 2

@@ -129,8 +129,14 @@ def _managed_entry(rt: ResourceType, manager: str, subresource: str | None) -> d
     return entry
 
 
-def _record_manager(rt: ResourceType, meta: dict[str, Any], manager: str, subresource: str | None) -> None:
+def _record_manager(rt: ResourceType, meta: dict[str, Any], manager: str, subresource: str | None,
+                    old_meta: dict[str, Any] | None = None) -> None:
+    """The manager's ``Update`` entry, as kube-apiserver keeps it for the annotations: those this
+    write added or changed become the manager's (``f:metadata.f:annotations.f:<key>``) and leave
+    every other manager's set. Other fields are not tracked here (their sets stay empty)."""
     entries = [e for e in meta.get("managedFields") or [] if isinstance(e, dict)]
+    before = (old_meta or {}).get("annotations") or {}
+    changed = {k for k, v in (meta.get("annotations") or {}).items() if before.get(k) != v}
     fresh = _managed_entry(rt, manager, subresource)
     for i, e in enumerate(entries):
         if (
@@ -139,10 +145,21 @@ def _record_manager(rt: ResourceType, meta: dict[str, Any], manager: str, subres
             and e.get("apiVersion") == rt.group_version
             and e.get("subresource") == fresh.get("subresource")
         ):
+            fresh["fieldsV1"] = e.get("fieldsV1") or {}
             entries[i] = fresh
             break
     else:
         entries.append(fresh)
+    current = set(meta.get("annotations") or {})
+    for e in entries:
+        owned = ((e.get("fieldsV1") or {}).get("f:metadata") or {}).get("f:annotations") or {}
+        keep = {f: {} for f in owned if f[2:] in current and (e is fresh or f[2:] not in changed)}
+        if e is fresh:
+            keep.update({f"f:{k}": {} for k in sorted(changed)})
+        if keep:
+            e["fieldsV1"] = {**(e.get("fieldsV1") or {}), "f:metadata": {"f:annotations": keep}}
+        elif owned:
+            e["fieldsV1"] = {}
     meta["managedFields"] = entries
 
 
@@ -408,7 +425,7 @@ def prepare_update(
         old, False
     ):
         return None
-    _record_manager(rt, meta, manager, subresource)
+    _record_manager(rt, meta, manager, subresource, old_meta)
     return result
 
 
