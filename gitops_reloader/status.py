@@ -34,6 +34,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from prometheus_client import CollectorRegistry
 
@@ -58,6 +59,7 @@ from gitops_reloader.rollout.census import (
     Event,
     FailingReport,
     Report,
+    WindowReport,
     Workload,
     as_dict,
     census,
@@ -235,6 +237,7 @@ def read_census(api: KubeApi, config: Config, *, namespace: str | None = None, l
     try:
         controller.start(activate=False)  # caches only: no worker, no write
         workloads = list(_workloads(controller))
+        waiting = _window_waits(controller, workloads, time.time() if now is None else now)
         events = list(_events(api, namespace, (w.ref for w in workloads)))
         notes: list[str] = []
         emissions = list(_emissions(api, scoped, controller, notes)) if git else []
@@ -247,7 +250,33 @@ def read_census(api: KubeApi, config: Config, *, namespace: str | None = None, l
                     now=time.time() if now is None else now, events=events, emissions=emissions, limit=limit)
     report.notes.extend(notes)
     report.failing.extend(failing)
+    report.waiting_for_window.extend(waiting)
     return report
+
+
+def _window_waits(controller: Controller, workloads: Sequence[Workload], now: float) -> list[WindowReport]:
+    """The workloads with unrecorded changes whose maintenance window is closed at ``now``
+    (live sinks, whose recorded hash tells; an unknown window name is left to the Event)."""
+    config = controller.config
+    windows = config.runtime.reload_windows
+    if not windows.windows:
+        return []
+    pending = {w.ref for w in workloads if w.pending}
+    out: list[WindowReport] = []
+    for record in controller.workloads():
+        if record.ref not in pending:
+            continue
+        try:
+            window = windows.for_annotation(record.annotations.get(config.keys.reload_window))
+        except ConfigError:
+            continue
+        wait = window.opens_in(now) if window is not None else 0.0
+        if window is None or wait <= 0:
+            continue
+        opens = datetime.fromtimestamp(now + wait, ZoneInfo(window.time_zone))
+        out.append(WindowReport(record.ref.key, window.name, int(now + wait), window.time_zone,
+                                f"{opens:%Y-%m-%d %H:%M}"))
+    return sorted(out, key=lambda w: (w.opens_at, w.workload))
 
 
 def _failing(api: KubeApi, config: Config, namespace: str | None) -> list[FailingReport]:

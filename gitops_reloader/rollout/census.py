@@ -161,6 +161,20 @@ class Report:
     commits_left_out: int = 0
     notes: list[str] = field(default_factory=list)
     failing: list[FailingReport] = field(default_factory=list)
+    waiting_for_window: list[WindowReport] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class WindowReport:
+    """A workload whose unrecorded source changes wait for its maintenance window."""
+
+    workload: str
+    window: str
+    opens_at: int
+    """Unix seconds."""
+    time_zone: str
+    opens_local: str
+    """``2026-11-30 22:00``, in ``time_zone``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -397,6 +411,11 @@ def render_text(report: Report) -> str:
         lines.append(f"failing: {len(report.failing)} emission(s) still pending, retried until they succeed")
         for entry in report.failing:
             lines.append("  " + _failing_line(entry, report.now))
+    if report.waiting_for_window:
+        lines.append(f"waiting for a maintenance window: {len(report.waiting_for_window)} workload(s)")
+        for wait in report.waiting_for_window:
+            lines.append(f"  {wait.workload}  waiting for window {wait.window}, opens at {wait.opens_local} "
+                         f"({wait.time_zone}), in {_duration(max(0, wait.opens_at - report.now))}")
     if not report.changes:
         lines.append("no source change in flight")
     for change in report.changes:
@@ -434,6 +453,11 @@ def _failing_line(entry: FailingReport, now: int) -> str:
     raised = ", raised" if entry.raised else ""
     return (f"{who or entry.key}  {entry.sink} [{entry.reason}] failing since {_when(entry.since, now)}, "
             f"{entry.attempts} attempts{raised}, next try in {due}s: {entry.error}")
+
+
+def _duration(seconds: int) -> str:
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
 
 
 def _stage_rank(stage: str) -> int:

@@ -8,6 +8,8 @@ the test moves it to the window's opening and wakes the work queue, so nothing i
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from kubernetes.client import ApiClient
 from reload_helpers import call, configmap, create, env_of, events, metric, quiet, workload
 from test_git_sink import git_controller, git_workload
 
+from gitops_reloader import cli
 from gitops_reloader.clock import FakeClock
 from gitops_reloader.hashing import configmap_hash
 from gitops_reloader.model import SourceKind
@@ -189,3 +192,28 @@ def test_reload_window_override_lets_one_change_through_and_says_who(
         rewrite(api_client, "v3", app)  # the same value lets no later change through
         assert env_of(workload(server, "Deployment", "web")).get(ENV) == latest
         assert metric(app, "waiting_for_window") == 2
+
+
+def test_reload_window_status_text_and_json_say_which_window_and_when(
+        server: ApiServer, api_client: ApiClient, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    hour = (time.gmtime().tm_hour + 2) % 24  # opens in 1-2 hours, whenever the test runs
+    path = tmp_path / "windows.yaml"
+    path.write_text("windows:\n"
+                    f"  - {{name: later, schedule: '0 {hour} * * *', timeZone: UTC, duration: 1h}}\n"
+                    "default: later\n")
+    create(api_client, configmap("app-config", {"url": "v0"}))
+    given = [{"name": "app", "image": "nginx",
+              "env": [{"name": ENV, "value": configmap_hash({"url": "v0"}, None)}]}]
+    create(api_client, deployment("web", annotations=RELOAD, containers=given))
+    rewrite(api_client, "v1")  # changed while no controller ran: web has not been given v1
+    kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig"))
+    argv = ["status", "--kubeconfig", kubeconfig, f"--reload-windows-config={path}"]
+    assert cli.main(argv) == 0
+    text = capsys.readouterr().out
+    line = next(x for x in text.splitlines() if x.strip().startswith("ns/Deployment/web"))
+    assert "waiting for window later, opens at " in line and f"{hour:02d}:00 (UTC), in " in line
+    assert "waiting for a maintenance window: 1 workload(s)" in text
+    assert cli.main([*argv, "-o", "json"]) == 0
+    [wait] = json.loads(capsys.readouterr().out)["waiting_for_window"]
+    assert (wait["workload"], wait["window"], wait["time_zone"]) == ("ns/Deployment/web", "later", "UTC")
+    assert 3600 <= wait["opens_at"] - time.time() <= 2 * 3600 + 60
