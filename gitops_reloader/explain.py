@@ -30,6 +30,7 @@ from prometheus_client import CollectorRegistry
 
 from gitops_reloader import policy, usedkeys
 from gitops_reloader.config import Config, load_config, parse_duration
+from gitops_reloader.control.brakes import parse_rate
 from gitops_reloader.control.caches import source_transform
 from gitops_reloader.control.reconciler import choose_sink
 from gitops_reloader.csi import pod_status_record, spc_record
@@ -121,6 +122,8 @@ class Explanation:
     reload_on: str = ""
     """``any-change`` or ``used-keys`` (flag, else annotation)."""
     pause: dict[str, Any] = field(default_factory=dict)
+    timing: dict[str, Any] = field(default_factory=dict)
+    """The maintenance window and the storm brake the workload's reloads go through."""
     rollout: dict[str, Any] = field(default_factory=dict)
     sources: list[SourceReport] = field(default_factory=list)
     manifest: dict[str, Any] | None = None
@@ -202,6 +205,29 @@ def pause_state(record: WorkloadRecord, config: Config) -> dict[str, Any]:
             state["period_seconds"] = parse_duration(period)
         except ValueError as exc:
             state["error"] = f"{keys.pause_period}: {exc}"
+    return state
+
+
+def timing_state(record: WorkloadRecord, config: Config, now: float) -> dict[str, Any]:
+    """When the workload may reload: its maintenance window (open now, or when it opens) and,
+    when its annotation sets one, its own storm brake (else the flag's applies, not repeated)."""
+    state: dict[str, Any] = {}
+    windows = config.runtime.reload_windows
+    if windows.windows:
+        try:
+            window = windows.for_annotation(record.annotations.get(config.keys.reload_window))
+        except ConfigError as exc:
+            state["window_error"] = str(exc)
+        else:
+            state["window"] = window.describe(now) if window is not None else "none"
+    brake = record.annotations.get(config.keys.max_reloads)
+    if brake is None:
+        return state
+    try:
+        rate = parse_rate(brake)
+        state["max_reloads"] = f"{rate} (annotation)" if rate is not None else "no limit (annotation)"
+    except ValueError as exc:
+        state["max_reloads"] = f"{config.runtime.max_reloads_per_workload} (annotation ignored: {exc})"
     return state
 
 
@@ -519,6 +545,7 @@ def explain(api: KubeApi, config: Config, kind: str, namespace: str, name: str, 
     sink, result.sink_reason = choose_sink(config, record)
     result.sink = sink.value if sink is not None else None
     result.pause = pause_state(record, config)
+    result.timing = timing_state(record, config, time.time())
     mode, invalid = usedkeys.reload_on(record.annotations, record.template_annotations,
                                        config.keys.reload_on, config.behaviour.reload_on)
     result.reload_on = mode.value
@@ -606,6 +633,13 @@ def render_text(result: Explanation) -> str:
             state = f"paused since {pause['paused_at']}" if pause.get("paused_at") else "not paused now"
             lines.append(f"  pause: period {pause['period']}, {state}"
                          + (f" ({pause['error']})" if pause.get("error") else ""))
+    timing = result.timing
+    if "window" in timing:
+        lines.append(f"  maintenance window: {timing['window']}")
+    if "window_error" in timing:
+        lines.append(f"  maintenance window: {timing['window_error']}; reloads wait")
+    if "max_reloads" in timing:
+        lines.append(f"  storm brake: at most {timing['max_reloads']} reloads")
     lines.extend(_rollout_lines(result.rollout))
     if not result.sources:
         lines.append("  no ConfigMap or Secret referenced or named")

@@ -217,3 +217,19 @@ def test_reload_window_status_text_and_json_say_which_window_and_when(
     [wait] = json.loads(capsys.readouterr().out)["waiting_for_window"]
     assert (wait["workload"], wait["window"], wait["time_zone"]) == ("ns/Deployment/web", "later", "UTC")
     assert 3600 <= wait["opens_at"] - time.time() <= 2 * 3600 + 60
+
+
+def test_reload_window_and_storm_brake_are_in_explain(
+        server: ApiServer, api_client: ApiClient, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    create(api_client, configmap("app-config", {"url": "v0"}))
+    create(api_client, deployment("web", annotations={**RELOAD, "gitops-reloader.io/reload-window": "early",
+                                                      "gitops-reloader.io/max-reloads": "2/1h"}))
+    kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig"))
+    argv = ["explain", "deployment/web", "-n", "ns", "--kubeconfig", kubeconfig, windows_file(tmp_path)]
+    assert cli.main(argv) == 0
+    text = capsys.readouterr().out
+    assert "  maintenance window: window early" in text  # "is open" from 06:00 to 07:00 UTC
+    assert "  storm brake: at most 2/1h (annotation) reloads" in text
+    assert cli.main([*argv, "-o", "json"]) == 0
+    timing = json.loads(capsys.readouterr().out)["timing"]
+    assert timing["window"].startswith("window early") and timing["max_reloads"] == "2/1h (annotation)"
