@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 
 from gitops_reloader.clock import Clock, SystemClock
-from gitops_reloader.errors import ConfigError, GitError
-from gitops_reloader.gitops.auth import display_url, git_auth_from_files
+from gitops_reloader.errors import ConfigError, GitError, HostError
+from gitops_reloader.gitops.auth import Transport, display_url, git_auth_from_files, transport_of
 from gitops_reloader.gitops.gitconfig import RepositoryConfig
+from gitops_reloader.gitops.hosts.githubapp import app_tokens
 from gitops_reloader.gitops.repo import remote_default_branch
 from gitops_reloader.gitops.repourl import normalize_git_url_allow_invalid
 
@@ -32,12 +34,15 @@ Lookup = Callable[[RepositoryConfig], str | None]
 
 
 def ask_remote(repo: RepositoryConfig, *, timeout: float = 10.0) -> str | None:
-    """``ls-remote --symref`` the repository's URL with its configured credentials."""
+    """``ls-remote --symref`` the repository's URL with its configured credentials (a GitHub
+    App's installation token over HTTPS)."""
     try:
         auth = git_auth_from_files(token_file=repo.token_file, username=repo.username,
                                    ssh_key_file=repo.ssh_key_file, known_hosts_file=repo.known_hosts_file,
                                    url=repo.url)
-    except ConfigError as exc:
+        if repo.github_app is not None and transport_of(repo.url) is Transport.HTTP:
+            auth = replace(auth, username="x-access-token", token=app_tokens(repo.github_app).current())
+    except (ConfigError, HostError) as exc:
         raise GitError(f"--git-config repository {repo.name}: {exc}") from None
     return remote_default_branch(repo.url, auth=auth, timeout=timeout)
 

@@ -25,6 +25,7 @@ from gitops_reloader.gitops.hosts.githubapp import (
     app_jwt,
     app_tokens,
 )
+from gitops_reloader.gitops.remotehead import ask_remote
 from gitops_reloader.gitops.repo import Repository
 from gitops_reloader.sinks.gitwiring import open_repository
 from gitops_reloader.testing.githost import GitHostServer
@@ -184,6 +185,7 @@ def test_github_app_enterprise_base_url_from_the_clone_url(
     tokens = app_tokens(app)
     assert tokens is app_tokens(app)  # one per App and repository in the process
     assert tokens.current().startswith("ghs_") and prhost.app_token_exchanges == 1
+    assert ask_remote(local.repositories[0]) == "main"  # the default-branch lookup uses the App too
 
 
 def test_github_app_commits_are_authored_as_the_app(
