@@ -106,6 +106,8 @@ class Reconciler:
         self._throttled: set[str] = set()
         self._waiting: set[str] = set()
         """Workload keys waiting for their maintenance window."""
+        self._parked: set[str] = set()
+        """Workload keys whose resync check waits for the window (nothing known to have changed)."""
         self._overrides: dict[tuple[SourceRef, str], str] = {}
         """(source, ``reload-now`` value) → the source version that value let through a window."""
         self._admitted: dict[str, float] = {}
@@ -363,7 +365,7 @@ class Reconciler:
     def holding(self) -> set[str]:
         """The workload keys a storm brake or a closed maintenance window holds now (their
         change waits for a time, not for work)."""
-        return self._throttled | self._waiting
+        return self._throttled | self._waiting | self._parked
 
     def _outside_window(self, record: WorkloadRecord, pending: Mapping[SourceRef, PendingSource],
                         queue_key: str) -> bool:
@@ -386,6 +388,7 @@ class Reconciler:
         wait = window.opens_in(self.clock.now()) if window is not None else 0.0
         overridden = wait > 0 and self._let_through(record, pending, window)  # type: ignore[arg-type]
         if wait <= 0 or overridden:
+            self._parked.discard(key)
             if key in self._waiting:
                 self._waiting.discard(key)
                 self.metrics.set_waiting_for_window(len(self._waiting))
@@ -395,6 +398,10 @@ class Reconciler:
             return False
         self.pending.add(key, pending, retry=True)
         self.queue.add_after(queue_key, wait)
+        if all(p.resync for p in pending.values()):
+            self._parked.add(key)
+            return True  # a resync check (nothing known to have changed): it waits, unannounced
+        self._parked.discard(key)
         if key not in self._waiting:
             self._waiting.add(key)
             self.metrics.set_waiting_for_window(len(self._waiting))

@@ -233,3 +233,25 @@ def test_reload_window_and_storm_brake_are_in_explain(
     assert cli.main([*argv, "-o", "json"]) == 0
     timing = json.loads(capsys.readouterr().out)["timing"]
     assert timing["window"].startswith("window early") and timing["max_reloads"] == "2/1h (annotation)"
+
+
+def test_reload_window_resync_checks_wait_without_announcing_a_wait(
+        api_client: ApiClient, git: GitSetup, host: GitHostServer, tmp_path: Path) -> None:
+    """The slow resync checks every git workload; in a closed window such a check waits for the
+    window too, but nothing is announced: no change is known to wait."""
+    clock = FakeClock()
+    git.create({"apps/web/web.yaml": deployment_manifest("web")})
+    git.configure()
+    create(api_client, configmap("app-config", {"url": "v0"}))
+    create(api_client, git_workload("web"))
+    with git_controller(api_client, git, windows_file(tmp_path, default="early"), "--resync-period=1m",
+                        clock=clock) as (app, _):
+        clock.advance(61)
+        app.controller.resync()
+        clock.advance(5)
+        app.controller.queue.wake()
+        settle(app)
+        app.recorder.flush()
+        assert metric(app, "waiting_for_window") == 0
+        assert not [r for r in reasons(api_client, "web") if r.startswith("ReloadWaiting")]
+        assert len(commits(host)) == 1
