@@ -252,6 +252,7 @@ def test_reload_window_resync_checks_wait_without_announcing_a_wait(
         app.controller.queue.wake()
         settle(app)
         app.recorder.flush()
+        assert "ns/Deployment/web" in app.controller.reconciler.holding()  # the check waits for the window
         assert metric(app, "waiting_for_window") == 0
         assert not [r for r in reasons(api_client, "web") if r.startswith("ReloadWaiting")]
         assert len(commits(host)) == 1
