@@ -4,6 +4,7 @@ git configuration kept out."""
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,10 +14,26 @@ from git_setup import GitSetup
 from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api, CustomObjectsApi
 from reload_helpers import GIT_TOKEN
 
+from gitops_reloader.observability.logging import JsonFormatter, TextFormatter
 from gitops_reloader.testing.apiserver import ApiServer
 from gitops_reloader.testing.githost import GitHostServer
 from gitops_reloader.testing.prhost import PrHost
 from gitops_reloader.testing.sshhost import SshGitHost
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored() -> Iterator[None]:
+    """A test that runs a CLI command (``status``, ``explain``) lets it configure logging as it
+    does in a terminal: a handler on that test's captured stderr and the level ``warning``.
+    Afterwards both go, so the next test's ``caplog`` sees INFO records and no handler writes
+    to a closed stream."""
+    root = logging.getLogger()
+    level = root.level
+    yield
+    root.setLevel(level)
+    for handler in list(root.handlers):
+        if isinstance(handler.formatter, TextFormatter | JsonFormatter):
+            root.removeHandler(handler)
 
 
 @pytest.fixture
