@@ -124,8 +124,7 @@ class AzureDevOpsHost(_RestHost):
         pull = self._patch(repo, number, {"title": title, "description": body})
         if labels and not set(labels) <= set(pull.labels):
             self.add_labels(repo, number, labels)
-            pull = self._parse(_pull_request, self._json(self._request(
-                "GET", f"{self._pulls_path(repo)}/{number}", repo=repo), repo), repo)
+            pull = self._parse(_pull_request, self._current(repo, number), repo)
         return pull
 
     def close(self, repo: str, number: int) -> None:
@@ -134,7 +133,7 @@ class AzureDevOpsHost(_RestHost):
 
     def enable_auto_merge(self, repo: str, number: int) -> bool:
         """Set auto-complete, by the pull request's creator (the token's user), with the merge strategy."""
-        current = self._json(self._request("GET", f"{self._pulls_path(repo)}/{number}", repo=repo), repo)
+        current = self._current(repo, number)
         creator = (current.get("createdBy") or {}).get("id") if isinstance(current, dict) else None
         if not creator or current.get("status") != "active":
             return False
@@ -145,7 +144,7 @@ class AzureDevOpsHost(_RestHost):
 
     def cancel_auto_merge(self, repo: str, number: int) -> bool:
         """Clear auto-complete; ``False`` if none was set or the pull request is not active."""
-        current = self._json(self._request("GET", f"{self._pulls_path(repo)}/{number}", repo=repo), repo)
+        current = self._current(repo, number)
         armed = isinstance(current, dict) and bool(current.get("autoCompleteSetBy"))
         if not armed or current.get("status") != "active":
             return False
@@ -182,13 +181,20 @@ class AzureDevOpsHost(_RestHost):
 
     # -- internals -------------------------------------------------------------------------
 
+    def _repo_path(self, repo: str) -> str:
+        project, name = (urllib.parse.quote(part, safe="") for part in split_repo(self.kind, repo))
+        return f"/{project}/_apis/git/repositories/{name}"
+
     def _pulls_path(self, repo: str) -> str:
-        project, name = split_repo(self.kind, repo)
-        return (f"/{urllib.parse.quote(project, safe='')}/_apis/git/repositories/"
-                f"{urllib.parse.quote(name, safe='')}/pullrequests")
+        return f"{self._repo_path(repo)}/pullrequests"
 
     def _pr_path(self, repo: str, number: int) -> str:
-        return f"{self._pulls_path(repo)[: -len('pullrequests')]}pullRequests/{number}"
+        """The path of pull request ``number``'s threads and labels (``.../pullRequests/{id}``)."""
+        return f"{self._repo_path(repo)}/pullRequests/{number}"
+
+    def _current(self, repo: str, number: int) -> Any:
+        """Pull request ``number`` as Azure answers ``GET .../pullrequests/{id}`` (JSON)."""
+        return self._json(self._request("GET", f"{self._pulls_path(repo)}/{number}", repo=repo), repo)
 
     def _patch(self, repo: str, number: int, fields: Mapping[str, Any]) -> PullRequest:
         response = self._request("PATCH", f"{self._pulls_path(repo)}/{number}", repo=repo, json=dict(fields))
