@@ -167,9 +167,9 @@ class Controller:
         if depth["queued"] or depth["processing"]:
             return False
         failing = self.failures.failing()
-        throttled = self.reconciler.holding()
-        keys = {entry.key for entry in failing} | throttled
-        waiting = {w for entry in failing for w in entry.workloads} | throttled
+        holding = self.reconciler.holding()
+        keys = {entry.key for entry in failing} | holding
+        waiting = {w for entry in failing for w in entry.workloads} | holding
         for delayed in self.queue.delayed_keys() - keys:  # a held workload's group waits too
             if not (delayed.startswith(BATCH_PREFIX) and set(self.pending.members(delayed)) <= waiting):
                 return False

@@ -382,8 +382,7 @@ class Reconciler:
             self.metrics.invalid_annotation(record.ref.kind)
             self.warn(record, "InvalidAnnotation", f"{self.config.keys.reload_window}: {exc}; the reload "
                       "waits until the annotation names a window")
-            self.pending.add(key, pending, retry=True)
-            self.queue.add_after(queue_key, self.config.runtime.retry_max_delay)
+            self._wait(key, pending, queue_key, self.config.runtime.retry_max_delay)
             return True
         wait = window.opens_in(self.clock.now()) if window is not None else 0.0
         overridden = wait > 0 and self._let_through(record, pending, window)  # type: ignore[arg-type]
@@ -396,8 +395,7 @@ class Reconciler:
                     opened = window.describe(self.clock.now()) if window else "no window"
                     self.note(record, "ReloadWindowOpen", f"{opened}: the reload goes ahead")
             return False
-        self.pending.add(key, pending, retry=True)
-        self.queue.add_after(queue_key, wait)
+        self._wait(key, pending, queue_key, wait)
         if all(p.resync for p in pending.values()):
             self._parked.add(key)
             return True  # a resync check (nothing known to have changed): it waits, unannounced
@@ -409,6 +407,13 @@ class Reconciler:
             self.note(record, "ReloadWaitingForWindow", message)
             log.info("reload waits for its maintenance window", extra={"object": key, "detail": message})
         return True
+
+    def _wait(self, key: str, pending: Mapping[SourceRef, PendingSource], queue_key: str,
+              delay: float) -> None:
+        """Keep ``key``'s change pending (a newer one replaces it) and bring ``queue_key`` back
+        after ``delay`` seconds: a closed window or a storm brake holds it until then."""
+        self.pending.add(key, pending, retry=True)
+        self.queue.add_after(queue_key, delay)
 
     def _let_through(self, record: WorkloadRecord, pending: Mapping[SourceRef, PendingSource],
                      window: ReloadWindow) -> bool:
@@ -461,8 +466,7 @@ class Reconciler:
         if wait <= 0:
             self._admitted[record.ref.key] = now
             return False
-        self.pending.add(record.ref.key, pending, retry=True)
-        self.queue.add_after(queue_key, wait)
+        self._wait(record.ref.key, pending, queue_key, wait)
         if record.ref.key not in self._throttled:
             self._throttled.add(record.ref.key)
             self.metrics.reload_throttled(scope, len(self._throttled))
