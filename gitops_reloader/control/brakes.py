@@ -107,10 +107,6 @@ class Window:
         if times is not None and at in times:
             times.remove(at)
 
-    def count(self, key: str, period: float, now: float) -> int:
-        """How many reloads of ``key`` the window holds within the last ``period`` seconds."""
-        return sum(1 for t in self._times.get(key, ()) if t > now - period)
-
     def _forget(self, now: float) -> None:
         stale = [key for key, times in self._times.items() if not times or times[-1] <= now - self._horizon]
         for key in stale:
@@ -142,11 +138,6 @@ class SourceBackoff:
         if over <= 0:
             return base
         return min(self.cap, max(base, 1.0) * 2.0 ** min(over, 32))
-
-    def stretched(self, source: str, now: float) -> bool:
-        """Whether ``source`` is changing fast enough that its waits are stretched now."""
-        last, streak = self._streaks.get(source, (None, 0))
-        return last is not None and now - last < self.quiet and streak > self.free
 
 
 class StormBrakes:

@@ -306,9 +306,6 @@ class TokenSource(Protocol):
     tokens) are the two kinds.
     """
 
-    path: str
-    """The file it reads (a credential watch follows it)."""
-
     def current(self) -> str:
         """The token to use now."""
         ...

@@ -64,11 +64,6 @@ class Signer:
     def __repr__(self) -> str:
         return f"Signer({self.format.value}, {self.key_file!r})"
 
-    @property
-    def path(self) -> str:
-        """The key file (what a credential watch follows)."""
-        return self.key_file
-
     def check(self) -> None:
         """Prepare the key and make a test signature; :class:`CredentialFileError` if it can't sign."""
         with self._lock:

@@ -83,7 +83,6 @@ class _Jwts:
 
     def __init__(self, tokens: AppTokens) -> None:
         self._tokens = tokens
-        self.path = tokens.private_key_file
 
     def current(self) -> str:
         return self._tokens.jwt()
@@ -120,15 +119,10 @@ class AppTokens:
         self._expires = 0.0
         self._author: AppAuthor | None = None
         self.exchanges = 0
-        """Installation tokens minted so far (for status and tests)."""
+        """Installation tokens minted so far (each logged as well)."""
 
     def __repr__(self) -> str:
         return f"AppTokens(app_id={self.app_id!r}, repository={self.repository!r})"
-
-    @property
-    def path(self) -> str:
-        """The private key file (what a credential watch follows)."""
-        return self.private_key_file
 
     def current(self) -> str:
         """An installation token valid for at least :data:`REFRESH_MARGIN` more seconds."""
