@@ -34,7 +34,6 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from prometheus_client import CollectorRegistry
 
@@ -270,11 +269,10 @@ def _window_waits(controller: Controller, workloads: Sequence[Workload], now: fl
             window = windows.for_annotation(record.annotations.get(config.keys.reload_window))
         except ConfigError:
             continue
-        wait = window.opens_in(now) if window is not None else 0.0
-        if window is None or wait <= 0:
+        opens = window.next_opening(now) if window is not None else None
+        if window is None or opens is None:
             continue
-        opens = datetime.fromtimestamp(now + wait, ZoneInfo(window.time_zone))
-        out.append(WindowReport(record.ref.key, window.name, int(now + wait), window.time_zone,
+        out.append(WindowReport(record.ref.key, window.name, int(opens.timestamp()), window.time_zone,
                                 f"{opens:%Y-%m-%d %H:%M}"))
     return sorted(out, key=lambda w: (w.opens_at, w.workload))
 

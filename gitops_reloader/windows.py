@@ -69,12 +69,16 @@ class ReloadWindow:
                 return 0.0 if start <= now else start - now
         raise AssertionError("unreachable")  # pragma: no cover - a valid schedule never ends
 
+    def next_opening(self, now: float) -> _dt.datetime | None:
+        """When the window opens next, in its time zone; ``None`` while it is open at ``now``."""
+        wait = self.opens_in(now)
+        return _dt.datetime.fromtimestamp(now + wait, ZoneInfo(self.time_zone)) if wait > 0 else None
+
     def describe(self, now: float) -> str:
         """``window W, opens at 2026-11-30 22:00 (Europe/Berlin)`` (or ``is open``) for messages."""
-        wait = self.opens_in(now)
-        if wait == 0:
+        opens = self.next_opening(now)
+        if opens is None:
             return f"window {self.name} is open"
-        opens = _dt.datetime.fromtimestamp(now + wait, ZoneInfo(self.time_zone))
         return f"window {self.name}, opens at {opens:%Y-%m-%d %H:%M} ({self.time_zone})"
 
 
