@@ -161,8 +161,8 @@ class Controller:
 
     def idle(self) -> bool:
         """Nothing pending, queued, delayed or in progress (tests and benchmarks wait on it),
-        besides failing emissions waiting for their next attempt and workloads a storm brake
-        holds until its period allows."""
+        besides failing emissions waiting for their next attempt and workloads a storm brake or a
+        closed maintenance window holds until a time (:meth:`Reconciler.holding`)."""
         depth = self.queue.depth()
         if depth["queued"] or depth["processing"]:
             return False
