@@ -208,6 +208,13 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 
 @pytest.fixture
 def controller(cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Controller]:
+    """A controller started after the ConfigMap and the Deployment exist: its caches hold
+    both when it is ready, so the change that follows cannot overtake the Deployment's
+    arrival in the cache (a Deployment the controller has not seen yet is not reloaded)."""
+    create(cluster.api_client, configmap("cfg", {"v": "0"}))
+    create(cluster.api_client, deployment(
+        "web", annotations={"reloader.stakater.com/auto": "true"},
+        containers=[{"name": "app", "image": "x", "envFrom": [{"configMapRef": {"name": "cfg"}}]}]))
     monkeypatch.setenv("METRICS_COUNT_BY_NAMESPACE", "enabled")  # the by-namespace panel's family
     started = Controller(cluster, tmp_path / "controller.jsonl", flags=("--coalesce-window=0",))
     try:
@@ -218,11 +225,7 @@ def controller(cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 
 def reload_one(cluster: Cluster) -> None:
-    """A ConfigMap change that reloads one Deployment through the env-vars sink."""
-    create(cluster.api_client, configmap("cfg", {"v": "0"}))
-    create(cluster.api_client, deployment(
-        "web", annotations={"reloader.stakater.com/auto": "true"},
-        containers=[{"name": "app", "image": "x", "envFrom": [{"configMapRef": {"name": "cfg"}}]}]))
+    """A ConfigMap change that reloads the one Deployment through the env-vars sink."""
     CoreV1Api(cluster.api_client).patch_namespaced_config_map("cfg", "ns", {"data": {"v": "1"}})
     wait_for(lambda: env_of(cluster.deployment("web")) == {
         "STAKATER_CFG_CONFIGMAP": configmap_hash({"v": "1"})}, timeout=30, message="reloaded")
