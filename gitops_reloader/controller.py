@@ -61,6 +61,7 @@ from gitops_reloader.model import (
     SourceMeta,
     SourceRef,
     WorkloadKey,
+    resource_version_number,
 )
 from gitops_reloader.observability.logging import redact_text
 from gitops_reloader.observability.metrics import Metrics
@@ -69,6 +70,7 @@ from gitops_reloader.ratelimit import ItemExponentialLimiter
 from gitops_reloader.sinks.base import Sink
 from gitops_reloader.state.failurestore import FailureStore
 from gitops_reloader.state.keeper import StateKeeper
+from gitops_reloader.syncs import TemplateChange
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +135,7 @@ class Controller:
                                      recorder=recorder, listeners=listeners, waves=self.waves,
                                      on_held=self._held, on_emitted=self._succeeded,
                                      brakes=StormBrakes(runtime.max_reloads_per_workload,
-                                                        runtime.cluster_reload_rate))
+                                                        runtime.cluster_reload_rate), api=api)
         self.backoff = SourceBackoff(cap=runtime.source_backoff_cap) if runtime.source_backoff_cap else None
         self.resumer = Resumer(self.caches, self.reconciler, api=api, adapters=self.adapters,
                                waves=self.waves, clock=self.clock)
@@ -397,11 +399,16 @@ class Controller:
                 self.waves.forget(delta.old.ref)
         if delta.new is None:
             if delta.old is not None:
+                self.reconciler.template_changes.pop(delta.old.ref.key, None)
                 self.index.remove(WorkloadKey(delta.old.ref.key))
                 if self.state is not None:
                     self.state.forget_workload(delta.old.ref)
             return
         record = delta.new
+        if delta.old is not None and delta.old.template_fingerprint != record.template_fingerprint:
+            # Someone else's pod-template change (a sync): its new pods read the current data.
+            self.reconciler.template_changes[record.ref.key] = TemplateChange(
+                resource_version_number(event.resource_version), self.clock.monotonic())
         self.index.update(WorkloadKey(record.ref.key), record.ref.namespace, record.refs,
                           explicit=policy.has_explicit_lists(view(record), self.config.keys))
         if self._active.is_set():

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from prometheus_client import CollectorRegistry
 
-from gitops_reloader import policy, usedkeys
+from gitops_reloader import policy, syncs, usedkeys
 from gitops_reloader.config import Config, load_config, parse_duration
 from gitops_reloader.control.brakes import parse_rate
 from gitops_reloader.control.caches import source_transform
@@ -47,7 +47,7 @@ from gitops_reloader.kube.resources import (
     ResourceKind,
 )
 from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord, adapters_for, rfc3339
-from gitops_reloader.model import ReloadOn, ReloadRequest, SinkName, SourceKind
+from gitops_reloader.model import CONFIG_HASH_KEY, ReloadOn, ReloadRequest, SinkName, SourceKind
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.regex import RegexError, compile_linear
 from gitops_reloader.rollout.budget import PRIORITY_ANNOTATION, parse_priority
@@ -102,6 +102,8 @@ class SourceReport:
     recorded_hash: str | None = None
     current_hash: str | None = None
     out_of_date: bool | None = None
+    synced: bool = False
+    """The recorded hash is one a sync brought (``gitops-reloader.io/synced-sources``)."""
     invalid_annotations: list[str] = field(default_factory=list)
     keys: list[str] | None = None
     """The keys the workload reloads for in ``used-keys`` mode (None: the whole object);
@@ -424,11 +426,14 @@ def _source_report(api: KubeApi, config: Config, record: WorkloadRecord, view: p
         if sink == SinkName.ENV_VARS:
             report.env_var = env_var_name(name, kind)
         recorder = getattr(sinks.get(sink or ""), "recorded_hash", None)
-        if recorder is not None:
-            recorded = recorder(record, meta.ref, decision.container)
-            if recorded is not None:
-                report.recorded_hash = _shown_hash(kind, recorded)
-                report.out_of_date = recorded not in {data_hash, meta.hash}
+        written = (recorder(record, meta.ref, decision.container) if recorder is not None
+                   else record.template_annotations.get(CONFIG_HASH_KEY))
+        synced = syncs.synced_hash(record.annotations, meta.ref, written)
+        recorded = synced if synced is not None else written if recorder is not None else None
+        if recorded is not None:
+            report.synced = synced is not None
+            report.recorded_hash = _shown_hash(kind, recorded)
+            report.out_of_date = recorded not in {data_hash, meta.hash}
     return report
 
 
@@ -582,6 +587,10 @@ def _hash_line(report: SourceReport, sink: str | None) -> str:
         return value if value == HIDDEN else (value or "")[:12]
 
     current = short(report.current_hash)
+    if report.synced:
+        state = "up to date" if not report.out_of_date else "out of date"
+        return (f"hash: {short(report.recorded_hash)}, brought by a sync "
+                f"({syncs.SYNCED_ANNOTATION}), current {current}: {state}")
     if sink not in (SinkName.ENV_VARS, SinkName.ANNOTATIONS):
         return f"hash: current {current} (the {sink or 'unknown'} sink keeps no per-source hash on it)"
     if report.recorded_hash is None:

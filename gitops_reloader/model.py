@@ -148,6 +148,9 @@ EMPTY_MAP: Mapping[str, Any] = _EmptyMap()
 CONFIG_HASH_KEY = "gitops-reloader.io/config-hash"
 """The pod-template annotation the git sinks write (a keyed digest); its change rolls the workload."""
 
+LAST_RELOADED_FROM = "reloader.stakater.com/last-reloaded-from"
+"""The pod-template annotation the ``annotations`` sink writes (Stakater's name and JSON)."""
+
 
 class SourceMeta:
     """What the controller keeps of a ConfigMap/Secret: never its data (DESIGN contract 3).
@@ -351,6 +354,9 @@ class ReloadItem:
     source: Source
     container: str | None
     deleted: bool = False
+    version: str = ""
+    """The source's resourceVersion the hash was read at ("" unknown): a template change
+    after it means the new pods read this data (:mod:`gitops_reloader.syncs`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,10 +378,15 @@ class ReloadRequest:
     resync: bool = False
     """A start-up / take-over check, not a change: emit only where the workload already
     records a value that is out of date (never a first record)."""
-    workload_annotations: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
+    workload_annotations: Mapping[str, str | None] = field(default_factory=lambda: EMPTY_MAP)
     """Set on the workload's own metadata in the same write as the reload (a live sink's
-    rollout marker with a rollout budget, :mod:`gitops_reloader.rollout.marker`); empty
-    otherwise, so the write is exactly what it is without a budget."""
+    rollout marker with a rollout budget, :mod:`gitops_reloader.rollout.marker`; None
+    removes one, e.g. synced entries the write replaces); empty otherwise, so the write is
+    exactly what it is without a budget."""
+    restart: bool = False
+    """The pods run data a sync brought, other than what the sink records
+    (:func:`gitops_reloader.syncs.needs_restart`): the write must restart them even where
+    the record already reads the target value."""
 
 
 class OutcomeStatus(enum.StrEnum):

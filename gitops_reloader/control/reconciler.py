@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from gitops_reloader import policy, usedkeys
+from gitops_reloader import policy, syncs, usedkeys
 from gitops_reloader.clock import Clock
 from gitops_reloader.config import Config
 from gitops_reloader.control.brakes import Rate, StormBrakes, parse_rate
@@ -22,9 +22,11 @@ from gitops_reloader.control.caches import OVERRIDE_MANAGER, Caches, SourcesByNa
 from gitops_reloader.control.changes import PendingChanges, PendingSource
 from gitops_reloader.control.waves import Waves
 from gitops_reloader.errors import KubeNotFound, ReloaderError
+from gitops_reloader.kube.api import MERGE, KubeApi
 from gitops_reloader.kube.events import EventRecorder
 from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord
 from gitops_reloader.model import (
+    CONFIG_HASH_KEY,
     EMPTY_MAP,
     ObjectRef,
     Outcome,
@@ -41,6 +43,7 @@ from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.queue import WorkQueue
 from gitops_reloader.rollout.marker import Marker
 from gitops_reloader.sinks.base import Sink
+from gitops_reloader.syncs import TemplateChange
 from gitops_reloader.windows import ReloadWindow
 
 log = logging.getLogger(__name__)
@@ -87,7 +90,8 @@ class Reconciler:
                  adapters: Mapping[str, WorkloadAdapter], metrics: Metrics, clock: Clock,
                  recorder: EventRecorder | None = None, listeners: Iterable[Listener] = (),
                  waves: Waves | None = None, on_held: Held | None = None,
-                 on_emitted: Callable[[str], None] | None = None, brakes: StormBrakes | None = None) -> None:
+                 on_emitted: Callable[[str], None] | None = None, brakes: StormBrakes | None = None,
+                 api: KubeApi | None = None) -> None:
         self.config = config
         self.caches = caches
         self.pending = pending
@@ -103,6 +107,10 @@ class Reconciler:
         self.on_emitted = on_emitted
         """Called with a workload key whose emission went through (a held one is released)."""
         self.brakes = brakes
+        self.api = api
+        """Writes the synced-sources annotation (None: nothing is recorded, e.g. in unit tests)."""
+        self.template_changes: dict[str, TemplateChange] = {}
+        """Workload key → its last pod-template change by someone else since start (syncs.py)."""
         self._throttled: set[str] = set()
         self._waiting: set[str] = set()
         """Workload keys waiting for their maintenance window."""
@@ -164,9 +172,21 @@ class Reconciler:
 
     def recorded_hash(self, record: WorkloadRecord, meta: SourceMeta,
                       container: str | None) -> str | None:
-        """The hash the workload's sink recorded for ``meta`` (None: it records none)."""
+        """The hash the workload runs with for ``meta`` by its own records (None: none): the
+        one a sync brought (``synced-sources``) while it holds, else what its sink recorded."""
+        synced = syncs.synced_hash(record.annotations, meta.ref, self.record_of(record, meta.ref, container))
+        if synced is not None:
+            return synced
         recorder = getattr(self.sink_for(record), "recorded_hash", None)
         return recorder(record, meta.ref, container) if recorder is not None else None
+
+    def record_of(self, record: WorkloadRecord, ref: SourceRef, container: str | None) -> str | None:
+        """What the workload's sink wrote for ``ref`` in the pod template: its own record (a
+        live sink's variable or annotation), else the git digest (None: nothing)."""
+        recorder = getattr(self.sink_for(record), "recorded_hash", None)
+        if recorder is not None:
+            return recorder(record, ref, container)
+        return record.template_annotations.get(CONFIG_HASH_KEY)
 
     def items(self, record: WorkloadRecord, pending: Mapping[SourceRef, PendingSource], *,
               lookup: Callable[[SourceRef], SourceMeta | None] | None = None) -> list[ReloadItem]:
@@ -208,7 +228,8 @@ class Reconciler:
             if decision.reload:
                 data_hash = meta.hash if item.deleted else usedkeys.source_hash(
                     meta, usedkeys.key_scope(mode, record.refs, ref))
-                items.append(ReloadItem(Source(ref, data_hash), decision.container, item.deleted))
+                items.append(ReloadItem(Source(ref, data_hash), decision.container, item.deleted,
+                                        version=meta.resource_version))
         return items
 
     # --- one workload --------------------------------------------------------------
@@ -265,8 +286,9 @@ class Reconciler:
             self.warn(record, "UnknownSink",
                       f"{self.config.keys.sink} names no available sink; not reloaded")
             return None
+        items, restart = self._settle_synced(record, items, pending, sink.name)
         key = record.ref.key
-        if self._outside_window(record, pending, key) or self._braked(record, pending, key):
+        if not items or self._outside_window(record, pending, key) or self._braked(record, pending, key):
             return None
         marker, annotations = None, EMPTY_MAP
         if self.waves is not None and self.waves.gates(name, record.ref):
@@ -277,8 +299,10 @@ class Reconciler:
                 return None
             marker = self.waves.marker(sources)
             annotations = self.waves.annotations(marker)
+        # A live write replaces the synced entries of what it writes (the pods it rolls read it).
+        annotations = {**annotations, **syncs.dropped(record.annotations, [i.source.ref for i in items])}
         request = ReloadRequest(record.ref, record, tuple(items), int(self.clock.now()),
-                                workload_annotations=annotations)
+                                workload_annotations=annotations, restart=restart)
         with self.metrics.time_emit(sink.name):
             try:
                 outcome = sink.emit(request)
@@ -308,7 +332,11 @@ class Reconciler:
             if record is None or not sources:
                 continue
             items = self.items(record, sources)
-            if items and not self.refused(record, self.sink_name(record) or "unknown"):
+            name = self.sink_name(record) or "unknown"
+            if items and not self.refused(record, name):
+                items, restart = self._settle_synced(record, items, sources, name)
+                if not items:
+                    continue
                 if self._outside_window(record, sources, group) or self._braked(record, sources, group):
                     self.pending.join_group(group, key)
                     continue
@@ -328,7 +356,8 @@ class Reconciler:
                 resync = all(p.resync for p in sources.values())
                 requests.append((key, record, ReloadRequest(
                     record.ref, record, tuple(items), int(self.clock.now()),
-                    tracked=self.tracked_sources(record), resync=resync, workload_annotations=marked)))
+                    tracked=self.tracked_sources(record), resync=resync, workload_annotations=marked,
+                    restart=restart)))
         if not requests or sink is None:
             return
         try:
@@ -361,6 +390,64 @@ class Reconciler:
                 self.on_emitted(key)
             self._observe_latency(outcome, pending[key].values())
             self.report(record, request, outcome)
+
+    # --- one rollout per sync ------------------------------------------------------
+
+    def _settle_synced(self, record: WorkloadRecord, items: list[ReloadItem],
+                       pending: Mapping[SourceRef, PendingSource],
+                       sink: str) -> tuple[list[ReloadItem], bool]:
+        """The items still to emit, and whether that write must restart the pods
+        (:attr:`~gitops_reloader.model.ReloadRequest.restart`).
+
+        An item whose data a sync already brought (the workload's ``synced-sources`` entry
+        holds its hash) is dropped; so is one whose change someone else's later pod-template
+        change rolled (:mod:`gitops_reloader.syncs`), after it is recorded as synced.
+        """
+        # A CronJob's reload runs a Job now, which no change of its template does; a Job's is immutable.
+        rolls = record.ref.kind not in ("CronJob", "Job")
+        change = self.template_changes.get(record.ref.key) if rolls else None
+        left: list[ReloadItem] = []
+        newly: list[tuple[SourceRef, str, str | None]] = []
+        restart = False
+        for item in items:
+            ref = item.source.ref
+            recorded = self.record_of(record, ref, item.container)
+            synced = syncs.synced_hash(record.annotations, ref, recorded)
+            seen = pending.get(ref)
+            if item.deleted:
+                left.append(item)
+            elif synced == item.source.hash:
+                continue
+            elif (change is not None and seen is not None and seen.detected is not None
+                  and change.after(item.version, seen.detected)):
+                newly.append((ref, item.source.hash, recorded))
+            else:
+                restart = restart or syncs.needs_restart(synced, item.source.hash)
+                left.append(item)
+        if newly:
+            self._record_synced(record, newly, sink)
+        return left, restart
+
+    def _record_synced(self, record: WorkloadRecord, synced: list[tuple[SourceRef, str, str | None]],
+                       sink: str) -> None:
+        """Record changes a sync rolled in the workload's ``synced-sources`` annotation (its
+        metadata: no rollout, no drift), with a Normal Event, a log line and a metric."""
+        names = ", ".join(f"{ref.kind.kube_kind}/{ref.name}" for ref, _, _ in synced)
+        message = (f"{names} changed before the pod template did (a sync, an upgrade): its new pods "
+                   "read the new data, so the change is recorded without a second rollout")
+        if self.config.runtime.dry_run:
+            log.info("would record a change a sync rolled (dry run)", extra={"object": record.ref.key,
+                                                                              "detail": names})
+            return
+        if self.api is not None:
+            patch = {"metadata": {"annotations": {
+                syncs.SYNCED_ANNOTATION: syncs.with_synced(record.annotations, synced)}}}
+            self.api.patch(self.adapters[record.ref.kind].resource, record.ref.namespace, record.ref.name,
+                           patch, content_type=MERGE)
+        self.metrics.reload_synced(sink)
+        log.info("change already rolled by a sync; no second rollout",
+                 extra={"object": record.ref.key, "detail": names, "sink": sink})
+        self.note(record, "ReloadSynced", message)
 
     def holding(self) -> set[str]:
         """The workload keys a storm brake or a closed maintenance window holds now (their

@@ -42,6 +42,7 @@ from gitops_reloader.kube.resources import (
 from gitops_reloader.model import CONFIG_HASH_KEY, EMPTY_MAP, ObjectRef, PodRefs, TemplateEdit
 from gitops_reloader.rollout.completion import COMPLETES_LIKE, RolloutStatus, rollout_status
 from gitops_reloader.rollout.marker import MARKER_ANNOTATION
+from gitops_reloader.syncs import template_fingerprint
 
 _DROP_METADATA = ("managedFields",)
 _UNREAD_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
@@ -74,6 +75,10 @@ class WorkloadRecord:
     digest in its pod template (``gitops-reloader.io/config-hash``: the git follow-up,
     :mod:`gitops_reloader.control.follower`); None otherwise. The status itself is not
     kept: this verdict is all the rollout budget and the follow-up read of it."""
+    template_fingerprint: int = 0
+    """A digest of the pod template minus the controller's own fields
+    (:func:`gitops_reloader.syncs.template_fingerprint`): its change is someone else's
+    template change, a sync whose new pods read the current data."""
 
 
 _Env = tuple[tuple[str, str | None, bool], ...]
@@ -357,6 +362,7 @@ class WorkloadAdapter:
             has_template=template is not None and bool(pod_spec.get("containers")),
             template_path=self.template_path,
             rollout=rollout,
+            template_fingerprint=template_fingerprint(template),
         )
 
     def _slim(self, raw: JSON, ref: ObjectRef, uid: str, annotations: Mapping[str, str],

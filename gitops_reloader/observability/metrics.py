@@ -207,6 +207,9 @@ class Metrics:
         self._source_backoffs = counter(
             "source_backoffs_total", "Changes whose coalescing was stretched: the source keeps changing.",
             ("kind",))
+        self._synced = counter(
+            "reloads_synced_total", "Source changes a later pod-template change (a sync) already rolled: "
+            "recorded without a second rollout.", ("sink",))
         self._unused_key_changes = counter(
             "unused_key_changes_total",
             "Workloads a change did not reload because no key they use changed.", ("kind",))
@@ -391,6 +394,10 @@ class Metrics:
     def source_backoff(self, kind: str) -> None:
         """A change of a source that keeps changing waited longer than the coalescing window."""
         self._source_backoffs.labels(kind=str(kind)).inc()
+
+    def reload_synced(self, sink: str) -> None:
+        """One workload's change was rolled by someone else's template change (one rollout per sync)."""
+        self._synced.labels(sink=sink).inc()
 
     def reload_throttled(self, scope: str, holding: int) -> None:
         """A storm brake held a workload (``scope``: workload or cluster; ``""``: one was released);

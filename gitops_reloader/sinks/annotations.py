@@ -14,6 +14,7 @@ from typing import ClassVar
 from gitops_reloader.hashing import DELETED_HASH
 from gitops_reloader.kube.workloads import WorkloadRecord
 from gitops_reloader.model import (
+    LAST_RELOADED_FROM,
     Outcome,
     OutcomeStatus,
     ReloadItem,
@@ -22,9 +23,9 @@ from gitops_reloader.model import (
     SourceRef,
     TemplateEdit,
 )
-from gitops_reloader.sinks.live import LivePatcher
+from gitops_reloader.sinks.live import RESTART_DETAIL, LivePatcher, restarting
 
-LAST_RELOADED_FROM = "reloader.stakater.com/last-reloaded-from"
+__all__ = ["LAST_RELOADED_FROM", "AnnotationsSink", "describe_annotation", "recorded_source"]
 
 
 def recorded_source(record: WorkloadRecord) -> tuple[str, str, str, str] | None:
@@ -77,7 +78,7 @@ class AnnotationsSink:
         return TemplateEdit(annotations={LAST_RELOADED_FROM: value})
 
     def emit(self, request: ReloadRequest) -> Outcome:
-        edit = self.edit_for(request)
+        edit = restarting(self.edit_for(request), request)
         if not edit:
             return Outcome(OutcomeStatus.ALREADY_CURRENT, self.name)
         self.patcher.apply(request.workload, edit, now=request.observed_at,
@@ -87,5 +88,7 @@ class AnnotationsSink:
 
 def describe_annotation(edit: TemplateEdit) -> str:
     """``configmap/<name>`` (or ``secret/...``) of the source an annotation edit records."""
+    if LAST_RELOADED_FROM not in edit.annotations:
+        return RESTART_DETAIL
     data = json.loads(edit.annotations[LAST_RELOADED_FROM])
     return f"{str(data['type']).lower()}/{data['name']}"

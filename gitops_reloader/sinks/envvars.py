@@ -26,7 +26,7 @@ from gitops_reloader.model import (
     SourceRef,
     TemplateEdit,
 )
-from gitops_reloader.sinks.live import LivePatcher
+from gitops_reloader.sinks.live import RESTART_DETAIL, LivePatcher, restarting
 
 
 def _kind_of(variable: str) -> SourceKind | None:
@@ -139,7 +139,7 @@ class EnvVarsSink:
         return out
 
     def emit(self, request: ReloadRequest) -> Outcome:
-        edit = self.edit_for(request)
+        edit = restarting(self.edit_for(request), request)
         if not edit:
             return Outcome(OutcomeStatus.ALREADY_CURRENT, self.name)
         self.patcher.apply(request.workload, edit, now=request.observed_at,
@@ -155,4 +155,6 @@ class EnvVarsSink:
 def describe_env(edit: TemplateEdit) -> str:
     """``env NAME, ...``: the env vars an edit sets or removes (names only, never values)."""
     names = {n for _, n, _ in edit.set_env} | {n for _, n in edit.remove_env}
+    if not names:
+        return RESTART_DETAIL
     return "env " + ", ".join(sorted(names))

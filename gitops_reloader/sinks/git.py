@@ -128,6 +128,7 @@ from gitops_reloader.kube.events import EventRecorder
 from gitops_reloader.model import Outcome, OutcomeStatus, ReloadRequest, SinkName
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.sinks.following import CommitFollower
+from gitops_reloader.syncs import RESTARTED_AT
 
 __all__ = [
     "EditPlan",
@@ -277,6 +278,11 @@ class ManifestPlanner:
                 plan.skipped.append((position, request, exc))
                 continue
             assert result is not None  # a failed unconfirmed edit was redone (or raised) above
+            if request.restart and not result.changed:
+                # The pods run data a sync brought; the file already records the target data:
+                # a digest that differs, so the commit rolls them (syncs.needs_restart).
+                value = key.digest([*source_digest_inputs(request), (RESTARTED_AT, str(request.observed_at))])
+                text, result = self._apply(handle, plan, request, location, value)
             if request.resync and result.previous is None:
                 # A start-up check only brings recorded values up to date; it never adds a
                 # first one (that would be a commit for every workload on first start).

@@ -11,9 +11,10 @@ from collections.abc import Mapping
 from gitops_reloader.config import AnnotationKeys
 from gitops_reloader.kube.api import JSON, KubeApi
 from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord, rfc3339
-from gitops_reloader.model import EMPTY_MAP, TemplateEdit
+from gitops_reloader.model import EMPTY_MAP, ReloadRequest, TemplateEdit
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.ratelimit import TokenBucket
+from gitops_reloader.syncs import RESTARTED_AT
 
 
 class LivePatcher:
@@ -42,8 +43,9 @@ class LivePatcher:
                 "metadata": {"annotations": {self.keys.paused_at: rfc3339(now)}}}
 
     def apply(self, record: WorkloadRecord, edit: TemplateEdit, *, now: float,
-              annotations: Mapping[str, str] = EMPTY_MAP) -> None:
-        """Write ``edit``; ``annotations`` go on the workload's metadata in the same write."""
+              annotations: Mapping[str, str | None] = EMPTY_MAP) -> None:
+        """Write ``edit``; ``annotations`` go on the workload's metadata in the same write
+        (None removes one)."""
         adapter = self.adapters[record.ref.kind]
         if self.limiter is not None:
             self.limiter.acquire()
@@ -55,3 +57,15 @@ class LivePatcher:
         adapter.apply(self.api, record, edit, now=now, extra_patch=extra)
         if self.metrics is not None:
             self.metrics.api_write(record.ref.kind)
+
+
+RESTART_DETAIL = "restart: the pods run data a sync brought, the record already reads the change"
+
+
+def restarting(edit: TemplateEdit, request: ReloadRequest) -> TemplateEdit:
+    """``edit``, or for a request that must restart pods whose record already reads the
+    target (:attr:`~gitops_reloader.model.ReloadRequest.restart`) and nothing else to write,
+    the controller's restart annotation in the pod template."""
+    if edit or not request.restart:
+        return edit
+    return TemplateEdit(annotations={RESTARTED_AT: rfc3339(request.observed_at)})

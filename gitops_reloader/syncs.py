@@ -1,0 +1,168 @@
+"""One rollout per sync: a source change a later template change has already rolled.
+
+Helm, Argo CD and Flux apply a changed ConfigMap and a changed Deployment in one sync,
+ConfigMaps first. The Deployment's new pods read the new data, so writing the reload
+into its template as well would roll it a second time. When the controller sees the pod
+template change *after* it saw the source change (by resourceVersion where both are
+numbers, else by the order it saw them), the change is **synced**: the pods already run
+it, and the hash is recorded on the workload's *metadata*, which restarts nothing and
+which Argo CD and Flux leave alone (a field neither manages, not drift):
+
+``gitops-reloader.io/synced-sources: ConfigMap/app-config=<hash>@<recorded>;...``
+
+``<recorded>`` is a short digest of what the workload's sink recorded for that source
+when it was synced (its ``STAKATER_*`` variable, its annotation, or the git digest in
+the template). The entry counts only while that record is unchanged: the controller's
+next write for the source moves the record, and the entry lapses by itself — no clean-up
+write is needed, and a git commit (which writes nothing live) invalidates it the same way.
+
+Pure functions only: the fingerprints the informer keeps, and the annotation's text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gitops_reloader.hashing import ENV_VAR_PREFIX
+from gitops_reloader.model import CONFIG_HASH_KEY, LAST_RELOADED_FROM, SourceRef, resource_version_number
+
+SYNCED_ANNOTATION = "gitops-reloader.io/synced-sources"
+RESTARTED_AT = "gitops-reloader.io/restarted-at"
+"""Pod-template annotation a live sink writes when the recorded value cannot change but the
+pods must restart: a source returned to the value its record already holds, while the pods
+run the data a sync brought (see :func:`needs_restart`)."""
+
+OWN_TEMPLATE_ANNOTATIONS = frozenset({LAST_RELOADED_FROM, CONFIG_HASH_KEY, RESTARTED_AT})
+"""Pod-template annotations only the controller writes (a change to them is not a sync)."""
+
+MAX_TEXT = 8192
+MAX_ENTRIES = 64
+_RECORD_DIGEST = 12
+
+
+def _own_env(entry: Any) -> bool:
+    return isinstance(entry, Mapping) and str(entry.get("name", "")).startswith(ENV_VAR_PREFIX)
+
+
+def foreign_template(template: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``template`` without what the controller writes into it (its ``STAKATER_*`` env
+    entries and its own annotations): what a sync, a ``helm upgrade`` or ``kubectl apply``
+    changes."""
+    out = dict(template or {})
+    metadata = dict(out.get("metadata") or {})
+    annotations = {k: v for k, v in (metadata.get("annotations") or {}).items()
+                   if k not in OWN_TEMPLATE_ANNOTATIONS}
+    metadata["annotations"] = annotations
+    out["metadata"] = metadata
+    spec = dict(out.get("spec") or {})
+    for field in ("containers", "initContainers"):
+        containers = []
+        for container in spec.get(field) or ():
+            if isinstance(container, Mapping):
+                container = {**container, "env": [e for e in container.get("env") or () if not _own_env(e)]}
+            containers.append(container)
+        spec[field] = containers
+    out["spec"] = spec
+    return out
+
+
+def template_fingerprint(template: Mapping[str, Any] | None) -> int:
+    """An 8-byte digest of the pod template minus the controller's own fields (0: none)."""
+    if not template:
+        return 0
+    text = json.dumps(foreign_template(template), sort_keys=True, separators=(",", ":"), default=str)
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big") or 1
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateChange:
+    """When a workload's pod template last changed by someone else, as the controller saw it."""
+
+    resource_version: int | None
+    seen: float
+    """Monotonic time the controller saw it."""
+
+    def after(self, source_version: str, detected: float | None) -> bool:
+        """Whether this template change came after a source change (made at resourceVersion
+        ``source_version``, seen at monotonic ``detected``): its new pods read that data.
+
+        By resourceVersion when both are numbers (one etcd orders every write, whatever
+        order the watches deliver them in); else by the order the controller saw them.
+        """
+        source = resource_version_number(source_version)
+        if source is not None and self.resource_version is not None:
+            return self.resource_version > source
+        return detected is not None and self.seen > detected
+
+
+def source_id(ref: SourceRef) -> str:
+    """``<Kind>/<name>``: the annotation lives on a workload of the source's namespace."""
+    return f"{ref.kind.kube_kind}/{ref.name}"
+
+
+def record_digest(recorded: str | None) -> str:
+    """A short digest of what the sink recorded for a source ("-": nothing)."""
+    if not recorded:
+        return "-"
+    return hashlib.blake2b(recorded.encode(), digest_size=_RECORD_DIGEST // 2).hexdigest()
+
+
+def parse(text: str | None) -> dict[str, tuple[str, str]]:
+    """The annotation's entries, ``source id → (hash, record digest)``; malformed text or
+    entries are ignored (the annotation is on an object tenants can edit), and parsing is
+    bounded (:data:`MAX_TEXT` characters, :data:`MAX_ENTRIES` entries)."""
+    if not text or len(text) > MAX_TEXT:
+        return {}
+    out: dict[str, tuple[str, str]] = {}
+    for part in text.split(";")[:MAX_ENTRIES]:
+        ident, eq, rest = part.partition("=")
+        value, at, recorded = rest.rpartition("@")
+        if eq and at and ident and value and recorded:
+            out[ident.strip()] = (value, recorded)
+    return out
+
+
+def render(entries: Mapping[str, tuple[str, str]]) -> str | None:
+    """The annotation's text (None: no entry left, the annotation is removed)."""
+    kept = sorted(entries.items())[:MAX_ENTRIES]
+    return ";".join(f"{ident}={value}@{recorded}" for ident, (value, recorded) in kept) or None
+
+
+def synced_hash(annotations: Mapping[str, str], ref: SourceRef, recorded: str | None) -> str | None:
+    """The hash a sync brought ``ref`` to, if the workload says so and its sink's record for
+    ``ref`` is still ``recorded`` (the record it had when the sync was seen); else None."""
+    entry = parse(annotations.get(SYNCED_ANNOTATION)).get(source_id(ref))
+    if entry is None or entry[1] != record_digest(recorded):
+        return None
+    return entry[0]
+
+
+def with_synced(annotations: Mapping[str, str],
+                synced: Iterable[tuple[SourceRef, str, str | None]]) -> str | None:
+    """The annotation's new text: ``synced`` entries ``(ref, hash, recorded)`` added to (or
+    replacing) those it holds."""
+    entries = parse(annotations.get(SYNCED_ANNOTATION))
+    for ref, value, recorded in synced:
+        entries[source_id(ref)] = (value, record_digest(recorded))
+    return render(entries)
+
+
+def dropped(annotations: Mapping[str, str], refs: Iterable[SourceRef]) -> dict[str, str | None]:
+    """The metadata annotation a live write sets so that it no longer holds ``refs``' entries
+    (empty: it holds none of them, nothing to change)."""
+    entries = parse(annotations.get(SYNCED_ANNOTATION))
+    gone = {source_id(ref) for ref in refs} & entries.keys()
+    if not gone:
+        return {}
+    return {SYNCED_ANNOTATION: render({k: v for k, v in entries.items() if k not in gone})}
+
+
+def needs_restart(synced: str | None, target: str) -> bool:
+    """Whether the pods run data a sync brought (``synced``) other than ``target``: then the
+    write must restart them even where the sink's record already reads ``target`` (a source
+    returned to the data its record held before the sync)."""
+    return synced is not None and synced != target

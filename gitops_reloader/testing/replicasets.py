@@ -1,0 +1,124 @@
+"""Playing the Deployment controller's ReplicaSets in tests (no kube-controller-manager here).
+
+:class:`ReplicaSetPlayer` watches the Deployments of one namespace through the official
+client and does what the Deployment controller does with a pod template it has not seen:
+it creates a ReplicaSet ``<deployment>-<pod-template-hash>`` owned by the Deployment (a
+controller ``ownerReference``), labelled ``pod-template-hash``, annotated
+``deployment.kubernetes.io/revision``. A template equal to an older ReplicaSet's (a rollback)
+re-uses that ReplicaSet with the next revision, as the real controller does. The hash is a
+stable digest of the template, not the controller's FNV-32a over its ``spew`` dump: tests
+count ReplicaSets, they do not compare names with a real cluster's.
+
+So "one rollout per sync" is read from the API server as users read it: ``kubectl get rs``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from typing import Any
+
+from kubernetes import watch
+from kubernetes.client import ApiClient, AppsV1Api
+from kubernetes.client.rest import ApiException
+
+from gitops_reloader.kube.api import MERGE, KubeApi
+from gitops_reloader.kube.resources import ResourceKind
+
+REVISION = "deployment.kubernetes.io/revision"
+REPLICASETS = ResourceKind("apps", "v1", "replicasets", "ReplicaSet")
+
+
+def pod_template_hash(template: dict[str, Any]) -> str:
+    """A stable 10-character hash of a pod template (the real one is FNV-32a, also 10 chars)."""
+    text = json.dumps(template, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+class ReplicaSetPlayer:
+    """The Deployment controller's ReplicaSet writes for one namespace, on a background thread."""
+
+    def __init__(self, api_client: ApiClient, namespace: str = "ns") -> None:
+        self.apps = AppsV1Api(api_client)
+        self.api = KubeApi(api_client)
+        self.namespace = namespace
+        self._revisions: dict[tuple[str, str], int] = {}
+        """(deployment, pod-template-hash) → the revision its ReplicaSet carries now."""
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True, name="replicaset-player")
+
+    def __enter__(self) -> ReplicaSetPlayer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def replicasets(self, deployment: str) -> list[dict[str, Any]]:
+        """The ReplicaSets the API server holds for ``deployment`` (by owner), oldest first."""
+        listed = self.api.list(REPLICASETS, namespace=self.namespace)
+        owned = [rs for rs in listed["items"]
+                 if any(o.get("kind") == "Deployment" and o.get("name") == deployment and o.get("controller")
+                        for o in rs["metadata"].get("ownerReferences") or ())]
+        return sorted(owned, key=lambda rs: int(rs["metadata"]["annotations"][REVISION]))
+
+    def _watch(self) -> None:
+        version = ""
+        while not self._stop.is_set():
+            try:
+                if not version:
+                    listed = self.apps.list_namespaced_deployment(self.namespace)
+                    for item in listed.items:
+                        self._saw(self.apps.api_client.sanitize_for_serialization(item))
+                    version = listed.metadata.resource_version
+                for event in watch.Watch().stream(self.apps.list_namespaced_deployment, self.namespace,
+                                                  resource_version=version, timeout_seconds=1):
+                    if event["type"] == "ERROR":
+                        version = ""
+                        break
+                    raw = event["raw_object"]
+                    version = raw["metadata"].get("resourceVersion") or version
+                    if event["type"] in ("ADDED", "MODIFIED"):
+                        self._saw(raw)
+                    if self._stop.is_set():
+                        break
+            except ApiException as exc:
+                if exc.status != 410:
+                    raise
+                version = ""
+
+    def _saw(self, deployment: dict[str, Any]) -> None:
+        """A Deployment's current template: a new ReplicaSet, or an old one at a new revision."""
+        metadata = deployment["metadata"]
+        name = metadata["name"]
+        template = deployment["spec"]["template"]
+        digest = pod_template_hash(template)
+        with self._lock:
+            current = max((r for (d, _), r in self._revisions.items() if d == name), default=0)
+            known = self._revisions.get((name, digest))
+            if known is not None and known == current:
+                return  # the template the newest ReplicaSet runs: nothing to do
+            self._revisions[(name, digest)] = current + 1
+            revision = current + 1
+        rs_name = f"{name}-{digest}"
+        if known is not None:  # a rollback: the old ReplicaSet becomes the newest
+            self.api.patch(REPLICASETS, self.namespace, rs_name,
+                           {"metadata": {"annotations": {REVISION: str(revision)}}}, content_type=MERGE)
+            return
+        labels = {**(template.get("metadata") or {}).get("labels", {}), "pod-template-hash": digest}
+        self.api.create(REPLICASETS, self.namespace, {
+            "apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": rs_name, "namespace": self.namespace, "labels": labels,
+                         "annotations": {REVISION: str(revision)},
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": name,
+                                              "uid": metadata["uid"], "controller": True,
+                                              "blockOwnerDeletion": True}]},
+            "spec": {"replicas": deployment["spec"].get("replicas", 1),
+                     "selector": {"matchLabels": {**deployment["spec"]["selector"].get("matchLabels", {}),
+                                                  "pod-template-hash": digest}},
+                     "template": {**template, "metadata": {**(template.get("metadata") or {}),
+                                                           "labels": labels}}},
+        })
