@@ -37,6 +37,7 @@ import logging
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -107,6 +108,9 @@ class WorkloadPlan:
     patch: Any = None
     wave: int | None = None
     """With a rollout budget: the wave this write would start in (1: first); None: not gated."""
+    window: str = ""
+    """Why this write would wait, from its maintenance window ("waiting for window W, opens at
+    T (zone)"; an unknown window name holds it); "" when it would go ahead now."""
 
 
 @dataclass(slots=True)
@@ -347,6 +351,25 @@ def waves_note(config: Config) -> str:
             "previous one is done (rollouts under way now delay wave 1; gitops-reloader status shows them)")
 
 
+def assign_plan_windows(config: Config, workloads: Sequence[WorkloadPlan],
+                        records: Mapping[str, WorkloadRecord], now: float) -> None:
+    """Set :attr:`WorkloadPlan.window` of every write its maintenance window would hold at ``now``."""
+    windows = config.runtime.reload_windows
+    if not windows.windows:
+        return
+    for plan in workloads:
+        record = records.get(plan.key)
+        if record is None or plan.status != "would-write":
+            continue
+        try:
+            window = windows.for_annotation(record.annotations.get(config.keys.reload_window))
+        except ConfigError as exc:
+            plan.window = f"held: {exc} (the reload waits until the annotation names a window)"
+            continue
+        if window is not None and window.opens_in(now) > 0:
+            plan.window = f"waiting for {window.describe(now)}"
+
+
 def assign_plan_waves(config: Config, workloads: Sequence[WorkloadPlan],
                       records: Mapping[str, WorkloadRecord]) -> None:
     """Set :attr:`WorkloadPlan.wave` of every write the budget gates (the waves' own order)."""
@@ -387,6 +410,8 @@ def render(source: str, change: str, workloads: Sequence[WorkloadPlan],
         lines.append("")
         lines.append(f"{plan.key} [{plan.sink}] {plan.status}" + (f", wave {plan.wave}" if plan.wave else ""))
         lines.append(f"  sources: {', '.join(plan.sources)}")
+        if plan.window:
+            lines.append(f"  {plan.window}")
         if plan.detail:
             lines.append(f"  {plan.detail}")
         if plan.patch is not None:
@@ -523,6 +548,7 @@ def plan_change(args: PlanArgs, config: Config, api: KubeApi, out: Any) -> int:
     if config.rollouts.budgeted:
         notes.append(waves_note(config))
         assign_plan_waves(config, workloads, {r.ref.key: r.workload for r in requests})
+    assign_plan_windows(config, workloads, {r.ref.key: r.workload for r in requests}, time.time())
     workloads.sort(key=lambda w: w.key)
     out.write(redact(write(label, change, workloads, repositories, notes), secret_hashes))
     return CHANGES if any(w.status == "would-write" for w in workloads) else NOTHING

@@ -256,3 +256,32 @@ def test_reload_window_resync_checks_wait_without_announcing_a_wait(
         assert metric(app, "waiting_for_window") == 0
         assert not [r for r in reasons(api_client, "web") if r.startswith("ReloadWaiting")]
         assert len(commits(host)) == 1
+
+
+def test_reload_window_plan_says_which_writes_wait_and_until_when(
+        server: ApiServer, api_client: ApiClient, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    hour = (time.gmtime().tm_hour + 3) % 24  # Berlin is UTC+1 or +2: opens in 1-3 hours
+    path = tmp_path / "windows.yaml"
+    path.write_text("windows:\n"
+                    f"  - {{name: later, schedule: '0 {hour} * * *', timeZone: Europe/Berlin, "
+                    "duration: 1h}\n"
+                    "default: later\n")
+    create(api_client, configmap("app-config", {"url": "v0"}))
+    create(api_client, deployment("web", annotations=RELOAD))
+    create(api_client, deployment("now", annotations={**RELOAD, "gitops-reloader.io/reload-window": "none"}))
+    create(api_client, deployment("typo", annotations={**RELOAD,
+                                                       "gitops-reloader.io/reload-window": "nightly"}))
+    kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig"))
+    argv = ["plan", "--configmap", "ns/app-config", "--from-literal", "url=v1",
+            "--kubeconfig", kubeconfig, f"--reload-windows-config={path}"]
+    assert cli.main(argv) == 1  # something would be written
+    text = capsys.readouterr().out
+    blocks = {block.splitlines()[0].split(" ")[0]: block for block in text.split("\n\n")[1:]}
+    assert "waiting for window later, opens at " in blocks["ns/Deployment/web"]
+    assert ":00 (Europe/Berlin)" in blocks["ns/Deployment/web"]
+    assert "waiting for" not in blocks["ns/Deployment/now"]
+    assert "held: no reload window named 'nightly' (known: later)" in blocks["ns/Deployment/typo"]
+    assert cli.main([*argv, "-o", "json"]) == 1
+    windows = {w["key"]: w["window"] for w in json.loads(capsys.readouterr().out)["workloads"]}
+    assert windows["ns/Deployment/now"] == ""
+    assert windows["ns/Deployment/web"].startswith("waiting for window later")
