@@ -116,8 +116,9 @@ class Reconciler:
         """Workload keys waiting for their maintenance window."""
         self._parked: set[str] = set()
         """Workload keys whose resync check waits for the window (nothing known to have changed)."""
-        self._overrides: dict[tuple[SourceRef, str], str] = {}
-        """(source, ``reload-now`` value) → the source version that value let through a window."""
+        self._overrides: dict[SourceRef, tuple[str, str]] = {}
+        """Source → its last ``reload-now`` value and the source version that value let through
+        a window (one entry a source: a new value replaces the old one)."""
         self._admitted: dict[str, float] = {}
         """Workload key → when its storm-brake slot was reserved (given back if nothing applied)."""
         self.options = policy.PolicyOptions(keys=config.keys,
@@ -514,8 +515,10 @@ class Reconciler:
             if not value:
                 continue
             version = item.meta.resource_version
-            if self._overrides.setdefault((ref, value), version) != version:
+            used = self._overrides.get(ref)
+            if used is not None and used[0] == value and used[1] != version:
                 continue  # that value already let an earlier change through
+            self._overrides[ref] = (value, version)
             manager = meta.annotations.get(OVERRIDE_MANAGER) or "unknown"  # type: ignore[union-attr]
             shown = "".join(ch for ch in value[:64] if ch.isprintable())
             self.note(record, "ReloadWindowOverride",
