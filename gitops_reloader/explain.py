@@ -57,6 +57,7 @@ from gitops_reloader.rollout.marker import MARKER_ANNOTATION, parse_marker
 from gitops_reloader.shard import shard_of
 from gitops_reloader.sinks import build_live_sinks
 from gitops_reloader.sinks.pullrequest import PullRequestNotConfigured, require_pull_request_settings
+from gitops_reloader.windows import choose_window
 
 if TYPE_CHECKING:
     from gitops_reloader.gitops.gitconfig import GitConfig, RepositoryConfig
@@ -210,14 +211,17 @@ def pause_state(record: WorkloadRecord, config: Config) -> dict[str, Any]:
     return state
 
 
-def timing_state(record: WorkloadRecord, config: Config, now: float) -> dict[str, Any]:
-    """When the workload may reload: its maintenance window (open now, or when it opens) and,
-    when its annotation sets one, its own storm brake (else the flag's applies, not repeated)."""
+def timing_state(record: WorkloadRecord, config: Config, now: float,
+                 namespace_window: str | None = None) -> dict[str, Any]:
+    """When the workload may reload: its maintenance window (open now, or when it opens; chosen by
+    its annotation, else ``namespace_window``, its namespace's) and, when its annotation sets one,
+    its own storm brake (else the flag's applies, not repeated)."""
     state: dict[str, Any] = {}
     windows = config.runtime.reload_windows
     if windows.windows:
         try:
-            window = windows.for_annotation(record.annotations.get(config.keys.reload_window))
+            window = choose_window(windows, record.annotations.get(config.keys.reload_window),
+                                   namespace_window)
         except ConfigError as exc:
             state["window_error"] = str(exc)
         else:
@@ -437,6 +441,18 @@ def _source_report(api: KubeApi, config: Config, record: WorkloadRecord, view: p
     return report
 
 
+def _namespace_window(api: KubeApi, config: Config, namespace: str) -> str | None:
+    """The namespace's ``reload-window`` annotation (None: none, no window configured, or the
+    namespace cannot be read)."""
+    if not config.runtime.reload_windows.windows:
+        return None
+    try:
+        raw = api.get(NAMESPACES, None, namespace)
+    except ReloaderError:
+        return None
+    return ((raw.get("metadata") or {}).get("annotations") or {}).get(config.keys.reload_window) or None
+
+
 def _without_credentials(url: str) -> str:
     """``url`` without any ``user:password@`` part (the git config may hold one)."""
     parts = urlsplit(url)
@@ -550,7 +566,7 @@ def explain(api: KubeApi, config: Config, kind: str, namespace: str, name: str, 
     sink, result.sink_reason = choose_sink(config, record)
     result.sink = sink.value if sink is not None else None
     result.pause = pause_state(record, config)
-    result.timing = timing_state(record, config, time.time())
+    result.timing = timing_state(record, config, time.time(), _namespace_window(api, config, namespace))
     mode, invalid = usedkeys.reload_on(record.annotations, record.template_annotations,
                                        config.keys.reload_on, config.behaviour.reload_on)
     result.reload_on = mode.value

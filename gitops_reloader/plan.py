@@ -73,6 +73,7 @@ from gitops_reloader.sinks.git import EditPlan, GitSink, failure_reason
 from gitops_reloader.sinks.gitwiring import build_git_sink, build_pull_request_sink
 from gitops_reloader.sinks.pullrequest import PullRequestSink
 from gitops_reloader.sinks.webhook import WebhookSink
+from gitops_reloader.windows import choose_window
 
 __all__ = ["PlanArgs", "RepositoryPlan", "WorkloadPlan", "main", "new_source", "parse_args", "plan_change",
            "redact", "render", "render_json"]
@@ -351,9 +352,10 @@ def waves_note(config: Config) -> str:
             "previous one is done (rollouts under way now delay wave 1; gitops-reloader status shows them)")
 
 
-def assign_plan_windows(config: Config, workloads: Sequence[WorkloadPlan],
+def assign_plan_windows(controller: Controller, workloads: Sequence[WorkloadPlan],
                         records: Mapping[str, WorkloadRecord], now: float) -> None:
     """Set :attr:`WorkloadPlan.window` of every write its maintenance window would hold at ``now``."""
+    config = controller.config
     windows = config.runtime.reload_windows
     if not windows.windows:
         return
@@ -362,7 +364,8 @@ def assign_plan_windows(config: Config, workloads: Sequence[WorkloadPlan],
         if record is None or plan.status != "would-write":
             continue
         try:
-            window = windows.for_annotation(record.annotations.get(config.keys.reload_window))
+            window = choose_window(windows, record.annotations.get(config.keys.reload_window),
+                                   controller.caches.namespace_window(record.ref.namespace))
         except ConfigError as exc:
             plan.window = f"held: {exc} (the reload waits until the annotation names a window)"
             continue
@@ -548,7 +551,7 @@ def plan_change(args: PlanArgs, config: Config, api: KubeApi, out: Any) -> int:
     if config.rollouts.budgeted:
         notes.append(waves_note(config))
         assign_plan_waves(config, workloads, {r.ref.key: r.workload for r in requests})
-    assign_plan_windows(config, workloads, {r.ref.key: r.workload for r in requests}, time.time())
+    assign_plan_windows(controller, workloads, {r.ref.key: r.workload for r in requests}, time.time())
     workloads.sort(key=lambda w: w.key)
     out.write(redact(write(label, change, workloads, repositories, notes), secret_hashes))
     return CHANGES if any(w.status == "would-write" for w in workloads) else NOTHING

@@ -66,6 +66,7 @@ from gitops_reloader.rollout.census import (
 )
 from gitops_reloader.rollout.marker import MARKER_ANNOTATION, Marker, change_id, parse_marker
 from gitops_reloader.state.failurestore import FailureStore
+from gitops_reloader.windows import choose_window
 
 __all__ = ["main", "read_census"]
 
@@ -266,7 +267,8 @@ def _window_waits(controller: Controller, workloads: Sequence[Workload], now: fl
         if record.ref not in pending:
             continue
         try:
-            window = windows.for_annotation(record.annotations.get(config.keys.reload_window))
+            window = choose_window(windows, record.annotations.get(config.keys.reload_window),
+                                   controller.caches.namespace_window(record.ref.namespace))
         except ConfigError:
             continue
         opens = window.next_opening(now) if window is not None else None

@@ -27,7 +27,7 @@ import datetime as _dt
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import durationpy
@@ -36,7 +36,11 @@ from cronsim import CronSim, CronSimError
 
 from gitops_reloader.errors import ConfigError
 
-__all__ = ["NO_WINDOW", "ReloadWindow", "WindowSet", "load_windows", "parse_windows"]
+if TYPE_CHECKING:
+    from gitops_reloader.config import Config
+
+__all__ = ["NO_WINDOW", "ReloadWindow", "WindowSet", "choose_window", "load_windows", "namespace_windows",
+           "parse_windows"]
 
 NO_WINDOW = "none"
 """The annotation value that opts a workload out of the default window."""
@@ -104,6 +108,20 @@ class WindowSet:
         return window
 
 
+def choose_window(windows: WindowSet, workload: str | None, namespace: str | None) -> ReloadWindow | None:
+    """The window of a workload: its own ``reload-window`` annotation, else its namespace's, else
+    the default (``none`` at either level opts out). An unknown name raises :class:`ConfigError`
+    saying where it was written."""
+    if workload is not None:
+        return windows.for_annotation(workload)
+    if namespace is None:
+        return windows.for_annotation(None)
+    try:
+        return windows.for_annotation(namespace)
+    except ConfigError as exc:
+        raise ConfigError(f"its namespace's annotation: {exc}") from None
+
+
 def parse_windows(text: str, source: str = "--reload-windows-config") -> WindowSet:
     """The :class:`WindowSet` in ``text``; :class:`ConfigError` naming the field otherwise."""
     if len(text) > _MAX_FILE:
@@ -164,3 +182,10 @@ def _window(entry: Any, at: str) -> ReloadWindow:
     if not 0 < duration <= 7 * 24 * 3600:
         raise ConfigError(f"{at}.duration: between 1s and 168h")
     return ReloadWindow(name, schedule, str(zone), duration)
+
+
+def namespace_windows(config: Config) -> bool:
+    """Whether namespaces may choose a window by annotation: windows are configured and the
+    controller watches every namespace (namespaces are cluster-scoped: a namespaced install's
+    Role cannot grant reading them, so ``--namespaces`` leaves it to the workloads' annotations)."""
+    return bool(config.runtime.reload_windows.windows) and not config.filters.namespaces

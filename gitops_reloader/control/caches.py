@@ -27,6 +27,7 @@ from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord
 from gitops_reloader.membership import NamespaceMembership
 from gitops_reloader.model import ObjectRef, SourceKind, SourceMeta, SourceRef, resource_version_number
 from gitops_reloader.state.shards import STORE_LABEL
+from gitops_reloader.windows import namespace_windows
 
 from .changes import Change
 
@@ -104,6 +105,8 @@ class Caches:
         self.source_informers: dict[SourceKind, list[Informer[SourceMeta]]] = {}
         self.workload_informers: dict[str, list[Informer[WorkloadRecord]]] = {}
         self.namespace_informer: Informer[int | None] | None = None
+        self.namespace_windows: Informer[str] | None = None
+        """Each namespace's ``reload-window`` annotation ("" none), with maintenance windows configured."""
         self.csi: CsiWatch | None = None
         """The CSI informers; None unless the integration is on and its API is served."""
 
@@ -132,6 +135,13 @@ class Caches:
                 options=InformerOptions(label_selector=filters.namespace_selector),
                 observer=self.observer,
             )
+        if namespace_windows(self.config):
+            window_key = self.config.keys.reload_window
+            self.namespace_windows = Informer(
+                self.api, NAMESPACES,
+                lambda raw: sys.intern(str(((raw.get("metadata") or {}).get("annotations") or {})
+                                           .get(window_key, ""))[:253]),
+                lambda event: None, observer=self.observer)
         keys = (self.config.keys.ignore, self.config.keys.match, self.config.keys.reload_now)
         owns = filters.shard.owns if filters.shard.sharded else None
         kinds: list[tuple[SourceKind, ResourceKind]] = []
@@ -192,6 +202,8 @@ class Caches:
         out: list[Informer[Any]] = []
         if self.namespace_informer is not None:
             out.append(self.namespace_informer)
+        if self.namespace_windows is not None:
+            out.append(self.namespace_windows)
         for group in self.source_informers.values():
             out.extend(group)
         for wgroup in self.workload_informers.values():
@@ -258,6 +270,13 @@ class Caches:
         membership = self.membership
         return membership is None or membership.still_owns(meta.ref.namespace,
                                                            resource_version_number(meta.resource_version))
+
+    def namespace_window(self, namespace: str) -> str | None:
+        """The ``reload-window`` annotation of ``namespace`` (None: it has none, or no window is
+        configured)."""
+        if self.namespace_windows is None:
+            return None
+        return self.namespace_windows.store.get(namespace) or None
 
     def source_kinds(self) -> list[SourceKind]:
         """The source kinds watched (``--resources-to-ignore`` drops one; SecretProviderClass

@@ -44,7 +44,7 @@ from gitops_reloader.queue import WorkQueue
 from gitops_reloader.rollout.marker import Marker
 from gitops_reloader.sinks.base import Sink
 from gitops_reloader.syncs import TemplateChange
-from gitops_reloader.windows import ReloadWindow
+from gitops_reloader.windows import ReloadWindow, choose_window
 
 log = logging.getLogger(__name__)
 
@@ -465,7 +465,8 @@ class Reconciler:
             return False
         key = record.ref.key
         try:
-            window = windows.for_annotation(record.annotations.get(self.config.keys.reload_window))
+            window = choose_window(windows, record.annotations.get(self.config.keys.reload_window),
+                                   self.caches.namespace_window(record.ref.namespace))
         except ReloaderError as exc:  # an unknown name: hold rather than restart outside a window
             self.metrics.invalid_annotation(record.ref.kind)
             self.warn(record, "InvalidAnnotation", f"{self.config.keys.reload_window}: {exc}; the reload "

@@ -34,6 +34,7 @@ from gitops_reloader.kube.resources import (
     ResourceKind,
 )
 from gitops_reloader.kube.workloads import WorkloadAdapter
+from gitops_reloader.windows import namespace_windows
 
 __all__ = ["Need", "PermissionsMissing", "describe", "missing_permissions", "required_permissions",
            "workload_needs"]
@@ -83,6 +84,8 @@ def required_permissions(config: Config, adapters: Mapping[str, WorkloadAdapter]
         needs += _needs(SECRETS, ("list", "watch"), scopes, "watch Secrets")
     if config.filters.namespace_selector:
         needs += _needs(NAMESPACES, ("list", "watch"), [""], "follow --namespace-selector")
+    if namespace_windows(config):
+        needs += _needs(NAMESPACES, ("list", "watch"), [""], "read namespaces' reload-window annotation")
     for kind, adapter in adapters.items():
         needs += workload_needs(config, kind, adapter)
     if config.behaviour.enable_csi_integration:

@@ -285,3 +285,24 @@ def test_reload_window_plan_says_which_writes_wait_and_until_when(
     windows = {w["key"]: w["window"] for w in json.loads(capsys.readouterr().out)["workloads"]}
     assert windows["ns/Deployment/now"] == ""
     assert windows["ns/Deployment/web"].startswith("waiting for window later")
+
+
+def test_reload_window_chosen_by_the_namespace_annotation_unless_the_workload_says_otherwise(
+        server: ApiServer, api_client: ApiClient, tmp_path: Path) -> None:
+    clock = FakeClock()
+    namespace = {"apiVersion": "v1", "kind": "Namespace",
+                 "metadata": {"name": "ns", "annotations": {"gitops-reloader.io/reload-window": "early"}}}
+    call(api_client, "POST", "/api/v1/namespaces", namespace)
+    create(api_client, configmap("app-config", {"url": "v0"}))
+    create(api_client, deployment("web", annotations=RELOAD))
+    create(api_client, deployment("free", annotations={**RELOAD, "gitops-reloader.io/reload-window": "none"}))
+    with running_controller(api_client, [windows_file(tmp_path)], clock=clock) as app:  # no default
+        rewrite(api_client, "v1", app)
+        app.recorder.flush()
+        assert env_of(workload(server, "Deployment", "web")).get(ENV) is None
+        assert env_of(workload(server, "Deployment", "free")).get(ENV) == configmap_hash({"url": "v1"}, None)
+        [waiting] = [e for e in events(api_client, "web") if e["reason"] == "ReloadWaitingForWindow"]
+        assert "waiting for window early" in waiting["message"]
+        open_window(app, clock)
+        wait_for(lambda: env_of(workload(server, "Deployment", "web")).get(ENV)
+                 == configmap_hash({"url": "v1"}, None), message="reloaded when the namespace's window opens")

@@ -453,6 +453,9 @@ def test_reload_windows_are_rendered_mounted_and_accepted_by_the_controller(
     mounts = {m["name"]: m for m in pod["spec"]["containers"][0]["volumeMounts"]}
     assert mounts["reload-windows"]["mountPath"] == "/etc/gitops-reloader/reload-windows.yaml"
     assert not objects(rendered["default"], "ConfigMap")  # nothing without windows
+    # Namespaces may choose a window by annotation: the controller reads them (cluster-wide only).
+    assert {"get", "list", "watch"} <= verbs_for(docs, "", "namespaces")
+    assert not verbs_for(rendered["default"], "", "namespaces")
 
 
 def test_git_config_pull_request_settings(rendered: dict[str, list[Obj]]) -> None:
@@ -648,11 +651,12 @@ def test_leases_only_with_ha(rendered: dict[str, list[Obj]]) -> None:
     )
 
 
-def test_namespaces_only_with_namespace_selector(rendered: dict[str, list[Obj]]) -> None:
+def test_namespaces_only_with_namespace_selector_or_reload_windows(rendered: dict[str, list[Obj]]) -> None:
     for values, docs in rendered.items():
-        selector = any(arg.startswith("--namespace-selector=")
-                       for args in deployment_args(docs).values() for arg in args)
-        assert bool(verbs_for(docs, "", "namespaces")) == selector, values
+        args = [arg for each in deployment_args(docs).values() for arg in each]
+        reads = any(arg.startswith(("--namespace-selector=", "--reload-windows-config=")) for arg in args)
+        globally = not any(arg.startswith("--namespaces=") for arg in args)
+        assert bool(verbs_for(docs, "", "namespaces")) == (reads and globally), values
     assert verbs_for(rendered["ha"], "", "namespaces") == set(READ)
 
 

@@ -326,7 +326,8 @@ live in the namespaced "-self" Role (role-self.yaml), never here.
 {{- end }}
 {{- $selectors := $r.namespaceSelector }}
 {{- range $r.shards }}{{ if .namespaceSelector }}{{ $selectors = true }}{{ end }}{{ end }}
-{{- if and $selectors $r.watchGlobally }}
+{{- /* Namespaces: --namespace-selector, and each namespace's reload-window annotation. */}}
+{{- if and (or $selectors $r.reloadWindows.windows) $r.watchGlobally }}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "namespaces") "verbs" (list "get" "list" "watch")) }}
 {{- end }}
 {{- /* Argo CD / Flux objects: Roles in their namespaces only (rbac-gitops.yaml). */}}
