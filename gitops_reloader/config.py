@@ -752,3 +752,10 @@ def _alerts(env: Mapping[str, str], raw: Mapping[str, str], given: Mapping[str, 
     if given.get("alert_webhook_url") and given.get("alert_on_reload") is None:
         alerts["ALERT_ON_RELOAD"] = "true"
     return alerts
+
+
+def namespace_windows(config: Config) -> bool:
+    """Whether namespaces may choose a window by annotation: windows are configured and the
+    controller watches every namespace (namespaces are cluster-scoped: a namespaced install's
+    Role cannot grant reading them, so ``--namespaces`` leaves it to the workloads' annotations)."""
+    return bool(config.runtime.reload_windows.windows) and not config.filters.namespaces

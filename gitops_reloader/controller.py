@@ -405,10 +405,14 @@ class Controller:
                     self.state.forget_workload(delta.old.ref)
             return
         record = delta.new
-        if delta.old is not None and delta.old.template_fingerprint != record.template_fingerprint:
+        version = str((record.raw.get("metadata") or {}).get("resourceVersion", ""))
+        if (delta.old is not None and delta.old.template_fingerprint != record.template_fingerprint
+                and version == event.resource_version):
             # Someone else's pod-template change (a sync): its new pods read the current data.
+            # Only from a watch event, whose version is the change's own: a relist may fold
+            # the change together with later writes, and it is then not known when it was made.
             self.reconciler.template_changes[record.ref.key] = TemplateChange(
-                resource_version_number(event.resource_version), self.clock.monotonic())
+                resource_version_number(version), self.clock.monotonic())
         self.index.update(WorkloadKey(record.ref.key), record.ref.namespace, record.refs,
                           explicit=policy.has_explicit_lists(view(record), self.config.keys))
         if self._active.is_set():

@@ -27,7 +27,7 @@ import datetime as _dt
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import durationpy
@@ -36,11 +36,7 @@ from cronsim import CronSim, CronSimError
 
 from gitops_reloader.errors import ConfigError
 
-if TYPE_CHECKING:
-    from gitops_reloader.config import Config
-
-__all__ = ["NO_WINDOW", "ReloadWindow", "WindowSet", "choose_window", "load_windows", "namespace_windows",
-           "parse_windows"]
+__all__ = ["NO_WINDOW", "ReloadWindow", "WindowSet", "choose_window", "load_windows", "parse_windows"]
 
 NO_WINDOW = "none"
 """The annotation value that opts a workload out of the default window."""
@@ -183,9 +179,3 @@ def _window(entry: Any, at: str) -> ReloadWindow:
         raise ConfigError(f"{at}.duration: between 1s and 168h")
     return ReloadWindow(name, schedule, str(zone), duration)
 
-
-def namespace_windows(config: Config) -> bool:
-    """Whether namespaces may choose a window by annotation: windows are configured and the
-    controller watches every namespace (namespaces are cluster-scoped: a namespaced install's
-    Role cannot grant reading them, so ``--namespaces`` leaves it to the workloads' annotations)."""
-    return bool(config.runtime.reload_windows.windows) and not config.filters.namespaces

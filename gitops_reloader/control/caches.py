@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any
 
-from gitops_reloader.config import Config
+from gitops_reloader.config import Config, namespace_windows
 from gitops_reloader.csiwatch import ChangeHandler, CsiWatch
 from gitops_reloader.hashing import KEYS_NOT_TRACKED, data_fingerprint, hash_object, key_digests
 from gitops_reloader.kube.api import JSON, KubeApi
@@ -27,7 +27,6 @@ from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord
 from gitops_reloader.membership import NamespaceMembership
 from gitops_reloader.model import ObjectRef, SourceKind, SourceMeta, SourceRef, resource_version_number
 from gitops_reloader.state.shards import STORE_LABEL
-from gitops_reloader.windows import namespace_windows
 
 from .changes import Change
 
@@ -86,6 +85,19 @@ def source_transform(kind: SourceKind, keys: Iterable[str],
             fingerprint=data_fingerprint(raw) if secret and digests in (b"", KEYS_NOT_TRACKED) else "",
             key_digests=digests,
         )
+
+    return transform
+
+
+def _with_previous(adapter: WorkloadAdapter,
+                   informer: Informer[WorkloadRecord]) -> Callable[[JSON], WorkloadRecord]:
+    """The adapter's transform, handed the informer's cached record of the same object (an
+    unchanged generation keeps its template fingerprint: no digest per status update)."""
+    def transform(raw: JSON) -> WorkloadRecord:
+        metadata = raw.get("metadata") or {}
+        key = object_key(metadata.get("namespace") or None, str(metadata.get("name", "")))
+        previous = informer.store.get(key)
+        return adapter.record(raw, previous)
 
     return transform
 
@@ -176,15 +188,17 @@ class Caches:
                             on_workload: Handler[WorkloadRecord]) -> list[Informer[WorkloadRecord]]:
         filters = self.config.filters
         owns = filters.shard.owns if filters.shard.sharded else None
-        return [
-            Informer(
+        out: list[Informer[WorkloadRecord]] = []
+        for scope in self._scopes():
+            informer = Informer(
                 self.api, adapter.resource, adapter.record, on_workload,
                 options=InformerOptions(namespace=scope, field_selector=field_selector(filters),
                                         accept_namespace=owns),
                 observer=self.observer,
             )
-            for scope in self._scopes()
-        ]
+            informer.transform = _with_previous(adapter, informer)
+            out.append(informer)
+        return out
 
     def add_workload_kind(self, kind: str,
                           on_workload: Handler[WorkloadRecord]) -> list[Informer[WorkloadRecord]]:

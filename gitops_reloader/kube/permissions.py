@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from gitops_reloader.config import META_INFO_NAME, Config
+from gitops_reloader.config import META_INFO_NAME, Config, namespace_windows
 from gitops_reloader.errors import ReloaderError
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.resources import (
@@ -34,7 +34,6 @@ from gitops_reloader.kube.resources import (
     ResourceKind,
 )
 from gitops_reloader.kube.workloads import WorkloadAdapter
-from gitops_reloader.windows import namespace_windows
 
 __all__ = ["Need", "PermissionsMissing", "describe", "missing_permissions", "required_permissions",
            "workload_needs"]

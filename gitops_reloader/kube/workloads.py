@@ -79,6 +79,8 @@ class WorkloadRecord:
     """A digest of the pod template minus the controller's own fields
     (:func:`gitops_reloader.syncs.template_fingerprint`): its change is someone else's
     template change, a sync whose new pods read the current data."""
+    generation: int = 0
+    """``metadata.generation``: while it stays, the spec (and the fingerprint) did not change."""
 
 
 _Env = tuple[tuple[str, str | None, bool], ...]
@@ -334,8 +336,13 @@ class WorkloadAdapter:
         it); built-in kinds are written with a strategic merge patch and keep a slim copy."""
         return not self.resource.builtin
 
-    def record(self, raw: JSON) -> WorkloadRecord:
-        """The informer transform: trim the object and extract references once."""
+    def record(self, raw: JSON, previous: WorkloadRecord | None = None) -> WorkloadRecord:
+        """The informer transform: trim the object and extract references once.
+
+        ``previous`` is the cached record of the same object, if any: while the generation
+        stays (a status update, a metadata edit), its template fingerprint is kept instead of
+        computed again.
+        """
         metadata = raw.get("metadata") or {}
         for key in _DROP_METADATA:
             metadata.pop(key, None)
@@ -351,6 +358,8 @@ class WorkloadAdapter:
         ref = ObjectRef(self.kind, sys.intern(str(metadata.get("namespace", ""))),
                         str(metadata["name"]))
         uid = str(metadata.get("uid", ""))
+        generation = metadata.get("generation")
+        generation = generation if isinstance(generation, int) else 0
         return WorkloadRecord(
             ref=ref,
             uid=uid,
@@ -362,7 +371,10 @@ class WorkloadAdapter:
             has_template=template is not None and bool(pod_spec.get("containers")),
             template_path=self.template_path,
             rollout=rollout,
-            template_fingerprint=template_fingerprint(template),
+            template_fingerprint=(previous.template_fingerprint if previous is not None and generation
+                                  and (previous.uid, previous.generation) == (uid, generation)
+                                  else template_fingerprint(template)),
+            generation=generation,
         )
 
     def _slim(self, raw: JSON, ref: ObjectRef, uid: str, annotations: Mapping[str, str],

@@ -24,7 +24,9 @@ from test_git_sink import assert_no_new_commit, commits, git_controller, wait_co
 from test_storm_brakes import rewrite, template_writes
 
 from gitops_reloader import cli
+from gitops_reloader.control.caches import field_manager
 from gitops_reloader.hashing import configmap_hash
+from gitops_reloader.kube.api import FIELD_MANAGER
 from gitops_reloader.syncs import RESTARTED_AT, SYNCED_ANNOTATION
 from gitops_reloader.testing.apiserver import ApiServer
 from gitops_reloader.testing.githost import GitHostServer
@@ -81,6 +83,9 @@ def test_one_rollout_per_sync_configmap_then_deployment_makes_one_new_replicaset
             f"ConfigMap/app-config={configmap_hash({'url': 'v1'})}@")
         assert metric(app, "reloads_synced_total", sink="env-vars") == 1
         assert not [e for e in events(api_client, "web") if e["reason"] == "Reloaded"]
+        # Owned by the controller's field manager, outside the pod template: Argo CD's diff
+        # compares the fields its manifest sets (server-side diff: those argocd-controller owns).
+        assert field_manager(live["metadata"], SYNCED_ANNOTATION) == FIELD_MANAGER
     # A restart reads the record from the workload: nothing to catch up on, no rollout.
     with running_controller(api_client, [DEFAULT_WINDOW, "--sync-after-restart"]) as app:
         quiet(app)
