@@ -19,12 +19,11 @@ import json
 import threading
 from typing import Any
 
-from kubernetes import watch
 from kubernetes.client import ApiClient, AppsV1Api
-from kubernetes.client.rest import ApiException
 
 from gitops_reloader.kube.api import MERGE, KubeApi
 from gitops_reloader.kube.resources import ResourceKind
+from gitops_reloader.testing.rollouts import follow_deployments
 
 REVISION = "deployment.kubernetes.io/revision"
 REPLICASETS = ResourceKind("apps", "v1", "replicasets", "ReplicaSet")
@@ -66,29 +65,7 @@ class ReplicaSetPlayer:
         return sorted(owned, key=lambda rs: int(rs["metadata"]["annotations"][REVISION]))
 
     def _watch(self) -> None:
-        version = ""
-        while not self._stop.is_set():
-            try:
-                if not version:
-                    listed = self.apps.list_namespaced_deployment(self.namespace)
-                    for item in listed.items:
-                        self._saw(self.apps.api_client.sanitize_for_serialization(item))
-                    version = listed.metadata.resource_version
-                for event in watch.Watch().stream(self.apps.list_namespaced_deployment, self.namespace,
-                                                  resource_version=version, timeout_seconds=1):
-                    if event["type"] == "ERROR":
-                        version = ""
-                        break
-                    raw = event["raw_object"]
-                    version = raw["metadata"].get("resourceVersion") or version
-                    if event["type"] in ("ADDED", "MODIFIED"):
-                        self._saw(raw)
-                    if self._stop.is_set():
-                        break
-            except ApiException as exc:
-                if exc.status != 410:
-                    raise
-                version = ""
+        follow_deployments(self.apps, self.namespace, self._stop, lambda raw, listed: self._saw(raw))
 
     def _saw(self, deployment: dict[str, Any]) -> None:
         """A Deployment's current template: a new ReplicaSet, or an old one at a new revision."""

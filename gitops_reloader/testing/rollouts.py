@@ -54,6 +54,37 @@ def status_failed(generation: int, replicas: int = 1) -> dict[str, Any]:
     return failed
 
 
+def follow_deployments(apps: AppsV1Api, namespace: str, stop: threading.Event,
+                       on_object: Callable[[dict[str, Any], bool], None]) -> None:
+    """List, then watch, the Deployments of ``namespace`` until ``stop`` is set, calling
+    ``on_object(raw, listed)`` for each listed object and each ADDED/MODIFIED event (a 410 or an
+    ERROR event lists again), as an informer would; on the caller's thread."""
+    version = ""
+    while not stop.is_set():
+        try:
+            if not version:
+                listed = apps.list_namespaced_deployment(namespace)
+                for item in listed.items:
+                    on_object(apps.api_client.sanitize_for_serialization(item), True)
+                version = listed.metadata.resource_version
+            for event in watch.Watch().stream(apps.list_namespaced_deployment, namespace,
+                                              resource_version=version, timeout_seconds=1,
+                                              allow_watch_bookmarks=True):
+                raw = event["raw_object"]
+                if event["type"] == "ERROR":
+                    version = ""  # 410 Gone: list again
+                    break
+                version = (raw.get("metadata") or {}).get("resourceVersion") or version
+                if event["type"] in ("ADDED", "MODIFIED"):
+                    on_object(raw, False)
+                if stop.is_set():
+                    break
+        except ApiException as exc:
+            if exc.status != 410:
+                raise
+            version = ""
+
+
 class DeploymentPlayer:
     """The Deployment controller's status writes for one namespace, on a background thread."""
 
@@ -109,35 +140,14 @@ class DeploymentPlayer:
     # --- watching ----------------------------------------------------------------------
 
     def _watch(self) -> None:
-        version = ""
-        while not self._stop.is_set():
-            try:
-                if not version:
-                    listed = self.apps.list_namespaced_deployment(self.namespace)
-                    for item in listed.items:
-                        self._saw(item.metadata.name, item.metadata.generation or 0,
-                                  (item.status.observed_generation if item.status else None) or 0)
-                    version = listed.metadata.resource_version
-                stream = watch.Watch().stream(self.apps.list_namespaced_deployment, self.namespace,
-                                              resource_version=version, timeout_seconds=1,
-                                              allow_watch_bookmarks=True)
-                for event in stream:
-                    raw = event["raw_object"]
-                    if event["type"] == "ERROR":
-                        version = ""  # 410 Gone: list again
-                        break
-                    metadata = raw.get("metadata") or {}
-                    version = metadata.get("resourceVersion") or version
-                    if event["type"] in ("ADDED", "MODIFIED"):
-                        self._saw(metadata["name"], metadata.get("generation") or 0,
-                                  (raw.get("status") or {}).get("observedGeneration") or 0)
-                        self._count(metadata["name"], raw)
-                    if self._stop.is_set():
-                        break
-            except ApiException as exc:
-                if exc.status != 410:
-                    raise
-                version = ""
+        follow_deployments(self.apps, self.namespace, self._stop, self._object)
+
+    def _object(self, raw: dict[str, Any], listed: bool) -> None:
+        metadata = raw.get("metadata") or {}
+        self._saw(metadata["name"], metadata.get("generation") or 0,
+                  (raw.get("status") or {}).get("observedGeneration") or 0)
+        if not listed:
+            self._count(metadata["name"], raw)
 
     def _count(self, name: str, raw: dict[str, Any]) -> None:
         """Rollouts under way as the watch stream shows them (the server's order): a spec
