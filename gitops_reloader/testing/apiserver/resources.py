@@ -136,6 +136,8 @@ RESOURCES: Final[tuple[ResourceType, ...]] = (
     ),
     ResourceType("batch", "v1", "cronjobs", "CronJob", short_names=("cj",), status_subresource=True),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease"),
+    ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", short_names=("pdb",),
+                 status_subresource=True),
     ResourceType(
         "events.k8s.io",
         "v1",
@@ -325,6 +327,9 @@ class Registry:
                         "verbs": ["get", "patch", "update"],
                     }
                 )
+            if r.kind == "Pod" and not r.group:  # as kube-apiserver lists it
+                entries.append({"name": "pods/eviction", "singularName": "", "namespaced": True,
+                                "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]})
         return {
             "kind": "APIResourceList",
             "apiVersion": "v1",

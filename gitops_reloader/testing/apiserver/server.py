@@ -37,6 +37,7 @@ from urllib.parse import parse_qsl, unquote
 from ..tlsserve import TlsMixin
 from .authz import Authorizer, access_review
 from .crdschema import CrdSchemas, default_crd_paths
+from .eviction import evict
 from .faults import Fault, FaultBook
 from .patch import (
     PatchError,
@@ -391,7 +392,8 @@ class _Handler(BaseHTTPRequestHandler):
             raise _not_found_path()
         if rt.namespaced and name and not namespace:
             raise _not_found_path()
-        if sub and (sub != "status" or not rt.status_subresource):
+        if sub and not ((sub == "status" and rt.status_subresource)
+                        or (sub == "eviction" and rt.kind == "Pod" and not rt.group)):
             raise _not_found_path()
         return _Route(rt, namespace, name, sub)
 
@@ -406,10 +408,12 @@ class _Handler(BaseHTTPRequestHandler):
             verb = {"POST": "create", "DELETE": "deletecollection"}.get(method)
             if method == "GET":
                 verb = "watch" if _truthy(params.get("watch")) else "list"
+        if route.subresource == "eviction":  # POST only: a create of the subresource
+            verb = "create" if method == "POST" else None
         if verb is None:
             raise ApiError(405, "the server does not allow this method on the requested resource")
         resource = f"{rt.plural}/{route.subresource}" if route.subresource else rt.plural
-        if route.subresource and verb not in ("get", "update", "patch"):
+        if route.subresource == "status" and verb not in ("get", "update", "patch"):
             raise ApiError(405, "the server does not allow this method on the requested resource")
         api._count(verb, resource)
         api.authorizer.check(self._token(), verb, rt.group, resource, route.namespace, route.name)
@@ -442,6 +446,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._serve_list(route, params)
         elif verb == "watch":
             self._serve_watch(route, params)
+        elif verb == "create" and route.subresource == "eviction":
+            budgets = api.registry.lookup("policy", "v1", "poddisruptionbudgets")
+            assert budgets is not None
+            answer = evict(store, rt, budgets, route.namespace, route.name, self._json_body(body),
+                           manager=manager, dry_run=dry_run)
+            self._respond_json(int(answer["code"]), answer)  # 201 Success, or the 500 Status it returns
         elif verb == "create":
             rec = store.create(rt, route.namespace, self._json_body(body), manager=manager, dry_run=dry_run)
             self._respond(201, rec.raw)
