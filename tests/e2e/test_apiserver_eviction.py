@@ -11,8 +11,13 @@ import pytest
 from kubernetes import watch
 from kubernetes.client import ApiClient, ApiException, CoreV1Api, PolicyV1Api
 
+from gitops_reloader.kube.api import KubeApi
+from gitops_reloader.kube.resources import STATEFULSETS
 from gitops_reloader.testing.apiserver import ApiServer
 from gitops_reloader.testing.apiserver.eviction import budget_selector
+from gitops_reloader.testing.harness import wait_for
+from gitops_reloader.testing.pods import PodPlayer
+from gitops_reloader.testing.replicasets import REPLICASETS
 
 pytestmark = pytest.mark.e2e
 
@@ -178,3 +183,36 @@ def test_evict_subresource_and_budgets_are_in_discovery(core: CoreV1Api, policy:
     assert budgets["poddisruptionbudgets"].short_names == ["pdb"]
     assert "poddisruptionbudgets/status" in budgets
 
+
+
+def test_evict_then_the_owner_recreates_the_pod_which_becomes_ready(api_client: ApiClient, core: CoreV1Api,
+                                                                    policy: PolicyV1Api) -> None:
+    """The test kubelet (``testing/pods.py``): an evicted StatefulSet pod comes back under its
+    name, a new uid and start time, Ready; a ReplicaSet's under a new name; a bare pod not at all."""
+    api = KubeApi(api_client)
+    template = {"metadata": {"labels": {"app": "db"}},
+                "spec": {"containers": [{"name": "db", "image": "postgres:16"}]}}
+    web_template = {**template, "metadata": {"labels": {"app": "web"}}}
+    sts = api.create(STATEFULSETS, NS, {
+        "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db"},
+        "spec": {"replicas": 2, "serviceName": "db", "selector": {"matchLabels": {"app": "db"}},
+                 "template": template, "updateStrategy": {"type": "OnDelete"}}})
+    rs = api.create(REPLICASETS, NS, {
+        "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web-5d8f"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}}, "template": web_template}})
+    with PodPlayer(api_client) as kubelet:
+        kubelet.start(sts, 2, template)
+        [web] = kubelet.start(rs, 1, web_template)
+        wait_for(lambda: all(kubelet.ready(n) for n in ("db-0", "db-1", web)), message="ready")
+        before = core.read_namespaced_pod("db-0", NS)
+        budget(policy, "db", allowed=1)
+        evict(core, "db-0")
+        wait_for(lambda: kubelet.ready("db-0"), message="db-0 back and Ready")
+        after = core.read_namespaced_pod("db-0", NS)
+        assert after.metadata.uid != before.metadata.uid
+        assert after.status.start_time >= before.status.start_time
+        assert after.metadata.owner_references[0].kind == "StatefulSet"
+        evict(core, web)
+        wait_for(lambda: len(kubelet.recreated) == 2, message="the ReplicaSet's replacement")
+        assert kubelet.recreated[1].startswith("web-5d8f-") and kubelet.recreated[1] != web
+        assert kubelet.deleted == ["db-0", web]
