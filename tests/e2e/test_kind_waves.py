@@ -233,6 +233,56 @@ def test_each_wave_completes_by_its_kinds_rule(kruise, api_client, tmp_path) -> 
         assert "RolloutFailed" not in reasons(api_client, workload.name)
 
 
+def advanced_daemonset(api_client: ApiClient, name: str, *, priority: int, partition: int | str) -> Workload:
+    """An Advanced DaemonSet on 4 nodes, rolled out at generation 1."""
+    create(api_client, {"apiVersion": "apps.kruise.io/v1alpha1", "kind": "DaemonSet",
+                        "metadata": metadata(name, priority),
+                        "spec": {"selector": {"matchLabels": {"app": name}}, "template": template(name),
+                                 "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {
+                                     "rollingUpdateType": "Standard", "maxUnavailable": 1,
+                                     "partition": partition}}}})
+    workload = Workload("apps.kruise.io/v1alpha1", "DaemonSet", "daemonsets", name,
+                        "DaemonSet.apps.kruise.io")
+    workload.write_status(api_client, daemonset_status(1, updated=4, available=4, revision=f"{name}-1"))
+    return workload
+
+
+def daemonset_status(observed: int, *, updated: int, available: int, revision: str) -> dict[str, Any]:
+    """The Advanced DaemonSet controller's status for 4 scheduled pods."""
+    return {"observedGeneration": observed, "desiredNumberScheduled": 4, "currentNumberScheduled": 4,
+            "numberMisscheduled": 0, "numberReady": available, "numberAvailable": available,
+            "updatedNumberScheduled": updated, "daemonSetHash": revision}
+
+
+def test_an_advanced_daemonset_wave_completes_by_its_partition_rule(kruise, api_client) -> None:
+    """Budget 1: an Advanced DaemonSet with ``rollingUpdate.partition: 25%`` of 4 nodes (one pod
+    kept, rounded down as its controller) holds the only slot until 3 pods are updated and all
+    4 available; then the second one (no partition) starts and completes with all 4."""
+    kruise.serve_crd("daemonsets.apps.kruise.io")
+    create(api_client, configmap("app-cfg", {"v": "1"}))
+    agents = advanced_daemonset(api_client, "a-agents", priority=10, partition="25%")
+    logs = advanced_daemonset(api_client, "b-logs", priority=0, partition=0)
+    with running_controller(api_client, ["--max-concurrent-rollouts=1", HOUR]) as app:
+        change_configmap(api_client)
+        wait_for(lambda: agents.reloaded(api_client), message="the first Advanced DaemonSet is written")
+        wait_reason(app, agents, "ObservedGenerationBehind")
+        agents.write_status(api_client, daemonset_status(2, updated=2, available=4, revision="a-agents-2"))
+        wait_reason(app, agents, "UpdatingPods")
+        agents.write_status(api_client, daemonset_status(2, updated=3, available=3, revision="a-agents-2"))
+        wait_reason(app, agents, "AvailabilityPending")
+        assert not logs.reloaded(api_client), "a slot was freed before the partition rule said complete"
+        agents.write_status(api_client, daemonset_status(2, updated=3, available=4, revision="a-agents-2"))
+        wait_for(lambda: logs.reloaded(api_client), message="the second starts once the first completes")
+        assert tracked(app, agents) is None
+        logs.write_status(api_client, daemonset_status(2, updated=3, available=4, revision="b-logs-2"))
+        wait_reason(app, logs, "UpdatingPods")  # no partition: all 4 pods
+        logs.write_status(api_client, daemonset_status(2, updated=4, available=4, revision="b-logs-2"))
+        wait_for(lambda: not app.controller.waves.tracker.rollouts(time.time()), message="every rollout done")
+    for workload in (agents, logs):
+        assert workload.generation(api_client) == 2
+        assert "RolloutFailed" not in reasons(api_client, workload.name)
+
+
 def test_a_paused_cloneset_holds_its_wave_with_a_clear_reason(kruise, api_client) -> None:
     """A CloneSet its owner paused (``spec.updateStrategy.paused``) is written, its controller
     updates no pod: the rollout keeps the only slot, a RolloutPaused Event says why, and the
