@@ -550,8 +550,11 @@ def explain(api: KubeApi, config: Config, kind: str, namespace: str, name: str, 
     adapter, any_adapter = _find_adapter(kind, config)
     if any_adapter is None:
         raise ConfigError(f"unknown workload kind {kind!r}")
-    raw = api.get((adapter or any_adapter).resource, namespace, name)
-    record = (adapter or any_adapter).record(raw)
+    chosen = adapter or any_adapter
+    if chosen.discovered:  # the version the server serves (a row's fallback, e.g. CloneSet v1alpha1)
+        chosen.resource = chosen.served_resource(api) or chosen.resource
+    raw = api.get(chosen.resource, namespace, name)
+    record = chosen.record(raw)
     result = Explanation(record.ref.kind, namespace, name, watched=adapter is not None)
     if adapter is None:
         result.note = f"workload type ignored: --ignored-workload-types excludes {record.ref.kind}s"

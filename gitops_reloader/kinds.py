@@ -70,6 +70,9 @@ class KindSpec:
     discovered: bool = False
     """Watched once discovery finds its API (a built-in row); a configured row must be
     served at start-up instead."""
+    fallback_versions: tuple[str, ...] = ()
+    """Older versions of the API, watched instead when ``version`` is not served (a discovered
+    row): the first one discovery finds served."""
     source: str = "built-in"
     """Where the row comes from, for messages: ``built-in`` or ``FILE entry N``."""
 
@@ -91,7 +94,9 @@ class KindSpec:
 BUILTIN_KINDS: Final[tuple[KindSpec, ...]] = (
     KindSpec("serving.knative.dev", "v1", "Service", "services",
              revision_name_path=("spec", "template", "metadata", "name"), discovered=True),
-    KindSpec("apps.kruise.io", "v1alpha1", "CloneSet", "clonesets", discovered=True),
+    # v1beta1 is OpenKruise master's storage version; releases up to v1.9 serve v1alpha1 only.
+    KindSpec("apps.kruise.io", "v1beta1", "CloneSet", "clonesets", discovered=True,
+             fallback_versions=("v1alpha1",)),
     KindSpec("apps.kruise.io", "v1beta1", "StatefulSet", "statefulsets", discovered=True),
     KindSpec("apps.kruise.io", "v1alpha1", "DaemonSet", "daemonsets", discovered=True),
 )

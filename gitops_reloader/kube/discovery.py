@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from gitops_reloader.errors import ConfigError, KubeError
 from gitops_reloader.kinds import template_path_problem
 from gitops_reloader.kube.api import KubeApi
+from gitops_reloader.kube.resources import ResourceKind
 from gitops_reloader.kube.workloads import WorkloadAdapter
 
 __all__ = ["KindDiscovery", "check_configured_kinds", "unserved_kinds"]
@@ -32,12 +33,24 @@ def unserved_kinds(api: KubeApi, adapters: Mapping[str, WorkloadAdapter]) -> dic
     """The discovered kinds whose API is not served now, each reported in one log line."""
     pending: dict[str, WorkloadAdapter] = {}
     for key, adapter in adapters.items():
-        if adapter.discovered and not api.serves(adapter.resource):
+        if not adapter.discovered:
+            continue
+        served = adapter.served_resource(api)
+        if served is None:
             log.info("workload kind not served, skipped until its CRD is installed",
                      extra={"kind": key, "resource": f"{adapter.resource.plural}.{adapter.resource.group}",
                             "apiVersion": adapter.resource.api_version})
             pending[key] = adapter
+        elif served != adapter.resource:
+            _use(key, adapter, served)
     return pending
+
+
+def _use(key: str, adapter: WorkloadAdapter, served: ResourceKind) -> None:
+    """Watch ``adapter``'s kind at ``served``, an older version its row falls back to."""
+    log.info("workload kind served at an older version, watching that one",
+             extra={"kind": key, "apiVersion": served.api_version, "preferred": adapter.resource.api_version})
+    adapter.resource = served
 
 
 def check_configured_kinds(api: KubeApi, adapters: Mapping[str, WorkloadAdapter]) -> None:
@@ -91,11 +104,13 @@ class KindDiscovery:
         found: list[str] = []
         for key, adapter in list(self.pending.items()):
             try:
-                served = self.api.serves(adapter.resource)
+                served = adapter.served_resource(self.api)
             except KubeError as exc:
                 log.warning("discovery failed, will retry", extra={"kind": key, "error": str(exc)})
                 continue
-            if served:
+            if served is not None:
+                if served != adapter.resource:
+                    _use(key, adapter, served)
                 del self.pending[key]
                 log.info("workload kind now served, watching it", extra={"kind": key})
                 self.on_served(key, adapter)

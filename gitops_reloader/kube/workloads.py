@@ -18,7 +18,7 @@ import copy
 import sys
 import threading
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -281,6 +281,16 @@ class WorkloadAdapter:
             self.spec = spec
             self.resource = ResourceKind(spec.group, spec.version, spec.plural, spec.kind)
             self.template_path = spec.template_path
+
+    def served_resource(self, api: KubeApi) -> ResourceKind | None:
+        """The version of this kind's API the server serves: the row's own, else the first of
+        its ``fallback_versions`` (None: none is served)."""
+        fallbacks = self.spec.fallback_versions if self.spec is not None else ()
+        for version in (self.resource.version, *fallbacks):
+            resource = replace(self.resource, version=version)
+            if api.serves(resource):
+                return resource
+        return None
 
     @property
     def kind(self) -> str:

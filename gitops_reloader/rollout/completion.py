@@ -17,7 +17,8 @@ those of the tools people already trust:
 - Argo Rollout: ``status.observedGeneration`` (a string) names the generation and
   ``status.phase`` is ``Healthy``; ``Degraded`` is a failure; ``Paused`` holds (reason
   :data:`PAUSED`) until it is resumed or the timeout.
-- OpenKruise CloneSet (``apps.kruise.io/v1alpha1``; the CloneSet controller's
+- OpenKruise CloneSet (``apps.kruise.io/v1alpha1``, and ``v1beta1`` with the strategy's
+  knobs under ``rollingUpdate``; the CloneSet controller's
   ``expectedUpdatedReplicas`` = replicas - partition): observedGeneration caught up (and not
   0, as ``kubectl-kruise rollout status``), a ``Progressing`` condition with reason
   ``ProgressDeadlineExceeded`` is a failure, then ``updatedReplicas`` and
@@ -271,7 +272,9 @@ def _unless_paused(status: RolloutStatus, paused: Any) -> RolloutStatus:
 
 def cloneset_rule(obj: JSON) -> RolloutStatus:
     """An OpenKruise CloneSet: replicas - partition pods updated and ready; OnDelete is
-    done at the write; ``spec.updateStrategy.paused`` holds it."""
+    done at the write; a paused update strategy holds it. ``apps.kruise.io/v1beta1`` keeps
+    ``partition``, ``paused`` and ``maxSurge`` under ``updateStrategy.rollingUpdate`` (its
+    ``type`` is ``RollingUpdate`` or ``OnDelete``); ``v1alpha1`` directly in ``updateStrategy``."""
     spec = section(obj, "spec")
     strategy = section(spec, "updateStrategy")
     status = section(obj, "status")
@@ -281,10 +284,13 @@ def cloneset_rule(obj: JSON) -> RolloutStatus:
     failed = _deadline_exceeded(status)
     if failed is not None:
         return failed
+    beta = str(obj.get("apiVersion", "")).endswith("/v1beta1")
+    knobs, where = ((section(strategy, "rollingUpdate"), "spec.updateStrategy.rollingUpdate") if beta
+                    else (strategy, "spec.updateStrategy"))
     wanted = _int(spec, "replicas", 1)
-    partition = kruise_partition(strategy.get("partition"), wanted)
+    partition = kruise_partition(knobs.get("partition"), wanted)
     if partition is None:
-        return _invalid_partition("spec.updateStrategy.partition", strategy.get("partition"))
+        return _invalid_partition(f"{where}.partition", knobs.get("partition"))
     expected = wanted - partition
     kept = f" (partition {partition})" if partition else ""
     updated = _int(status, "updatedReplicas")
@@ -298,7 +304,7 @@ def cloneset_rule(obj: JSON) -> RolloutStatus:
         waiting = _progressing("OldReplicasPending", f"{surplus} surplus pods pending deletion (maxSurge)")
     else:
         return _COMPLETE
-    return _unless_paused(waiting, strategy.get("paused"))
+    return _unless_paused(waiting, knobs.get("paused"))
 
 
 def advanced_statefulset_rule(obj: JSON) -> RolloutStatus:

@@ -12,6 +12,7 @@ completes the previous rollout by its kind's rule.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -281,6 +282,53 @@ def test_an_advanced_daemonset_wave_completes_by_its_partition_rule(kruise, api_
     for workload in (agents, logs):
         assert workload.generation(api_client) == 2
         assert "RolloutFailed" not in reasons(api_client, workload.name)
+
+
+MASTER_CLONESETS = Path(__file__).parent / "crds" / "openkruise_master_clonesets.json"
+"""The CloneSet CRD of OpenKruise master: v1alpha1 served, v1beta1 served and stored."""
+
+
+def cloneset_v1beta1(api_client: ApiClient, name: str, *, priority: int, rolling: dict[str, Any]) -> Workload:
+    """A v1beta1 CloneSet of 4 pods (knobs under ``rollingUpdate``), rolled out at generation 1."""
+    create(api_client, {"apiVersion": "apps.kruise.io/v1beta1", "kind": "CloneSet",
+                        "metadata": metadata(name, priority),
+                        "spec": {"replicas": 4, "selector": {"matchLabels": {"app": name}},
+                                 "template": template(name),
+                                 "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": rolling}}})
+    workload = Workload("apps.kruise.io/v1beta1", "CloneSet", "clonesets", name, "CloneSet.apps.kruise.io")
+    workload.write_status(api_client, cloneset_status(1, 4, 4, f"{name}-1"))
+    return workload
+
+
+def test_cloneset_v1beta1_is_discovered_and_its_wave_completes_by_its_rule(server, api_client) -> None:
+    """On OpenKruise master the controller watches CloneSets at v1beta1 (the storage version)
+    and reads ``rollingUpdate.partition``: with 50% of 4 kept, the slot frees at 2 updated and
+    ready pods, and the next CloneSet starts."""
+    server.serve_crd(json.loads(MASTER_CLONESETS.read_text()))
+    create(api_client, configmap("app-cfg", {"v": "1"}))
+    half = cloneset_v1beta1(api_client, "a-half", priority=10,
+                            rolling={"partition": "50%", "podUpdatePolicy": "InPlaceIfPossible"})
+    whole = cloneset_v1beta1(api_client, "b-whole", priority=0, rolling={"podUpdatePolicy": "ReCreate"})
+    with running_controller(api_client, ["--max-concurrent-rollouts=1", HOUR]) as app:
+        assert app.controller.adapters["CloneSet.apps.kruise.io"].resource.version == "v1beta1"
+        change_configmap(api_client)
+        wait_for(lambda: half.reloaded(api_client), message="the first CloneSet is written")
+        half.write_status(api_client, cloneset_status(2, 4, 1, "a-half-2"))
+        wait_reason(app, half, "UpdatingReplicas")
+        assert not whole.reloaded(api_client)
+        half.write_status(api_client, cloneset_status(2, 4, 2, "a-half-2"))
+        wait_for(lambda: whole.reloaded(api_client), message="the second starts once 2 of 4 are updated")
+        whole.write_status(api_client, cloneset_status(2, 4, 4, "b-whole-2"))
+        wait_for(lambda: not app.controller.waves.tracker.rollouts(time.time()), message="every rollout done")
+    assert half.get(api_client)["spec"]["updateStrategy"]["rollingUpdate"]["partition"] == "50%"  # kept
+    for workload in (half, whole):
+        assert workload.generation(api_client) == 2
+
+
+def test_cloneset_v1beta1_row_falls_back_to_v1alpha1_on_openkruise_releases(kruise, api_client) -> None:
+    """OpenKruise v1.9 serves CloneSets at v1alpha1 only: discovery watches that version."""
+    with running_controller(api_client, []) as app:
+        assert app.controller.adapters["CloneSet.apps.kruise.io"].resource.version == "v1alpha1"
 
 
 def test_a_paused_cloneset_holds_its_wave_with_a_clear_reason(kruise, api_client) -> None:

@@ -62,6 +62,13 @@ class Kind:
     def id(self) -> str:
         return self.spec.key
 
+    @property
+    def api_version(self) -> str:
+        """The version the bundled CRDs serve (OpenKruise v1.9.0: a CloneSet at v1alpha1, its
+        row's fallback; master's v1beta1 is tested in test_kind_waves.py)."""
+        versions = self.spec.fallback_versions
+        return f"{self.spec.group}/{versions[0]}" if versions else self.spec.api_version
+
     def body(self, name: str, *, annotations: dict[str, str] | None = None,
              template_name: str | None = None) -> dict[str, Any]:
         """An object of the kind that uses ConfigMap app-cfg through envFrom."""
@@ -78,12 +85,12 @@ class Kind:
                 spec["replicas"] = 1
             if self.spec.kind == "StatefulSet":
                 spec["serviceName"] = name
-        return {"apiVersion": self.spec.api_version, "kind": self.spec.kind,
+        return {"apiVersion": self.api_version, "kind": self.spec.kind,
                 "metadata": {"name": name, "namespace": "ns", "annotations": dict(annotations or {})},
                 "spec": spec}
 
     def path(self, name: str | None = None) -> str:
-        base = f"/apis/{self.spec.api_version}/namespaces/ns/{self.spec.plural}"
+        base = f"/apis/{self.api_version}/namespaces/ns/{self.spec.plural}"
         return f"{base}/{name}" if name else base
 
     def get(self, api_client: ApiClient, name: str) -> dict[str, Any]:

@@ -111,7 +111,9 @@ def test_the_table_keeps_apps_and_kruise_statefulsets_apart():
     assert adapters["StatefulSet"].resource.group == "apps"
     assert adapters["StatefulSet.apps.kruise.io"].resource.api_version == "apps.kruise.io/v1beta1"
     assert adapters["DaemonSet.apps.kruise.io"].resource.api_version == "apps.kruise.io/v1alpha1"
-    assert adapters["CloneSet.apps.kruise.io"].resource.api_version == "apps.kruise.io/v1alpha1"
+    cloneset = adapters["CloneSet.apps.kruise.io"]  # master's storage version first, v1.9's after
+    assert cloneset.resource.api_version == "apps.kruise.io/v1beta1"
+    assert cloneset.spec is not None and cloneset.spec.fallback_versions == ("v1alpha1",)
     assert adapters["Service.serving.knative.dev"].resource.api_version == "serving.knative.dev/v1"
     assert all(adapters[s.key].discovered for s in BUILTIN_KINDS)
     assert not adapters_for(ignored=["clonesets.apps.kruise.io"]).get("CloneSet.apps.kruise.io")

@@ -97,6 +97,36 @@ def test_cloneset_completes_by_openkruises_rule(case: str, cs: dict, phase: Phas
     assert (status.phase, status.reason) == (phase, reason), (case, status)
 
 
+def as_v1beta1(cs: dict[str, Any]) -> dict[str, Any]:
+    """A v1alpha1 CloneSet as OpenKruise's conversion (``cloneset_conversion.go`` ConvertTo)
+    presents it at ``v1beta1``: ``type`` OnDelete stays, the pod update types become
+    ``RollingUpdate`` with ``rollingUpdate.podUpdatePolicy``, and the knobs move under it."""
+    strategy = dict(cs["spec"]["updateStrategy"])
+    kind = strategy.pop("type", "ReCreate")
+    converted = ({"type": "OnDelete"} if kind == "OnDelete"
+                 else {"type": "RollingUpdate", "rollingUpdate": {**strategy, "podUpdatePolicy": kind}})
+    return {**cs, "apiVersion": "apps.kruise.io/v1beta1",
+            "spec": {**cs["spec"], "updateStrategy": converted}}
+
+
+@pytest.mark.parametrize(("case", "cs", "phase", "reason"), CLONESET_CASES,
+                         ids=[c[0] for c in CLONESET_CASES])
+def test_cloneset_v1beta1_completes_by_the_same_rule(case: str, cs: dict, phase: Phase, reason: str) -> None:
+    status = rollout_status(KRUISE, "CloneSet", as_v1beta1(cs))
+    assert (status.phase, status.reason) == (phase, reason), (case, status)
+
+
+def test_cloneset_v1beta1_knobs_at_the_top_are_not_read() -> None:
+    """At v1beta1 a top-level ``partition``/``paused`` is not OpenKruise's field: not read."""
+    cs = {**obj(3, {"replicas": 4, "updateStrategy": {"type": "RollingUpdate", "partition": 4,
+                                                        "paused": True}}, cs_status(3, 0, 0)),
+          "apiVersion": "apps.kruise.io/v1beta1"}
+    assert rollout_status(KRUISE, "CloneSet", cs).reason == "UpdatingReplicas"
+    invalid = as_v1beta1(obj(3, cloneset({"partition": "half"}), cs_status(3, 4, 4)))
+    message = rollout_status(KRUISE, "CloneSet", invalid).message
+    assert message.startswith("spec.updateStrategy.rollingUpdate.partition 'half'")
+
+
 def test_a_paused_clonesets_message_says_what_it_waits_for() -> None:
     status = rollout_status(KRUISE, "CloneSet", obj(3, cloneset({"paused": True, "partition": 1}),
                                                     cs_status(3, 1, 1)))
