@@ -21,7 +21,6 @@ from __future__ import annotations
 import datetime as _dt
 import heapq
 import secrets
-import threading
 import time
 from typing import Any
 
@@ -29,12 +28,14 @@ from kubernetes import watch
 from kubernetes.client import ApiClient, CoreV1Api
 from kubernetes.client.rest import ApiException
 
+from gitops_reloader.testing.background import BackgroundPlayer
+
 
 def _now() -> str:
     return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class PodPlayer:
+class PodPlayer(BackgroundPlayer):
     """The kubelet and the pods' owners for one namespace, on background threads."""
 
     def __init__(self, api_client: ApiClient, namespace: str = "ns", *, ready_after: float = 0.2) -> None:
@@ -48,22 +49,7 @@ class PodPlayer:
         self._unready: set[str] = set()
         self._due: list[tuple[float, int, str, str]] = []  # (when, seq, pod, uid) to mark Ready
         self._seq = 0
-        self._lock = threading.Condition()
-        self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._watch, daemon=True, name="pod-player-watch"),
-                         threading.Thread(target=self._kubelet, daemon=True, name="pod-player-kubelet")]
-
-    def __enter__(self) -> PodPlayer:
-        for thread in self._threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        with self._lock:
-            self._lock.notify_all()
-        for thread in self._threads:
-            thread.join(10)
+        super().__init__([(self._watch, "pod-player-watch"), (self._kubelet, "pod-player-kubelet")])
 
     # --- what tests call ------------------------------------------------------------
 

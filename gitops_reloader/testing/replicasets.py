@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from typing import Any
 
 from kubernetes.client import ApiClient, AppsV1Api
 
 from gitops_reloader.kube.api import MERGE, KubeApi
 from gitops_reloader.kube.resources import ResourceKind
+from gitops_reloader.testing.background import BackgroundPlayer
 from gitops_reloader.testing.rollouts import follow_deployments
 
 REVISION = "deployment.kubernetes.io/revision"
@@ -35,7 +35,7 @@ def pod_template_hash(template: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
-class ReplicaSetPlayer:
+class ReplicaSetPlayer(BackgroundPlayer):
     """The Deployment controller's ReplicaSet writes for one namespace, on a background thread."""
 
     def __init__(self, api_client: ApiClient, namespace: str = "ns") -> None:
@@ -44,17 +44,7 @@ class ReplicaSetPlayer:
         self.namespace = namespace
         self._revisions: dict[tuple[str, str], int] = {}
         """(deployment, pod-template-hash) → the revision its ReplicaSet carries now."""
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True, name="replicaset-player")
-
-    def __enter__(self) -> ReplicaSetPlayer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
+        super().__init__([(self._watch, "replicaset-player")])
 
     def replicasets(self, deployment: str) -> list[dict[str, Any]]:
         """The ReplicaSets the API server holds for ``deployment`` (by owner), oldest first."""

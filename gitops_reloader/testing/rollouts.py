@@ -25,6 +25,7 @@ from kubernetes.client import ApiClient, AppsV1Api
 from kubernetes.client.rest import ApiException
 
 from gitops_reloader.rollout.completion import Phase, rollout_status
+from gitops_reloader.testing.background import BackgroundPlayer
 
 
 def _conditions(progressing: tuple[str, str], available: str) -> list[dict[str, str]]:
@@ -85,7 +86,7 @@ def follow_deployments(apps: AppsV1Api, namespace: str, stop: threading.Event,
             version = ""
 
 
-class DeploymentPlayer:
+class DeploymentPlayer(BackgroundPlayer):
     """The Deployment controller's status writes for one namespace, on a background thread."""
 
     def __init__(self, api_client: ApiClient, namespace: str = "ns", *, observe_after: float = 0.05,
@@ -108,24 +109,9 @@ class DeploymentPlayer:
         self._created: dict[str, int] = {}
         self._plan: list[tuple[float, int, str, int, str]] = []
         self._seq = 0
-        self._lock = threading.Condition()
-        self._stop = threading.Event()
         self._writing = 0
-        self._threads = [threading.Thread(target=self._watch, daemon=True, name="player-watch")]
-        self._threads += [threading.Thread(target=self._write, daemon=True, name=f"player-write-{i}")
-                          for i in range(writers)]
-
-    def __enter__(self) -> DeploymentPlayer:
-        for thread in self._threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        with self._lock:
-            self._lock.notify_all()
-        for thread in self._threads:
-            thread.join(10)
+        super().__init__([(self._watch, "player-watch"),
+                          *((self._write, f"player-write-{i}") for i in range(writers))])
 
     def under_way(self) -> int:
         """Rollouts started and not complete or failed yet."""

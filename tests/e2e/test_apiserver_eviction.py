@@ -57,11 +57,6 @@ def refused(core: CoreV1Api, name: str) -> ApiException:
 
 
 @pytest.fixture
-def core(api_client: ApiClient) -> CoreV1Api:
-    return CoreV1Api(api_client)
-
-
-@pytest.fixture
 def policy(api_client: ApiClient) -> PolicyV1Api:
     return PolicyV1Api(api_client)
 

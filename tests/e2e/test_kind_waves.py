@@ -164,6 +164,17 @@ def wait_reason(app: App, workload: Workload, reason: str) -> None:
              message=f"{workload.name}: rollout {reason}")
 
 
+def frees_its_slot_when_complete(app: App, api_client: ApiClient, first: Workload, second: Workload, *,
+                                 updating: dict[str, Any], complete: dict[str, Any]) -> None:
+    """Under a budget of one: ``first`` keeps the slot while its controller reports ``updating``,
+    and ``second`` is written once it reports ``complete``."""
+    first.write_status(api_client, updating)
+    wait_reason(app, first, "UpdatingReplicas")
+    assert not second.reloaded(api_client), f"{second.name} started before {first.name} completed"
+    first.write_status(api_client, complete)
+    wait_for(lambda: second.reloaded(api_client), message=f"{second.name} starts once {first.name} completes")
+
+
 def reasons(api_client: ApiClient, name: str) -> list[str]:
     return [e["reason"] for e in events(api_client, name)]
 
@@ -313,11 +324,9 @@ def test_cloneset_v1beta1_is_discovered_and_its_wave_completes_by_its_rule(serve
         assert app.controller.adapters["CloneSet.apps.kruise.io"].resource.version == "v1beta1"
         change_configmap(api_client)
         wait_for(lambda: half.reloaded(api_client), message="the first CloneSet is written")
-        half.write_status(api_client, cloneset_status(2, 4, 1, "a-half-2"))
-        wait_reason(app, half, "UpdatingReplicas")
-        assert not whole.reloaded(api_client)
-        half.write_status(api_client, cloneset_status(2, 4, 2, "a-half-2"))
-        wait_for(lambda: whole.reloaded(api_client), message="the second starts once 2 of 4 are updated")
+        frees_its_slot_when_complete(app, api_client, half, whole,  # 2 of 4 updated: 50% kept
+                                     updating=cloneset_status(2, 4, 1, "a-half-2"),
+                                     complete=cloneset_status(2, 4, 2, "a-half-2"))
         whole.write_status(api_client, cloneset_status(2, 4, 4, "b-whole-2"))
         wait_for(lambda: not app.controller.waves.tracker.rollouts(time.time()), message="every rollout done")
     assert half.get(api_client)["spec"]["updateStrategy"]["rollingUpdate"]["partition"] == "50%"  # kept
@@ -355,11 +364,9 @@ def test_a_paused_cloneset_holds_its_wave_with_a_clear_reason(kruise, api_client
         # The owner resumes it; the controller observes generation 3 and rolls both pods.
         call(api_client, "PATCH", held.url, {"spec": {"updateStrategy": {"paused": False}}},
              content_type=MERGE)
-        held.write_status(api_client, cloneset_status(3, 2, 1, "a-held-2"))
-        wait_reason(app, held, "UpdatingReplicas")
-        assert not after.reloaded(api_client)
-        held.write_status(api_client, cloneset_status(3, 2, 2, "a-held-2"))
-        wait_for(lambda: after.reloaded(api_client), message="the next reload starts once it completes")
+        frees_its_slot_when_complete(app, api_client, held, after,
+                                     updating=cloneset_status(3, 2, 1, "a-held-2"),
+                                     complete=cloneset_status(3, 2, 2, "a-held-2"))
         after.write_status(api_client, cloneset_status(2, 2, 2, "b-after-2"))
         wait_for(lambda: not app.controller.waves.tracker.rollouts(time.time()), message="every rollout done")
     assert reasons(api_client, "a-held").count("RolloutPaused") == 1
