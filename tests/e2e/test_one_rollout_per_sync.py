@@ -39,6 +39,8 @@ ENV = "STAKATER_APP_CONFIG_CONFIGMAP"
 AUTO = {"reloader.stakater.com/auto": "true"}
 DEFAULT_WINDOW = "--coalesce-window=2s"
 """The flag's default (the test harness's own default is 0, for speed)."""
+SHORT_WINDOW = "--coalesce-window=0.5s"
+"""Long enough for a sync's second half (milliseconds behind), short enough for tests that change often."""
 
 
 def web(image: str = "nginx:1.26") -> dict[str, Any]:
@@ -102,7 +104,7 @@ def test_one_rollout_per_sync_replicas_only_change_still_reloads(
     create(api_client, configmap("app-config", {"url": "v0"}))
     create(api_client, web())
     count_rs(replicasets, 1)
-    with running_controller(api_client, [DEFAULT_WINDOW]) as app:
+    with running_controller(api_client, [SHORT_WINDOW]) as app:
         rewrite(api_client, "v1")
         AppsV1Api(api_client).patch_namespaced_deployment(  # a sync that scales, template unchanged
             "web", "ns", {"spec": {"replicas": 3}, "metadata": {"labels": {"tier": "web"}}},
@@ -121,7 +123,7 @@ def test_one_rollout_per_sync_source_back_to_the_recorded_data_still_restarts(
     and the next change after that is written as usual."""
     create(api_client, configmap("app-config", {"url": "v0"}))
     create(api_client, web())
-    with running_controller(api_client, [DEFAULT_WINDOW]) as app:
+    with running_controller(api_client, [SHORT_WINDOW]) as app:
         rewrite(api_client, "v0-prime")  # a first reload records a variable
         wait_for(lambda: env_of(workload(server, "Deployment", "web")).get(ENV)
                  == configmap_hash({"url": "v0-prime"}), message="first reload")
