@@ -32,7 +32,7 @@ from gitops_reloader import policy, syncs, usedkeys
 from gitops_reloader.config import Config, load_config, parse_duration
 from gitops_reloader.control.brakes import parse_rate
 from gitops_reloader.control.caches import source_transform
-from gitops_reloader.control.reconciler import choose_sink
+from gitops_reloader.control.reconciler import choose_sink, written_record
 from gitops_reloader.csi import pod_status_record, spc_record
 from gitops_reloader.errors import ConfigError, KubeNotFound, ReloaderError
 from gitops_reloader.gitops.auth import display_url
@@ -47,7 +47,7 @@ from gitops_reloader.kube.resources import (
     ResourceKind,
 )
 from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord, adapters_for, rfc3339
-from gitops_reloader.model import CONFIG_HASH_KEY, ReloadOn, ReloadRequest, SinkName, SourceKind
+from gitops_reloader.model import ReloadOn, ReloadRequest, SinkName, SourceKind
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.regex import RegexError, compile_linear
 from gitops_reloader.rollout.budget import PRIORITY_ANNOTATION, parse_priority
@@ -430,12 +430,9 @@ def _source_report(api: KubeApi, config: Config, record: WorkloadRecord, view: p
         if sink == SinkName.ENV_VARS:
             report.env_var = env_var_name(name, kind)
         recorder = getattr(sinks.get(sink or ""), "recorded_hash", None)
-        written = (recorder(record, meta.ref, decision.container) if recorder is not None
-                   else record.template_annotations.get(CONFIG_HASH_KEY))
-        synced = syncs.synced_hash(record.annotations, meta.ref, written)
-        recorded = synced if synced is not None else written if recorder is not None else None
+        written = written_record(recorder, record, meta.ref, decision.container)
+        recorded, report.synced = syncs.runs_with(record.annotations, meta.ref, written, recorder is not None)
         if recorded is not None:
-            report.synced = synced is not None
             report.recorded_hash = _shown_hash(kind, recorded)
             report.out_of_date = recorded not in {data_hash, meta.hash}
     return report

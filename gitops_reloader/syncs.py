@@ -141,6 +141,18 @@ def synced_hash(annotations: Mapping[str, str], ref: SourceRef, recorded: str | 
     return entry[0]
 
 
+def runs_with(annotations: Mapping[str, str], ref: SourceRef, written: str | None,
+              own_record: bool) -> tuple[str | None, bool]:
+    """The hash a workload runs with for ``ref`` by its records, and whether a sync brought it:
+    the ``synced-sources`` entry while it holds for ``written`` (what its sink wrote in the pod
+    template), else ``written`` when that is the sink's own per-source record (``own_record``: a
+    live sink; a git digest covers every source and names none). ``(None, False)``: unknown."""
+    synced = synced_hash(annotations, ref, written)
+    if synced is not None:
+        return synced, True
+    return (written if own_record else None), False
+
+
 def with_synced(annotations: Mapping[str, str],
                 synced: Iterable[tuple[SourceRef, str, str | None]]) -> str | None:
     """The annotation's new text: ``synced`` entries ``(ref, hash, recorded)`` added to (or

@@ -44,7 +44,7 @@ from gitops_reloader.queue import WorkQueue
 from gitops_reloader.rollout.marker import Marker
 from gitops_reloader.sinks.base import Sink
 from gitops_reloader.syncs import TemplateChange
-from gitops_reloader.windows import ReloadWindow, choose_window
+from gitops_reloader.windows import ReloadWindow
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +74,15 @@ def choose_sink(config: Config, record: WorkloadRecord) -> tuple[SinkName | None
     if behaviour.default_sink:
         return behaviour.default_sink, "--default-sink"
     return behaviour.reload_strategy, "--reload-strategy"
+
+
+def written_record(recorder: Callable[[WorkloadRecord, SourceRef, str | None], str | None] | None,
+                   record: WorkloadRecord, ref: SourceRef, container: str | None) -> str | None:
+    """What a workload's sink wrote for ``ref`` in its pod template: the sink's own per-source
+    record (``recorder``: a live sink's ``recorded_hash``), else the git digest (None: nothing)."""
+    if recorder is not None:
+        return recorder(record, ref, container)
+    return record.template_annotations.get(CONFIG_HASH_KEY)
 
 
 def view(record: WorkloadRecord) -> policy.WorkloadView:
@@ -175,19 +184,13 @@ class Reconciler:
                       container: str | None) -> str | None:
         """The hash the workload runs with for ``meta`` by its own records (None: none): the
         one a sync brought (``synced-sources``) while it holds, else what its sink recorded."""
-        synced = syncs.synced_hash(record.annotations, meta.ref, self.record_of(record, meta.ref, container))
-        if synced is not None:
-            return synced
         recorder = getattr(self.sink_for(record), "recorded_hash", None)
-        return recorder(record, meta.ref, container) if recorder is not None else None
+        written = written_record(recorder, record, meta.ref, container)
+        return syncs.runs_with(record.annotations, meta.ref, written, recorder is not None)[0]
 
     def record_of(self, record: WorkloadRecord, ref: SourceRef, container: str | None) -> str | None:
-        """What the workload's sink wrote for ``ref`` in the pod template: its own record (a
-        live sink's variable or annotation), else the git digest (None: nothing)."""
-        recorder = getattr(self.sink_for(record), "recorded_hash", None)
-        if recorder is not None:
-            return recorder(record, ref, container)
-        return record.template_annotations.get(CONFIG_HASH_KEY)
+        """What the workload's sink wrote for ``ref`` in the pod template (:func:`written_record`)."""
+        return written_record(getattr(self.sink_for(record), "recorded_hash", None), record, ref, container)
 
     def items(self, record: WorkloadRecord, pending: Mapping[SourceRef, PendingSource], *,
               lookup: Callable[[SourceRef], SourceMeta | None] | None = None) -> list[ReloadItem]:
@@ -460,13 +463,11 @@ class Reconciler:
         """Whether ``record``'s maintenance window is closed now: then its change waits (pending, a
         newer one replaces it) and ``queue_key`` comes back when the window opens. A Normal Event
         when it starts waiting and when it is released."""
-        windows = self.config.runtime.reload_windows
-        if not windows.windows:
+        if not self.config.runtime.reload_windows.windows:
             return False
         key = record.ref.key
         try:
-            window = choose_window(windows, record.annotations.get(self.config.keys.reload_window),
-                                   self.caches.namespace_window(record.ref.namespace))
+            window = self.caches.reload_window(record)
         except ReloaderError as exc:  # an unknown name: hold rather than restart outside a window
             self.metrics.invalid_annotation(record.ref.kind)
             self.warn(record, "InvalidAnnotation", f"{self.config.keys.reload_window}: {exc}; the reload "
