@@ -73,7 +73,6 @@ from gitops_reloader.sinks.git import EditPlan, GitSink, failure_reason
 from gitops_reloader.sinks.gitwiring import build_git_sink, build_pull_request_sink
 from gitops_reloader.sinks.pullrequest import PullRequestSink
 from gitops_reloader.sinks.webhook import WebhookSink
-from gitops_reloader.windows import choose_window
 
 __all__ = ["PlanArgs", "RepositoryPlan", "WorkloadPlan", "main", "new_source", "parse_args", "plan_change",
            "redact", "render", "render_json"]
@@ -355,17 +354,14 @@ def waves_note(config: Config) -> str:
 def assign_plan_windows(controller: Controller, workloads: Sequence[WorkloadPlan],
                         records: Mapping[str, WorkloadRecord], now: float) -> None:
     """Set :attr:`WorkloadPlan.window` of every write its maintenance window would hold at ``now``."""
-    config = controller.config
-    windows = config.runtime.reload_windows
-    if not windows.windows:
+    if not controller.config.runtime.reload_windows.windows:
         return
     for plan in workloads:
         record = records.get(plan.key)
         if record is None or plan.status != "would-write":
             continue
         try:
-            window = choose_window(windows, record.annotations.get(config.keys.reload_window),
-                                   controller.caches.namespace_window(record.ref.namespace))
+            window = controller.caches.reload_window(record)
         except ConfigError as exc:
             plan.window = f"held: {exc} (the reload waits until the annotation names a window)"
             continue

@@ -66,7 +66,6 @@ from gitops_reloader.rollout.census import (
 )
 from gitops_reloader.rollout.marker import MARKER_ANNOTATION, Marker, change_id, parse_marker
 from gitops_reloader.state.failurestore import FailureStore
-from gitops_reloader.windows import choose_window
 
 __all__ = ["main", "read_census"]
 
@@ -257,9 +256,7 @@ def read_census(api: KubeApi, config: Config, *, namespace: str | None = None, l
 def _window_waits(controller: Controller, workloads: Sequence[Workload], now: float) -> list[WindowReport]:
     """The workloads with unrecorded changes whose maintenance window is closed at ``now``
     (live sinks, whose recorded hash tells; an unknown window name is left to the Event)."""
-    config = controller.config
-    windows = config.runtime.reload_windows
-    if not windows.windows:
+    if not controller.config.runtime.reload_windows.windows:
         return []
     pending = {w.ref for w in workloads if w.pending}
     out: list[WindowReport] = []
@@ -267,8 +264,7 @@ def _window_waits(controller: Controller, workloads: Sequence[Workload], now: fl
         if record.ref not in pending:
             continue
         try:
-            window = choose_window(windows, record.annotations.get(config.keys.reload_window),
-                                   controller.caches.namespace_window(record.ref.namespace))
+            window = controller.caches.reload_window(record)
         except ConfigError:
             continue
         opens = window.next_opening(now) if window is not None else None

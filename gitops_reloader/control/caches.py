@@ -27,6 +27,7 @@ from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord
 from gitops_reloader.membership import NamespaceMembership
 from gitops_reloader.model import ObjectRef, SourceKind, SourceMeta, SourceRef, resource_version_number
 from gitops_reloader.state.shards import STORE_LABEL
+from gitops_reloader.windows import ReloadWindow, choose_window
 
 from .changes import Change
 
@@ -285,12 +286,14 @@ class Caches:
         return membership is None or membership.still_owns(meta.ref.namespace,
                                                            resource_version_number(meta.resource_version))
 
-    def namespace_window(self, namespace: str) -> str | None:
-        """The ``reload-window`` annotation of ``namespace`` (None: it has none, or no window is
-        configured)."""
-        if self.namespace_windows is None:
-            return None
-        return self.namespace_windows.store.get(namespace) or None
+    def reload_window(self, record: WorkloadRecord) -> ReloadWindow | None:
+        """The maintenance window ``record``'s reloads wait for (:func:`choose_window`: its
+        ``reload-window`` annotation, else its namespace's, else the default; None: none);
+        :class:`ConfigError` for an annotation naming no window."""
+        namespace = (self.namespace_windows.store.get(record.ref.namespace) or None
+                     if self.namespace_windows is not None else None)
+        return choose_window(self.config.runtime.reload_windows,
+                             record.annotations.get(self.config.keys.reload_window), namespace)
 
     def source_kinds(self) -> list[SourceKind]:
         """The source kinds watched (``--resources-to-ignore`` drops one; SecretProviderClass
