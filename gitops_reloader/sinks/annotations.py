@@ -63,11 +63,12 @@ class AnnotationsSink:
         return recorded[3]
 
     def edit_for(self, request: ReloadRequest) -> TemplateEdit:
-        """The annotation write that records the latest pending source (empty: already current)."""
+        """The annotation write that records the latest pending source (empty: already current;
+        the restart annotation when the request must restart pods whose record is current)."""
         recorded = recorded_source(request.workload)
         pending = [item for item in request.items if _identity(item) != recorded]
         if not pending:
-            return TemplateEdit()
+            return restarting(TemplateEdit(), request)
         item = pending[-1]
         kind, name, namespace, digest = _identity(item)
         value = json.dumps({
@@ -78,7 +79,7 @@ class AnnotationsSink:
         return TemplateEdit(annotations={LAST_RELOADED_FROM: value})
 
     def emit(self, request: ReloadRequest) -> Outcome:
-        edit = restarting(self.edit_for(request), request)
+        edit = self.edit_for(request)
         if not edit:
             return Outcome(OutcomeStatus.ALREADY_CURRENT, self.name)
         self.patcher.apply(request.workload, edit, now=request.observed_at,

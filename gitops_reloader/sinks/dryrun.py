@@ -28,7 +28,6 @@ from gitops_reloader.observability.alerts import safe_url
 from gitops_reloader.sinks.annotations import AnnotationsSink, describe_annotation
 from gitops_reloader.sinks.base import Sink
 from gitops_reloader.sinks.envvars import EnvVarsSink, describe_env
-from gitops_reloader.sinks.live import restarting
 from gitops_reloader.sinks.webhook import WebhookSink
 
 __all__ = ["DryRunBatchSink", "DryRunLiveSink", "DryRunWebhookSink", "dry_run_sinks"]
@@ -45,7 +44,7 @@ class DryRunLiveSink:
         return self.inner.recorded_hash(record, ref, container)
 
     def emit(self, request: ReloadRequest) -> Outcome:
-        edit = restarting(self.inner.edit_for(request), request)
+        edit = self.inner.edit_for(request)
         if not edit:
             return Outcome(OutcomeStatus.ALREADY_CURRENT, self.name)
         detail = describe_env(edit) if edit.set_env or edit.remove_env else describe_annotation(edit)

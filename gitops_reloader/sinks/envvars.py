@@ -100,7 +100,8 @@ class EnvVarsSink:
         return container_env(record, template, container).get(env_var_name(ref.name, ref.kind))
 
     def edit_for(self, request: ReloadRequest) -> TemplateEdit:
-        """What must change so the workload records every item's hash (may be empty)."""
+        """What must change so the workload records every item's hash (may be empty), with the
+        restart annotation when the request must restart pods and nothing else changes."""
         record: WorkloadRecord = request.workload
         template = self.patcher.adapters[record.ref.kind].pod_template(record.raw)
         set_env: list[tuple[str, str, str]] = []
@@ -118,7 +119,7 @@ class EnvVarsSink:
                 set_env.append((item.container, name, item.source.hash))
         if self.prune and (set_env or remove_env):
             remove_env += self._stale(record, template, {(c, n) for c, n, _ in set_env} | set(remove_env))
-        return TemplateEdit(set_env=tuple(set_env), remove_env=tuple(remove_env))
+        return restarting(TemplateEdit(set_env=tuple(set_env), remove_env=tuple(remove_env)), request)
 
     def _stale(self, record: WorkloadRecord, template: Mapping[str, Any] | None,
                touched: set[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -139,7 +140,7 @@ class EnvVarsSink:
         return out
 
     def emit(self, request: ReloadRequest) -> Outcome:
-        edit = restarting(self.edit_for(request), request)
+        edit = self.edit_for(request)
         if not edit:
             return Outcome(OutcomeStatus.ALREADY_CURRENT, self.name)
         self.patcher.apply(request.workload, edit, now=request.observed_at,
