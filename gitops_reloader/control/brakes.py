@@ -9,7 +9,7 @@ again. Three brakes, all pure (times are passed in), used by the controller:
   ``gitops-reloader.io/max-reloads``): at most ``count`` reloads in any ``period``. Past it
   the workload is *held*, not dropped: its pending change waits (newer changes still replace
   it) and the latest data is applied once the oldest reload of the window has aged out.
-- :class:`Window` for the cluster (``--max-reloads-per-minute``): the same over every
+- :class:`Window` for the cluster (``--cluster-reload-rate``): the same over every
   workload, so one bad source cannot restart the cluster at once.
 - :class:`SourceBackoff` per source: the coalescing window of a source that keeps changing
   is doubled for each change that follows the previous one within ``quiet`` (after

@@ -18,7 +18,6 @@ read by tests as ``kubectl get pods -w`` would show it. Runs on its own thread o
 
 from __future__ import annotations
 
-import datetime as _dt
 import heapq
 import secrets
 import time
@@ -28,11 +27,8 @@ from kubernetes import watch
 from kubernetes.client import ApiClient, CoreV1Api
 from kubernetes.client.rest import ApiException
 
+from gitops_reloader.kube.workloads import rfc3339
 from gitops_reloader.testing.background import BackgroundPlayer
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class PodPlayer(BackgroundPlayer):
@@ -160,12 +156,12 @@ class PodPlayer(BackgroundPlayer):
 
     def _report(self, name: str, uid: str, *, ready: bool) -> None:
         """The kubelet's status: Running since now, Ready or not."""
-        now = _now()
+        now = rfc3339(time.time())
         try:
             current = self.core.read_namespaced_pod(name, self.namespace)
             if current.metadata.uid != uid:
                 return  # replaced meanwhile
-            started = (current.status.start_time.strftime("%Y-%m-%dT%H:%M:%SZ")
+            started = (rfc3339(current.status.start_time.timestamp())
                        if current.status and current.status.start_time else now)
             self.core.patch_namespaced_pod_status(name, self.namespace, {"status": {
                 "phase": "Running", "startTime": started,

@@ -27,7 +27,6 @@ The budget's status is changed inside one store update (the real handler's confl
 
 from __future__ import annotations
 
-import datetime as _dt
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,14 +34,11 @@ from .resources import ResourceType
 from .selectors import LabelSelector, SelectorError, parse_label_selector
 from .status import ApiError, bad_request
 from .storage import Store
+from .strategy import now_rfc3339
 
 MAX_DISRUPTED_PODS = 2000
 BUDGET_CAUSE = "DisruptionBudget"
 VIOLATES = "Cannot evict pod as it would violate the pod's disruption budget."
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def budget_selector(selector: Mapping[str, Any] | None) -> LabelSelector | None:
@@ -109,10 +105,10 @@ def check_and_decrement(pdb: dict[str, Any], pod: str) -> dict[str, Any]:
     if allowed - 1 == 0:
         conditions = [c for c in status.get("conditions") or () if c.get("type") != "DisruptionAllowed"]
         conditions.append({"type": "DisruptionAllowed", "status": "False", "reason": "InsufficientPods",
-                           "message": "", "lastTransitionTime": _now(),
+                           "message": "", "lastTransitionTime": now_rfc3339(),
                            "observedGeneration": status.get("observedGeneration") or 0})
         status["conditions"] = conditions
-    status["disruptedPods"] = {**(status.get("disruptedPods") or {}), pod: _now()}
+    status["disruptedPods"] = {**(status.get("disruptedPods") or {}), pod: now_rfc3339()}
     return pdb
 
 
@@ -162,6 +158,6 @@ def _disruption_target(pod: dict[str, Any]) -> dict[str, Any]:
     status = pod.setdefault("status", {})
     conditions = [c for c in status.get("conditions") or () if c.get("type") != "DisruptionTarget"]
     conditions.append({"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI",
-                       "message": "Eviction API: evicting", "lastTransitionTime": _now()})
+                       "message": "Eviction API: evicting", "lastTransitionTime": now_rfc3339()})
     status["conditions"] = conditions
     return pod
