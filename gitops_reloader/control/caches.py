@@ -18,7 +18,7 @@ from typing import Any
 from gitops_reloader.config import Config, namespace_windows
 from gitops_reloader.csiwatch import ChangeHandler, CsiWatch
 from gitops_reloader.hashing import KEYS_NOT_TRACKED, data_fingerprint, hash_object, key_digests
-from gitops_reloader.kube.api import JSON, KubeApi
+from gitops_reloader.kube.api import JSON, KubeApi, field_manager
 from gitops_reloader.kube.fieldselectors import field_selector
 from gitops_reloader.kube.informer import Handler, Informer, InformerEvent, InformerOptions, WatchObserver
 from gitops_reloader.kube.resources import CONFIGMAPS, NAMESPACES, SECRETS, ResourceKind
@@ -38,15 +38,6 @@ SourcesByNamespace = Mapping[tuple[SourceKind, str], list[SourceMeta]]
 
 OVERRIDE_MANAGER = "gitops-reloader.io/reload-now.field-manager"
 """Kept beside the ``reload-now`` annotation: the field manager that set it (from managedFields)."""
-
-
-def field_manager(metadata: JSON, annotation: str) -> str:
-    """The ``manager`` of the managedFields entry that owns ``annotation`` ("" if none says so)."""
-    for entry in metadata.get("managedFields") or ():
-        fields = ((entry.get("fieldsV1") or {}).get("f:metadata") or {}).get("f:annotations") or {}
-        if isinstance(fields, dict) and f"f:{annotation}" in fields:
-            return str(entry.get("manager") or "")[:128]
-    return ""
 
 
 def source_transform(kind: SourceKind, keys: Iterable[str],

@@ -36,6 +36,16 @@ JSON_PATCH = "application/json-patch+json"
 FIELD_MANAGER = "gitops-reloader"
 
 
+def field_manager(metadata: Mapping[str, Any], annotation: str) -> str:
+    """The ``manager`` of the managedFields entry that owns ``annotation`` ("" if none says so):
+    who set it, as the API server recorded it, never a name typed into the object."""
+    for entry in metadata.get("managedFields") or ():
+        fields = ((entry.get("fieldsV1") or {}).get("f:metadata") or {}).get("f:annotations") or {}
+        if isinstance(fields, dict) and f"f:{annotation}" in fields:
+            return str(entry.get("manager") or "")[:128]
+    return ""
+
+
 def error_for_status(status: int, message: str, *, retry_after: float | None = None) -> KubeError:
     """The KubeError subclass for an HTTP status (0 = no response at all)."""
     if status == 409:

@@ -28,7 +28,7 @@ from gitops_reloader.errors import KubeNotFound
 from gitops_reloader.hashing import ENV_VAR_PREFIX
 from gitops_reloader.index import extract_refs
 from gitops_reloader.kinds import BUILTIN_KINDS, KindSpec
-from gitops_reloader.kube.api import JSON, JSON_PATCH, MERGE, STRATEGIC, KubeApi
+from gitops_reloader.kube.api import FIELD_MANAGER, JSON, JSON_PATCH, MERGE, STRATEGIC, KubeApi, field_manager
 from gitops_reloader.kube.resources import (
     CRONJOBS,
     DAEMONSETS,
@@ -42,7 +42,7 @@ from gitops_reloader.kube.resources import (
 from gitops_reloader.model import CONFIG_HASH_KEY, EMPTY_MAP, ObjectRef, PodRefs, TemplateEdit
 from gitops_reloader.rollout.completion import COMPLETES_LIKE, RolloutStatus, rollout_status
 from gitops_reloader.rollout.marker import MARKER_ANNOTATION
-from gitops_reloader.syncs import template_fingerprint
+from gitops_reloader.syncs import SYNCED_ANNOTATION, template_fingerprint
 
 _DROP_METADATA = ("managedFields",)
 _UNREAD_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
@@ -354,11 +354,14 @@ class WorkloadAdapter:
         computed again.
         """
         metadata = raw.get("metadata") or {}
+        annotations = _strings(metadata.get("annotations")) or EMPTY_MAP
+        if SYNCED_ANNOTATION in annotations and field_manager(metadata, SYNCED_ANNOTATION) != FIELD_MANAGER:
+            # Only what the controller recorded counts: an entry someone else typed is ignored.
+            annotations = {k: v for k, v in annotations.items() if k != SYNCED_ANNOTATION} or EMPTY_MAP
         for key in _DROP_METADATA:
             metadata.pop(key, None)
         template = self.pod_template(raw)
         pod_spec = (template or {}).get("spec") or {}
-        annotations = _strings(metadata.get("annotations")) or EMPTY_MAP
         template_annotations = (
             _strings(((template or {}).get("metadata") or {}).get("annotations")) or EMPTY_MAP)
         # The rollout marker (the budget) or a git sink's digest (the follow-up) wants the verdict.

@@ -23,10 +23,9 @@ from test_git_follow import KUSTOMIZE_DEPLOYMENT, TENANTS
 from test_git_sink import assert_no_new_commit, commits, git_controller, wait_commits
 from test_storm_brakes import rewrite, template_writes
 
-from gitops_reloader import cli
-from gitops_reloader.control.caches import field_manager
+from gitops_reloader import cli, syncs
 from gitops_reloader.hashing import configmap_hash
-from gitops_reloader.kube.api import FIELD_MANAGER
+from gitops_reloader.kube.api import FIELD_MANAGER, field_manager
 from gitops_reloader.syncs import RESTARTED_AT, SYNCED_ANNOTATION
 from gitops_reloader.testing.apiserver import ApiServer
 from gitops_reloader.testing.githost import GitHostServer
@@ -179,3 +178,22 @@ def test_one_rollout_per_sync_git_sink_makes_no_second_commit_for_a_commit_that_
         argo.sync_application("web", "apps/web")
         wait_commits(host, before + 2)  # the person's and the controller's
         assert_no_new_commit(app, host, before + 2)
+
+
+def test_one_rollout_per_sync_trusts_only_the_entries_the_controller_wrote(
+        server: ApiServer, api_client: ApiClient, replicasets: ReplicaSetPlayer) -> None:
+    """A synced-sources entry someone else typed (here by kubectl, claiming the coming data) is
+    not the controller's record: the change is reloaded as usual."""
+    create(api_client, configmap("app-config", {"url": "v0"}))
+    body = web()
+    digest = syncs.record_digest(None)  # what the entry would need to hold while no variable is written
+    body["metadata"]["annotations"][SYNCED_ANNOTATION] = (
+        f"ConfigMap/app-config={configmap_hash({'url': 'v1'})}@{digest}")
+    AppsV1Api(api_client).create_namespaced_deployment("ns", body, field_manager="kubectl-client-side-apply")
+    with running_controller(api_client, [SHORT_WINDOW]) as app:
+        rewrite(api_client, "v1")
+        wait_for(lambda: env_of(workload(server, "Deployment", "web")).get(ENV)
+                 == configmap_hash({"url": "v1"}), message="reloaded despite the typed entry")
+        quiet(app)
+        count_rs(replicasets, 2)
+        assert metric(app, "reloads_synced_total", sink="env-vars") == 0
