@@ -44,7 +44,10 @@ _KIND: Final = re.compile(r"^[A-Z][A-Za-z0-9]{0,62}$")
 _PLURAL: Final = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 _FIELD: Final = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,62}$")
 _FIELDS: Final = ("group", "version", "kind", "plural", "podTemplatePath", "rollsOnTemplateChange",
-                   "revisionNamePath", "completesLike")
+                   "revisionNamePath", "completesLike", "pods")
+_POD_FIELDS: Final = ("selector", "ownerDepth")
+MAX_OWNER_DEPTH: Final = 4
+_SELECTOR_TERM: Final = re.compile(r"^[A-Za-z0-9./_-]{1,253}=([A-Za-z0-9._{}-]{0,63})$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,16 @@ class KindSpec:
     row): the first one discovery finds served."""
     source: str = "built-in"
     """Where the row comes from, for messages: ``built-in`` or ``FILE entry N``."""
+    pod_selector: str = ""
+    """A configured kind's ``pods.selector``: the label selector of its pods, ``{name}``
+    standing for the object's name ("" lists the namespace's pods and keeps those it owns)."""
+    owner_depth: int = 1
+    """A configured kind's ``pods.ownerDepth``: how many controller ``ownerReferences`` lie
+    between it and its pods (1: it owns them; 2: it owns a StatefulSet that owns them)."""
+
+    def pod_selector_for(self, name: str) -> str:
+        """The label selector of the pods of the object called ``name``."""
+        return self.pod_selector.replace("{name}", name)
 
     @property
     def key(self) -> str:
@@ -140,6 +153,7 @@ def _entry(entry: Any, where: str) -> KindSpec:
     rolls = entry.get("rollsOnTemplateChange", True)
     if not isinstance(rolls, bool):
         raise ConfigError(f"{where}: rollsOnTemplateChange must be true or false")
+    pod_selector, owner_depth = _pods(entry.get("pods"), where)
     completes_like = entry.get("completesLike", "")
     if "completesLike" in entry and (not isinstance(completes_like, str)
                                      or completes_like not in COMPLETES_LIKE):
@@ -150,13 +164,34 @@ def _entry(entry: Any, where: str) -> KindSpec:
         version=_text(entry, "version", _VERSION, where, "an API version such as v1 or v1beta1"),
         kind=_text(entry, "kind", _KIND, where, "a kind such as Worker"),
         plural=_text(entry, "plural", _PLURAL, where, "the lower-case resource name such as workers"),
-        template_path=_path(entry.get("podTemplatePath"), where),
+        template_path=(_path(entry.get("podTemplatePath"), where)
+                       if "podTemplatePath" in entry or "pods" not in entry else ()),
         rolls=rolls,
         revision_name_path=(_path(entry["revisionNamePath"], where, "revisionNamePath")
                             if "revisionNamePath" in entry else ()),
         completes_like=completes_like,
         source=where,
+        pod_selector=pod_selector,
+        owner_depth=owner_depth,
     )
+
+
+def _pods(value: Any, where: str) -> tuple[str, int]:
+    """``pods``: (its label selector, its owner depth); absent: ("", 1)."""
+    if value is None:
+        return "", 1
+    if not isinstance(value, Mapping) or set(value) - set(_POD_FIELDS):
+        raise ConfigError(f"{where}: pods must be a mapping with {', '.join(_POD_FIELDS)}")
+    selector = value.get("selector", "")
+    terms = selector.split(",") if isinstance(selector, str) and selector else []
+    if (not isinstance(selector, str) or len(selector) > 1024
+            or not all(_SELECTOR_TERM.match(t) for t in terms)):
+        raise ConfigError(f"{where}: pods.selector must be key=value terms separated by commas "
+                          f"({{name}} stands for the object's name), got {repr(selector)[:120]}")
+    depth = value.get("ownerDepth", 1)
+    if not isinstance(depth, int) or isinstance(depth, bool) or not 1 <= depth <= MAX_OWNER_DEPTH:
+        raise ConfigError(f"{where}: pods.ownerDepth must be an integer from 1 to {MAX_OWNER_DEPTH}")
+    return selector, depth
 
 
 def parse_kinds_config(text: str, *, source: str) -> tuple[KindSpec, ...]:
