@@ -20,6 +20,7 @@ from gitops_reloader.control.brakes import Rate, parse_rate
 from gitops_reloader.errors import ConfigError
 from gitops_reloader.kinds import BUILTIN_KINDS, KindSpec, load_kinds_config
 from gitops_reloader.model import ReloadOn, SinkName
+from gitops_reloader.rollout.eviction import MAX_AT_ONCE, EvictionMode
 from gitops_reloader.shard import Shard
 from gitops_reloader.windows import WindowSet, load_windows
 
@@ -264,6 +265,12 @@ class Rollouts:
     """``--rollout-timeout``: a rollout not complete this long after its write has failed."""
     hold_on_failure: bool = False
     """``--hold-on-failed-rollout`` (on by default whenever a budget is set)."""
+    eviction: EvictionMode = EvictionMode.OFF
+    """``--eviction``: which workloads restart by eviction (docs/eviction.md)."""
+    evictions_at_once: int = 1
+    """``--evictions-at-once``: pods of one workload evicted together."""
+    eviction_interval: float = 2.0
+    """``--eviction-interval``: how often an eviction under way reads its pods."""
 
     @property
     def budgeted(self) -> bool:
@@ -412,6 +419,9 @@ FLAGS: tuple[FlagSpec, ...] = (
     FlagSpec(("--max-concurrent-rollouts",), "Live sinks: at most this many workloads rolling at once in the cluster, the rest wait in order of gitops-reloader.io/rollout-priority (0: no limit; docs/rollouts.md).", "0", stakater=False),
     FlagSpec(("--max-concurrent-rollouts-per-namespace",), "At most this many workloads rolling at once in one namespace (0: no limit).", "0", stakater=False),
     FlagSpec(("--rollout-timeout",), "With a budget: a rollout not complete this long after its write counts as failed.", "10m", stakater=False),
+    FlagSpec(("--eviction",), "Restart through the Eviction API (one pod at a time, each replacement Ready first, PodDisruptionBudgets respected) the pods a template write does not restart: off; annotated (workloads annotated gitops-reloader.io/restart-strategy: eviction, and configured kinds with no pod template); on-delete (also every OnDelete workload). docs/eviction.md.", "off", stakater=False),
+    FlagSpec(("--evictions-at-once",), "Pods of one workload evicted together (annotation gitops-reloader.io/evictions-at-once overrides it).", "1", stakater=False),
+    FlagSpec(("--eviction-interval",), "How often an eviction under way reads its workload's pods.", "2s", stakater=False),
     FlagSpec(("--hold-on-failed-rollout",), "With a budget: a failed rollout holds the not-yet-started reloads of the same source change (default: on whenever a budget is set).", "", True, stakater=False),
     FlagSpec(("--state-store-shard-size",), "Target bytes of one state-store ConfigMap (1024 to 921600); more entries add shards.", "524288", stakater=False),
 )
@@ -724,7 +734,24 @@ def _rollouts(raw: Mapping[str, str]) -> Rollouts:
             else total > 0 or per_namespace > 0)
     return Rollouts(max_concurrent=total, max_per_namespace=per_namespace,
                     timeout=_flag("rollout-timeout", raw["rollout_timeout"], _positive_duration),
-                    hold_on_failure=hold)
+                    hold_on_failure=hold,
+                    eviction=_flag("eviction", raw["eviction"], _eviction_mode),
+                    evictions_at_once=_flag("evictions-at-once", raw["evictions_at_once"], _at_once),
+                    eviction_interval=_flag("eviction-interval", raw["eviction_interval"], _positive_duration))
+
+
+def _eviction_mode(text: str) -> EvictionMode:
+    try:
+        return EvictionMode(text.strip().lower())
+    except ValueError:
+        raise ValueError(f"{text[:32]!r} is none of {', '.join(EvictionMode)}") from None
+
+
+def _at_once(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= MAX_AT_ONCE:
+        raise ValueError(f"must be from 1 to {MAX_AT_ONCE}")
+    return value
 
 
 def _optional_duration(name: str, raw: Mapping[str, str]) -> float | None:

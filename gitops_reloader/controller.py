@@ -39,6 +39,7 @@ from gitops_reloader.config import Config
 from gitops_reloader.control.brakes import SourceBackoff, StormBrakes
 from gitops_reloader.control.caches import Caches
 from gitops_reloader.control.changes import ChangeDetector, PendingChanges, PendingSource
+from gitops_reloader.control.evictor import Evictor, Report
 from gitops_reloader.control.failures import Failure, FailureBook
 from gitops_reloader.control.pause import UNPAUSE_PREFIX, PauseScheduler
 from gitops_reloader.control.reconciler import Reconciler, view
@@ -67,6 +68,7 @@ from gitops_reloader.observability.logging import redact_text
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.queue import WorkQueue
 from gitops_reloader.ratelimit import ItemExponentialLimiter
+from gitops_reloader.rollout.eviction import EvictionMode
 from gitops_reloader.sinks.base import Sink
 from gitops_reloader.state.failurestore import FailureStore
 from gitops_reloader.state.keeper import StateKeeper
@@ -136,6 +138,10 @@ class Controller:
                                      on_held=self._held, on_emitted=self._succeeded,
                                      brakes=StormBrakes(runtime.max_reloads_per_workload,
                                                         runtime.cluster_reload_rate), api=api)
+        self.evictor = Evictor(api, self.adapters, config.rollouts, metrics=metrics, clock=self.clock,
+                               normal=self._eviction_event(recorder, warning=False),
+                               warning=self._eviction_event(recorder, warning=True),
+                               ) if config.rollouts.eviction is not EvictionMode.OFF else None
         self.backoff = SourceBackoff(cap=runtime.source_backoff_cap) if runtime.source_backoff_cap else None
         self.resumer = Resumer(self.caches, self.reconciler, api=api, adapters=self.adapters,
                                waves=self.waves, clock=self.clock)
@@ -151,6 +157,15 @@ class Controller:
         self._resync_thread: threading.Thread | None = None
         self._random = random.Random()
         metrics.set_queue_depth_callback(lambda: float(len(self.queue)))
+
+    @staticmethod
+    def _eviction_event(recorder: EventRecorder | None, *, warning: bool) -> Report:
+        """The evictor's report: a log line and an Event on the workload."""
+        def report(ref: ObjectRef, uid: str, reason: str, message: str) -> None:
+            (log.warning if warning else log.info)(message, extra={"object": ref.key, "reason": reason})
+            if recorder is not None:
+                (recorder.warning if warning else recorder.normal)(ref, reason, message, uid=uid)
+        return report
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -253,6 +268,10 @@ class Controller:
             thread = threading.Thread(target=self._worker, name=f"worker-{number}", daemon=True)
             thread.start()
             self._workers.append(thread)
+        if self.evictor is not None:
+            for record in self.workloads():  # an eviction an earlier instance left under way
+                self.evictor.observe(record)
+            self.evictor.start()
         if self.config.runtime.resync_period > 0:
             self._resync_thread = threading.Thread(target=self._resync_loop, name="resync", daemon=True)
             self._resync_thread.start()
@@ -351,6 +370,8 @@ class Controller:
             self.discovery.stop()
         if self.waves is not None:
             self.waves.close()
+        if self.evictor is not None:
+            self.evictor.stop()
         self.queue.shutdown(drain=drain, timeout=timeout)
         for informer in self.informers():
             informer.stop()
@@ -397,6 +418,11 @@ class Controller:
                 self.waves.observe(delta.new.ref, delta.new.annotations, delta.new.rollout)
             elif delta.old is not None:
                 self.waves.forget(delta.old.ref)
+        if self.evictor is not None:
+            if delta.new is not None:
+                self.evictor.observe(delta.new)
+            elif delta.old is not None:
+                self.evictor.forget(delta.old.ref)
         if delta.new is None:
             if delta.old is not None:
                 self.reconciler.template_changes.pop(delta.old.ref.key, None)

@@ -17,6 +17,7 @@ workload or the cluster could not be read, 2 bad usage.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 import tempfile
@@ -32,9 +33,10 @@ from gitops_reloader import policy, syncs, usedkeys
 from gitops_reloader.config import Config, load_config, parse_duration
 from gitops_reloader.control.brakes import parse_rate
 from gitops_reloader.control.caches import source_transform
-from gitops_reloader.control.reconciler import choose_sink, written_record
+from gitops_reloader.control.evictor import PodFinder, restart_preview
+from gitops_reloader.control.reconciler import LIVE_SINKS, choose_sink, written_record
 from gitops_reloader.csi import pod_status_record, spc_record
-from gitops_reloader.errors import ConfigError, KubeNotFound, ReloaderError
+from gitops_reloader.errors import ConfigError, KubeError, KubeNotFound, ReloaderError
 from gitops_reloader.gitops.auth import display_url
 from gitops_reloader.hashing import env_var_name
 from gitops_reloader.kube.api import KubeApi
@@ -53,9 +55,11 @@ from gitops_reloader.regex import RegexError, compile_linear
 from gitops_reloader.rollout.budget import PRIORITY_ANNOTATION, parse_priority
 from gitops_reloader.rollout.census import shown_change
 from gitops_reloader.rollout.completion import Phase, with_deadline
+from gitops_reloader.rollout.eviction import STRATEGY_ANNOTATION, strategy_wanted
 from gitops_reloader.rollout.marker import MARKER_ANNOTATION, parse_marker
 from gitops_reloader.shard import shard_of
 from gitops_reloader.sinks import build_live_sinks
+from gitops_reloader.sinks.eviction import EVICTION_SINK
 from gitops_reloader.sinks.pullrequest import PullRequestNotConfigured, require_pull_request_settings
 from gitops_reloader.windows import choose_window
 
@@ -128,6 +132,9 @@ class Explanation:
     timing: dict[str, Any] = field(default_factory=dict)
     """The maintenance window and the storm brake the workload's reloads go through."""
     rollout: dict[str, Any] = field(default_factory=dict)
+    restart: str = ""
+    """How a reload restarts its pods when the template write does not: the eviction it would do
+    ("evict 3 pods, one at a time, PDB db allows 1 now"), or why none is done; "" otherwise."""
     sources: list[SourceReport] = field(default_factory=list)
     manifest: dict[str, Any] | None = None
 
@@ -541,6 +548,31 @@ def _last_emission(api: KubeApi, config: Config, argocd_namespace: str, handles:
             if entry.engine else None}
 
 
+def restart_state(api: KubeApi, config: Config, adapter: WorkloadAdapter, raw: Mapping[str, Any],
+                  record: WorkloadRecord, sink: str | None) -> str:
+    """How the workload's pods restart when its template write does not roll them (eviction)."""
+    wanted, why = strategy_wanted(config.rollouts.eviction, record.annotations,
+                                  rolls_on_write=record.rolls_on_write,
+                                  has_template=bool(record.template_path))
+    if not wanted:
+        if why == "--eviction=off":
+            return ("its pods restart only through eviction, and --eviction=off: a reload restarts none"
+                    if not record.template_path else f"{STRATEGY_ANNOTATION} is set, but --eviction=off: "
+                    "the write restarts no pod")
+        if why:
+            return f"{STRATEGY_ANNOTATION} ignored: {why}"
+        return ("" if record.rolls_on_write else
+                "the template write restarts no pod (OnDelete); --eviction=on-delete would evict them")
+    if sink not in (*LIVE_SINKS, EVICTION_SINK):
+        return (f"eviction wanted ({why}), but it follows live writes only: the {sink} sink's change "
+                "restarts no pod")
+    try:
+        preview = restart_preview(PodFinder(api), adapter, raw, config.rollouts.evictions_at_once)
+    except KubeError as exc:
+        preview = f"pods not readable ({exc.status or 'no answer'})"
+    return f"{preview} ({why})"
+
+
 def explain(api: KubeApi, config: Config, kind: str, namespace: str, name: str, *,
             extra: Sequence[tuple[SourceKind, str, str]] = ()) -> Explanation:
     """Read the workload and its sources and explain each decision (reads only)."""
@@ -551,6 +583,7 @@ def explain(api: KubeApi, config: Config, kind: str, namespace: str, name: str, 
     if chosen.discovered:  # the version the server serves (a row's fallback, e.g. CloneSet v1alpha1)
         chosen.resource = chosen.served_resource(api) or chosen.resource
     raw = api.get(chosen.resource, namespace, name)
+    fetched = copy.deepcopy(raw)  # the record trims it (managedFields: who wrote the eviction record)
     record = chosen.record(raw)
     result = Explanation(record.ref.kind, namespace, name, watched=adapter is not None)
     if adapter is None:
@@ -564,7 +597,8 @@ def explain(api: KubeApi, config: Config, kind: str, namespace: str, name: str, 
     adapters = {record.ref.kind: adapter or any_adapter}
     sinks = build_live_sinks(config, api, adapters, metrics=Metrics(CollectorRegistry()))
     sink, result.sink_reason = choose_sink(config, record)
-    result.sink = sink.value if sink is not None else None
+    result.sink = str(sink) if sink is not None else None
+    result.restart = restart_state(api, config, chosen, fetched, record, result.sink)
     result.pause = pause_state(record, config)
     result.timing = timing_state(record, config, time.time(), _namespace_window(api, config, namespace))
     mode, invalid = usedkeys.reload_on(record.annotations, record.template_annotations,
@@ -648,6 +682,8 @@ def render_text(result: Explanation) -> str:
     if result.note:
         lines.append(f"  NOT WATCHED: {result.note}")
     lines.append(f"  sink: {result.sink or 'none'} ({result.sink_reason})")
+    if result.restart:
+        lines.append(f"  restart: {result.restart}")
     if result.reload_on and result.reload_on != ReloadOn.ANY_CHANGE:
         lines.append(f"  reload on: {result.reload_on}")
     pause = result.pause

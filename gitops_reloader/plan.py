@@ -48,9 +48,11 @@ from prometheus_client import CollectorRegistry
 
 from gitops_reloader.config import Config, load_config
 from gitops_reloader.control.caches import source_transform
+from gitops_reloader.control.evictor import PodFinder, restart_preview
+from gitops_reloader.control.reconciler import LIVE_SINKS
 from gitops_reloader.control.waves import gates
 from gitops_reloader.controller import Controller
-from gitops_reloader.errors import ConfigError, ReloaderError
+from gitops_reloader.errors import ConfigError, KubeError, ReloaderError
 from gitops_reloader.gitops import prpolicy
 from gitops_reloader.gitops.digestkey import DigestKey, read_digest_key
 from gitops_reloader.gitops.handle import RepositoryHandle
@@ -60,15 +62,17 @@ from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.client import load_api_client
 from gitops_reloader.kube.resources import CONFIGMAPS, SECRETS
 from gitops_reloader.kube.workloads import WorkloadRecord, adapters_for
-from gitops_reloader.model import ReloadRequest, SinkName, SourceKind, SourceMeta, SourceRef
+from gitops_reloader.model import OutcomeStatus, ReloadRequest, SinkName, SourceKind, SourceMeta, SourceRef
 from gitops_reloader.observability.logging import configure_logging
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.rollout.budget import Budget, Waiting, priority_of
 from gitops_reloader.rollout.census import assign_waves
+from gitops_reloader.rollout.eviction import EVICTION_ANNOTATION
 from gitops_reloader.sinks import build_live_sinks
 from gitops_reloader.sinks.annotations import AnnotationsSink, describe_annotation
 from gitops_reloader.sinks.base import Sink
 from gitops_reloader.sinks.envvars import EnvVarsSink
+from gitops_reloader.sinks.eviction import EVICTION_SINK, EvictionSink
 from gitops_reloader.sinks.git import EditPlan, GitSink, failure_reason
 from gitops_reloader.sinks.gitwiring import build_git_sink, build_pull_request_sink
 from gitops_reloader.sinks.pullrequest import PullRequestSink
@@ -111,6 +115,9 @@ class WorkloadPlan:
     window: str = ""
     """Why this write would wait, from its maintenance window ("waiting for window W, opens at
     T (zone)"; an unknown window name holds it); "" when it would go ahead now."""
+    restart: str = ""
+    """The eviction that would follow the write ("evict 3 pods, one at a time, PDB db allows 1
+    now"); "" when the write itself rolls the pods."""
 
 
 @dataclass(slots=True)
@@ -264,6 +271,12 @@ def live_plan(sink: Sink, request: ReloadRequest, controller: Controller) -> Wor
     if isinstance(sink, WebhookSink):
         return WorkloadPlan(key, sink.name, sources, "would-write", "POST to the webhook URL",
                             sink.payload(request))
+    if isinstance(sink, EvictionSink):
+        outcome = EvictionSink(sink.api, sink.adapters, dry_run=True).emit(request)
+        if outcome.status is not OutcomeStatus.WOULD_APPLY:
+            return WorkloadPlan(key, sink.name, sources, "already-current", "the workload records this hash")
+        return WorkloadPlan(key, sink.name, sources, "would-write",
+                            f"PATCH metadata annotation {EVICTION_ANNOTATION}: {outcome.detail}")
     return WorkloadPlan(key, sink.name, sources, "skipped", "no plan for this sink")
 
 
@@ -369,6 +382,27 @@ def assign_plan_windows(controller: Controller, workloads: Sequence[WorkloadPlan
             plan.window = f"waiting for {window.describe(now)}"
 
 
+def assign_plan_restarts(controller: Controller, api: KubeApi, workloads: Sequence[WorkloadPlan],
+                         records: Mapping[str, WorkloadRecord]) -> None:
+    """Set :attr:`WorkloadPlan.restart` of every write an eviction would follow (reads the
+    workload, its pods and the namespace's PodDisruptionBudgets)."""
+    finder = PodFinder(api)
+    for plan in workloads:
+        record = records.get(plan.key)
+        if record is None or plan.status != "would-write":
+            continue
+        wanted, why = controller.reconciler.evicts(record)
+        if not wanted or plan.sink not in (*LIVE_SINKS, EVICTION_SINK):
+            continue
+        adapter = controller.adapters[record.ref.kind]
+        try:
+            obj = api.get(adapter.resource, record.ref.namespace, record.ref.name)
+            plan.restart = restart_preview(finder, adapter, obj, controller.config.rollouts.evictions_at_once)
+        except KubeError as exc:
+            plan.restart = f"evict its pods (not readable now: {exc.status or 'no answer'})"
+        plan.restart += f" ({why})"
+
+
 def assign_plan_waves(config: Config, workloads: Sequence[WorkloadPlan],
                       records: Mapping[str, WorkloadRecord]) -> None:
     """Set :attr:`WorkloadPlan.wave` of every write the budget gates (the waves' own order)."""
@@ -411,6 +445,8 @@ def render(source: str, change: str, workloads: Sequence[WorkloadPlan],
         lines.append(f"  sources: {', '.join(plan.sources)}")
         if plan.window:
             lines.append(f"  {plan.window}")
+        if plan.restart:
+            lines.append(f"  then: {plan.restart}")
         if plan.detail:
             lines.append(f"  {plan.detail}")
         if plan.patch is not None:
@@ -548,6 +584,7 @@ def plan_change(args: PlanArgs, config: Config, api: KubeApi, out: Any) -> int:
         notes.append(waves_note(config))
         assign_plan_waves(config, workloads, {r.ref.key: r.workload for r in requests})
     assign_plan_windows(controller, workloads, {r.ref.key: r.workload for r in requests}, time.time())
+    assign_plan_restarts(controller, api, workloads, {r.ref.key: r.workload for r in requests})
     workloads.sort(key=lambda w: w.key)
     out.write(redact(write(label, change, workloads, repositories, notes), secret_hashes))
     return CHANGES if any(w.status == "would-write" for w in workloads) else NOTHING

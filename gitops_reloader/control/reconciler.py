@@ -41,12 +41,23 @@ from gitops_reloader.model import (
 )
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.queue import WorkQueue
+from gitops_reloader.rollout.eviction import (
+    EVICTION_ANNOTATION,
+    EVICTION_STRATEGY,
+    STRATEGY_ANNOTATION,
+    EvictionRecord,
+    strategy_wanted,
+)
 from gitops_reloader.rollout.marker import Marker
 from gitops_reloader.sinks.base import Sink
+from gitops_reloader.sinks.eviction import EVICTION_SINK
 from gitops_reloader.syncs import TemplateChange
 from gitops_reloader.windows import ReloadWindow
 
 log = logging.getLogger(__name__)
+
+LIVE_SINKS = frozenset({SinkName.ENV_VARS, SinkName.ANNOTATIONS})
+"""The sinks whose write an eviction follows (a git commit reaches the cluster later)."""
 
 Listener = Callable[[ReloadRequest, Outcome], None]
 Held = Callable[[str, str, Outcome], None]
@@ -55,15 +66,18 @@ a person can fix; its pending sources are back (and, for a batch sink, it is in 
 again, the queue key)."""
 
 
-def choose_sink(config: Config, record: WorkloadRecord) -> tuple[SinkName | None, str]:
+def choose_sink(config: Config, record: WorkloadRecord) -> tuple[str | None, str]:
     """The sink for ``record`` (None: the annotation names no known sink) and why, in words.
 
-    ``--webhook-url`` wins; then the sink annotation (workload, else pod template); then
-    ``--default-sink``; then ``--reload-strategy``.
+    ``--webhook-url`` wins; then a kind with no pod template has the eviction sink; then the
+    sink annotation (workload, else pod template); then ``--default-sink``; then
+    ``--reload-strategy``.
     """
     behaviour = config.behaviour
     if behaviour.webhook_url:
         return SinkName.WEBHOOK, "--webhook-url is set"
+    if not record.template_path:
+        return EVICTION_SINK, "its kind has no pod template: its pods are restarted by eviction"
     key = config.keys.sink
     chosen = record.annotations.get(key) or record.template_annotations.get(key)
     if chosen:
@@ -277,13 +291,18 @@ class Reconciler:
         items = self.items(record, pending)
         if not items:
             return None
-        if not record.has_template and record.ref.kind != "CronJob":
+        name = self.sink_name(record)
+        if not record.has_template and record.ref.kind != "CronJob" and name != EVICTION_SINK:
             log.info("workload has no pod template (e.g. a Rollout with workloadRef), skipped",
                      extra={"object": record.ref.key})
             return None
-        name = self.sink_name(record)
         sink = self.sinks.get(name or "")
         if self.refused(record, name or "unknown"):
+            return None
+        if sink is None and name == EVICTION_SINK:
+            self.metrics.sink_error(EVICTION_SINK, "eviction-off")
+            self.warn(record, "EvictionDisabled", "its kind has no pod template, so only eviction can "
+                      "restart its pods, and the controller runs with --eviction=off; not reloaded")
             return None
         if sink is None:
             self.metrics.sink_error(name or "unknown", "unknown-sink")
@@ -304,7 +323,8 @@ class Reconciler:
             marker = self.waves.marker(sources)
             annotations = self.waves.annotations(marker)
         # A live write replaces the synced entries of what it writes (the pods it rolls read it).
-        annotations = {**annotations, **syncs.dropped(record.annotations, [i.source.ref for i in items])}
+        annotations = {**annotations, **syncs.dropped(record.annotations, [i.source.ref for i in items]),
+                       **self.eviction_record(record, sink.name)}
         request = ReloadRequest(record.ref, record, tuple(items), int(self.clock.now()),
                                 workload_annotations=annotations, restart=restart)
         with self.metrics.time_emit(sink.name):
@@ -345,6 +365,7 @@ class Reconciler:
                     self.pending.join_group(group, key)
                     continue
                 sink = self.sink_for(record)
+                self.eviction_record(record, name)  # a commit carries none: warns if one is asked for
                 marked: Mapping[str, str] = EMPTY_MAP
                 if self._budgeted(sink, record):
                     assert self.waves is not None
@@ -452,6 +473,31 @@ class Reconciler:
         log.info("change already rolled by a sync; no second rollout",
                  extra={"object": record.ref.key, "detail": names, "sink": sink})
         self.note(record, "ReloadSynced", message)
+
+    # --- eviction ---------------------------------------------------------------------
+
+    def evicts(self, record: WorkloadRecord) -> tuple[bool, str]:
+        """Whether this workload's pods are restarted by eviction after its write, and why
+        (:func:`~gitops_reloader.rollout.eviction.strategy_wanted`)."""
+        return strategy_wanted(self.config.rollouts.eviction, record.annotations,
+                               rolls_on_write=record.rolls_on_write, has_template=bool(record.template_path))
+
+    def eviction_record(self, record: WorkloadRecord, sink: str) -> dict[str, str]:
+        """The eviction record a live write carries (the evictor restarts the pods from it), or
+        nothing; a workload that asks for eviction where it cannot be done gets a Warning Event."""
+        if sink == EVICTION_SINK:
+            return {}  # the eviction sink writes the record itself
+        wanted, why = self.evicts(record)
+        if not wanted:
+            if why == "--eviction=off" and STRATEGY_ANNOTATION in record.annotations:
+                self.warn(record, "EvictionDisabled", f"{STRATEGY_ANNOTATION}={EVICTION_STRATEGY} is set, "
+                          "but the controller runs with --eviction=off: the write restarts no pod")
+            return {}
+        if sink not in LIVE_SINKS:
+            self.warn(record, "EvictionNotSupported", f"restart by eviction ({why}) follows a live write; "
+                      f"the {sink} sink's change restarts no pod of this workload by itself")
+            return {}
+        return {EVICTION_ANNOTATION: EvictionRecord(since=int(self.clock.now())).encode()}
 
     def holding(self) -> set[str]:
         """The workload keys a storm brake or a closed maintenance window holds now (their

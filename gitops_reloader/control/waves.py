@@ -40,7 +40,7 @@ GATHER_SECONDS = 0.1
 """A parked reload asks for a dispatch this much later, so that the reloads of one change
 (queued together) are all waiting before the first wave is chosen by priority."""
 
-GATED_SINKS = frozenset({SinkName.ENV_VARS, SinkName.ANNOTATIONS, SinkName.GIT})
+GATED_SINKS = frozenset({SinkName.ENV_VARS, SinkName.ANNOTATIONS, SinkName.GIT, "eviction"})
 """The git sink commits a wave at a time (its batch asks per workload, see the reconciler)."""
 AT_WRITE_KINDS = frozenset({"Job", "CronJob"})
 

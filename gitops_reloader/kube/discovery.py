@@ -71,7 +71,8 @@ def check_configured_kinds(api: KubeApi, adapters: Mapping[str, WorkloadAdapter]
             log.warning("cannot read the published schema; pod template path not checked",
                         extra={"kind": spec.key, "error": str(exc)})
             continue
-        problem = template_path_problem(schema, spec.template_path) if schema is not None else None
+        problem = (template_path_problem(schema, spec.template_path)
+                   if schema is not None and spec.template_path else None)
         if problem is not None:
             raise ConfigError(f"{spec.source}: podTemplatePath {'.'.join(spec.template_path)}: {problem}")
 

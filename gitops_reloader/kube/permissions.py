@@ -34,10 +34,12 @@ from gitops_reloader.kube.resources import (
     ResourceKind,
 )
 from gitops_reloader.kube.workloads import WorkloadAdapter
+from gitops_reloader.rollout.eviction import EvictionMode
 
 __all__ = ["Need", "PermissionsMissing", "describe", "missing_permissions", "required_permissions",
            "workload_needs"]
 
+POD_EVICTIONS = ResourceKind("", "v1", "pods/eviction", "Eviction")
 ACCESS_REVIEWS = ResourceKind("authorization.k8s.io", "v1", "selfsubjectaccessreviews",
                               "SelfSubjectAccessReview", namespaced=False)
 
@@ -89,6 +91,10 @@ def required_permissions(config: Config, adapters: Mapping[str, WorkloadAdapter]
         needs += workload_needs(config, kind, adapter)
     if config.behaviour.enable_csi_integration:
         needs += _csi_needs(adapters, scopes)
+    if config.rollouts.eviction is not EvictionMode.OFF:
+        feature = "restart pods through the Eviction API (--eviction)"
+        needs += _needs(PODS, ("list",), scopes, feature)
+        needs += _needs(POD_EVICTIONS, ("create",), scopes, feature)
     needs += _needs(EVENTS, ("create",), scopes, "record Events", essential=False)
     runtime = config.runtime
     if not runtime.dry_run:
@@ -172,7 +178,10 @@ def _csi_needs(adapters: Mapping[str, WorkloadAdapter], scopes: Sequence[str]) -
 
 
 def _allowed(api: KubeApi, need: Need) -> bool:
-    attributes = {"verb": need.verb, "group": need.group, "resource": need.resource}
+    resource, _, subresource = need.resource.partition("/")
+    attributes = {"verb": need.verb, "group": need.group, "resource": resource}
+    if subresource:
+        attributes["subresource"] = subresource
     if need.namespace:
         attributes["namespace"] = need.namespace
     if need.name:

@@ -58,6 +58,7 @@ GITREPOSITORIES = ResourceKind("source.toolkit.fluxcd.io", "v1", "gitrepositorie
 HELMRELEASES = ResourceKind("helm.toolkit.fluxcd.io", "v2", "helmreleases", "HelmRelease")
 HELMCHARTS = ResourceKind("source.toolkit.fluxcd.io", "v1", "helmcharts", "HelmChart")
 PODS = ResourceKind("", "v1", "pods", "Pod")
+PODDISRUPTIONBUDGETS = ResourceKind("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 REPLICASETS = ResourceKind("apps", "v1", "replicasets", "ReplicaSet")
 REPLICATIONCONTROLLERS = ResourceKind("", "v1", "replicationcontrollers", "ReplicationController")
 CSI_GROUP = "secrets-store.csi.x-k8s.io"

@@ -40,7 +40,8 @@ from gitops_reloader.kube.resources import (
     ResourceKind,
 )
 from gitops_reloader.model import CONFIG_HASH_KEY, EMPTY_MAP, ObjectRef, PodRefs, TemplateEdit
-from gitops_reloader.rollout.completion import COMPLETES_LIKE, RolloutStatus, rollout_status
+from gitops_reloader.rollout.completion import COMPLETES_LIKE, RolloutStatus, rollout_status, section
+from gitops_reloader.rollout.eviction import EVICTION_ANNOTATION, eviction_status
 from gitops_reloader.rollout.marker import MARKER_ANNOTATION
 from gitops_reloader.syncs import SYNCED_ANNOTATION, template_fingerprint
 
@@ -81,6 +82,9 @@ class WorkloadRecord:
     template change, a sync whose new pods read the current data."""
     generation: int = 0
     """``metadata.generation``: while it stays, the spec (and the fingerprint) did not change."""
+    rolls_on_write: bool = True
+    """Whether a write of its pod template rolls its pods: not for ``updateStrategy``
+    ``OnDelete``, nor for a kind that does not roll (eviction restarts those, if enabled)."""
 
 
 _Env = tuple[tuple[str, str | None, bool], ...]
@@ -310,6 +314,9 @@ class WorkloadAdapter:
     def rollout_status(self, raw: Mapping[str, Any]) -> RolloutStatus:
         """Where this workload's rollout stands, by its kind's completion rule: for a row that
         names ``completes_like`` (a configured kind's ``completesLike``), that rule."""
+        evicting = eviction_status(_strings(section(raw, "metadata").get("annotations")))
+        if evicting is not None:
+            return evicting
         named = self.spec.completes_like if self.spec is not None else ""
         rule = COMPLETES_LIKE[named] if named else None
         return rollout_status(self.resource.group, self.resource.kind, raw, rule=rule)
@@ -332,6 +339,9 @@ class WorkloadAdapter:
                 "together with the configuration")
 
     def pod_template(self, raw: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The pod template in ``raw`` (None: none, or a kind whose pods are an operator's)."""
+        if not self.template_path:
+            return None
         template = _dig(raw, self.template_path)
         return template if isinstance(template, Mapping) else None
 
@@ -355,9 +365,15 @@ class WorkloadAdapter:
         """
         metadata = raw.get("metadata") or {}
         annotations = _strings(metadata.get("annotations")) or EMPTY_MAP
-        if SYNCED_ANNOTATION in annotations and field_manager(metadata, SYNCED_ANNOTATION) != FIELD_MANAGER:
+        typed = [key for key in (SYNCED_ANNOTATION, EVICTION_ANNOTATION)
+                 if key in annotations and field_manager(metadata, key) != FIELD_MANAGER]
+        if typed:
             # Only what the controller recorded counts: an entry someone else typed is ignored.
-            annotations = {k: v for k, v in annotations.items() if k != SYNCED_ANNOTATION} or EMPTY_MAP
+            annotations = {k: v for k, v in annotations.items() if k not in typed} or EMPTY_MAP
+            raw_annotations = metadata.get("annotations")
+            for key in typed:  # nor does the verdict read it
+                if isinstance(raw_annotations, dict):
+                    raw_annotations.pop(key, None)
         for key in _DROP_METADATA:
             metadata.pop(key, None)
         template = self.pod_template(raw)
@@ -365,8 +381,10 @@ class WorkloadAdapter:
         template_annotations = (
             _strings(((template or {}).get("metadata") or {}).get("annotations")) or EMPTY_MAP)
         # The rollout marker (the budget) or a git sink's digest (the follow-up) wants the verdict.
-        wanted = MARKER_ANNOTATION in annotations or CONFIG_HASH_KEY in template_annotations
+        wanted = (MARKER_ANNOTATION in annotations or CONFIG_HASH_KEY in template_annotations
+                  or EVICTION_ANNOTATION in annotations)
         rollout = self.rollout_status(raw) if wanted else None
+        on_delete = section(raw, "spec", "updateStrategy").get("type") == "OnDelete"
         raw.pop("status", None)
         ref = ObjectRef(self.kind, sys.intern(str(metadata.get("namespace", ""))),
                         str(metadata["name"]))
@@ -388,6 +406,7 @@ class WorkloadAdapter:
                                   and (previous.uid, previous.generation) == (uid, generation)
                                   else template_fingerprint(template)),
             generation=generation,
+            rolls_on_write=self.rolls and not on_delete,
         )
 
     def _slim(self, raw: JSON, ref: ObjectRef, uid: str, annotations: Mapping[str, str],

@@ -210,6 +210,12 @@ class Metrics:
         self._synced = counter(
             "reloads_synced_total", "Source changes a later pod-template change (a sync) already rolled: "
             "recorded without a second rollout.", ("sink",))
+        self._evictions = counter(
+            "pod_evictions_total", "Eviction API calls for pods a reload restarts, by result "
+            "(evicted, blocked: a PodDisruptionBudget said no, gone, error).", ("result",))
+        self._evictions_done = counter(
+            "evictions_completed_total",
+            "Workloads whose pods all restarted through eviction after a reload.")
         self._unused_key_changes = counter(
             "unused_key_changes_total",
             "Workloads a change did not reload because no key they use changed.", ("kind",))
@@ -398,6 +404,14 @@ class Metrics:
     def reload_synced(self, sink: str) -> None:
         """One workload's change was rolled by someone else's template change (one rollout per sync)."""
         self._synced.labels(sink=sink).inc()
+
+    def pod_eviction(self, result: str) -> None:
+        """One Eviction API call for a reload and its ``result``."""
+        self._evictions.labels(result=result).inc()
+
+    def eviction_completed(self) -> None:
+        """Every pod of one workload restarted through eviction after a reload."""
+        self._evictions_done.inc()
 
     def reload_throttled(self, scope: str, holding: int) -> None:
         """A storm brake held a workload (``scope``: workload or cluster; ``""``: one was released);

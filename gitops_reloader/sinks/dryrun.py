@@ -6,6 +6,7 @@ the real sink's own decision code and stops before its write:
 * ``env-vars`` / ``annotations``: the sink's ``edit_for`` (the very patch it would send);
   no PATCH, no pause of a Deployment, no Job re-created;
 * ``webhook``: the sink's ``payload``; no POST;
+* ``eviction``: the sources it would record; no record, so nothing is evicted;
 * ``git`` / ``pull-request``: the sink's ``preview_batch`` (resolve, sync the local
   clone, locate, edit in memory); no commit, push, pull request or refresh request.
 
@@ -28,6 +29,7 @@ from gitops_reloader.observability.alerts import safe_url
 from gitops_reloader.sinks.annotations import AnnotationsSink, describe_annotation
 from gitops_reloader.sinks.base import Sink
 from gitops_reloader.sinks.envvars import EnvVarsSink, describe_env
+from gitops_reloader.sinks.eviction import EvictionSink
 from gitops_reloader.sinks.webhook import WebhookSink
 
 __all__ = ["DryRunBatchSink", "DryRunLiveSink", "DryRunWebhookSink", "dry_run_sinks"]
@@ -101,6 +103,8 @@ def dry_run_sinks(sinks: Mapping[str, Sink], *, webhook_url: str = "") -> dict[s
             out[name] = DryRunLiveSink(sink)
         elif isinstance(sink, WebhookSink):
             out[name] = DryRunWebhookSink(sink, webhook_url)
+        elif isinstance(sink, EvictionSink):
+            out[name] = EvictionSink(sink.api, sink.adapters, dry_run=True)
         elif hasattr(sink, "preview_batch"):
             out[name] = DryRunBatchSink(sink)
         else:

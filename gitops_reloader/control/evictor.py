@@ -1,0 +1,411 @@
+"""Restart a workload's pods through the Eviction API, as its eviction record asks.
+
+A reload of a workload whose template write rolls nothing writes an eviction record in the
+workload's metadata (:mod:`gitops_reloader.rollout.eviction`). The :class:`Evictor` — one
+thread, on the active instance — takes every workload whose record is not ``Done``, as the
+informer shows it (so an instance that starts or takes over continues what the last one
+left), and on each pass per workload:
+
+1. reads the workload (one GET) and its pods (one LIST by its label selector, ``pods.selector``
+   for a configured kind) and keeps the pods whose controller owner chain leads to it
+   (``pods.ownerDepth`` levels, each intermediate owner read once per pass);
+2. asks :func:`~gitops_reloader.rollout.eviction.next_step` what to evict: pods created before
+   the change, a few at a time, never while a pod is missing, terminating or not Ready;
+3. evicts them (``policy/v1`` Eviction with the pod's uid as precondition: a replacement of the
+   same name is never evicted by mistake; never a DELETE). A 429 — a PodDisruptionBudget that
+   allows no disruption now — waits with backoff (``Retry-After`` when the server sends one)
+   and, when it lasts, a ``ReloadBlockedByPDB`` Warning Event;
+4. writes the progress into the record (a JSON patch that tests the record it read, so a newer
+   reload's record is never overwritten) and, when every pod has restarted and is Ready,
+   ``Done`` with a Normal ``EvictionComplete`` Event.
+
+A pod with no owner that the selector matches is never evicted (nothing would re-create it)
+unless annotated ``gitops-reloader.io/evict-bare-pod: "true"``; an ``EvictionRefused`` Event
+names it once per change.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gitops_reloader.clock import Clock
+from gitops_reloader.config import Rollouts
+from gitops_reloader.errors import KubeError, KubeNotFound
+from gitops_reloader.kube.api import FIELD_MANAGER, JSON_PATCH, KubeApi, field_manager
+from gitops_reloader.kube.resources import PODDISRUPTIONBUDGETS, PODS, ResourceKind
+from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord
+from gitops_reloader.model import ObjectRef
+from gitops_reloader.observability.metrics import Metrics
+from gitops_reloader.rollout.eviction import (
+    EVICTION_ANNOTATION,
+    EvictionRecord,
+    EvictionState,
+    PodView,
+    at_once,
+    describe_restart,
+    disruptions_allowed,
+    is_old,
+    next_step,
+    owned,
+    parse_record,
+    pod_view,
+    selector_query,
+)
+
+log = logging.getLogger(__name__)
+
+Report = Callable[[ObjectRef, str, str, str], None]
+"""(workload, uid, reason, message): a log line and an Event on the workload."""
+
+BLOCKED_EVENT_AFTER = 2
+"""Consecutive refusals by a disruption budget after which ``ReloadBlockedByPDB`` is recorded."""
+MAX_BACKOFF = 60.0
+MAX_PODS = 5000
+_ORDINAL_KINDS = frozenset({"StatefulSet", "StatefulSet.apps.kruise.io"})
+_PATH_ESCAPED = EVICTION_ANNOTATION.replace("~", "~0").replace("/", "~1")
+
+
+@dataclass(slots=True)
+class _Episode:
+    """What the evictor remembers of one workload's eviction between passes (never progress)."""
+
+    not_before: float = 0.0
+    backoff: float = 0.0
+    refusals: int = 0
+    announced: set[str] = field(default_factory=set)
+    """Event keys already recorded for this eviction (blocked, bare pods)."""
+    since: int = 0
+
+
+class Evictor:
+    """Evicts, workload by workload, the pods their eviction records name (thread-safe)."""
+
+    def __init__(self, api: KubeApi, adapters: Mapping[str, WorkloadAdapter], settings: Rollouts, *,
+                 metrics: Metrics, clock: Clock, normal: Report, warning: Report) -> None:
+        self.api = api
+        self.adapters = adapters
+        self.settings = settings
+        self.metrics = metrics
+        self.clock = clock
+        self.normal = normal
+        self.warning = warning
+        self._episodes: dict[ObjectRef, _Episode] = {}
+        self.finder = PodFinder(api)
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # --- what the controller calls ---------------------------------------------------
+
+    def observe(self, record: WorkloadRecord) -> None:
+        """A workload as the informer shows it: tracked while its eviction record is not Done."""
+        current = parse_record(record.annotations.get(EVICTION_ANNOTATION))
+        if current is None or current.state is EvictionState.DONE:
+            self.forget(record.ref)
+            return
+        with self._lock:
+            episode = self._episodes.get(record.ref)
+            if episode is not None and episode.since == current.since:
+                return
+            self._episodes[record.ref] = _Episode(since=current.since)
+        self._wake.set()
+
+    def forget(self, ref: ObjectRef) -> None:
+        with self._lock:
+            self._episodes.pop(ref, None)
+
+    def tracking(self) -> list[ObjectRef]:
+        """The workloads whose eviction is under way."""
+        with self._lock:
+            return sorted(self._episodes, key=lambda ref: ref.key)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="evictor", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    # --- the loop --------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.settings.eviction_interval)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            self.run_once()
+
+    def run_once(self) -> None:
+        """One pass over the workloads whose turn it is."""
+        now = self.clock.monotonic()
+        with self._lock:
+            due = [ref for ref, episode in self._episodes.items() if episode.not_before <= now]
+        for ref in due:
+            try:
+                self._step(ref)
+            except KubeError as exc:
+                self.metrics.pod_eviction("error")
+                log.warning("eviction pass failed; tried again", extra={"object": ref.key, "error": str(exc)})
+                self._back_off(ref, None)
+
+    def _step(self, ref: ObjectRef) -> None:
+        adapter = self.adapters.get(ref.kind)
+        if adapter is None:
+            self.forget(ref)
+            return
+        try:
+            obj = self.api.get(adapter.resource, ref.namespace, ref.name)
+        except KubeNotFound:
+            self.forget(ref)
+            return
+        metadata = obj.get("metadata") or {}
+        text = (metadata.get("annotations") or {}).get(EVICTION_ANNOTATION)
+        ours = field_manager(metadata, EVICTION_ANNOTATION) == FIELD_MANAGER
+        current = parse_record(text) if ours else None
+        if current is None or current.state is EvictionState.DONE:
+            self.forget(ref)
+            return
+        uid = str(metadata.get("uid", ""))
+        pods, bare = self.finder.pods(adapter, obj)
+        self._refuse_bare(ref, uid, current, bare)
+        count, invalid = at_once(metadata.get("annotations") or {}, self.settings.evictions_at_once)
+        if invalid is not None:
+            self._announce(ref, uid, current, "invalid-at-once", "InvalidAnnotation",
+                           f"gitops-reloader.io/evictions-at-once={invalid!r} is not 1 to 100; "
+                           f"evicting {count} at once")
+        live = sum(1 for p in pods if not p.terminating)
+        step = next_step(pods, current.since, at_once=count, expected=current.pods or live,
+                         by_ordinal=ref.kind in _ORDINAL_KINDS, now=self.clock.now())
+        if step.done:
+            self._write(adapter, ref, text, current.progressed(pods=live, left=0, state=EvictionState.DONE))
+            self.forget(ref)
+            self.metrics.eviction_completed()
+            self.normal(ref, uid, "EvictionComplete",
+                        f"every pod restarted through eviction ({current.pods or live} pods) and is Ready")
+            return
+        state = step.state
+        evicted = 0
+        for pod in step.evict:
+            outcome = self._evict(ref, uid, current, pod)
+            if outcome == "blocked":
+                state = EvictionState.BLOCKED
+                break
+            evicted += outcome == "evicted"
+        if state is not EvictionState.BLOCKED:
+            self._unblocked(ref)
+        progressed = current.progressed(pods=live, left=max(step.old - evicted, 0), state=state)
+        if progressed != current:
+            self._write(adapter, ref, text, progressed)
+
+    def _refuse_bare(self, ref: ObjectRef, uid: str, current: EvictionRecord, bare: list[PodView]) -> None:
+        if not bare:
+            return
+        names = ", ".join(sorted(p.name for p in bare)[:5])
+        self._announce(ref, uid, current, "bare:" + names, "EvictionRefused",
+                       f"pod(s) {names} match the workload's selector but have no owner: nothing would "
+                       "re-create them, so they are not evicted (annotate a pod "
+                       "gitops-reloader.io/evict-bare-pod: \"true\" to allow it)", warning=True)
+
+    # --- the Eviction API ------------------------------------------------------------
+
+    def _evict(self, ref: ObjectRef, uid: str, current: EvictionRecord, pod: PodView) -> str:
+        """Evict one pod: ``evicted``, ``gone`` (already replaced) or ``blocked`` (a budget)."""
+        body = {"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": pod.name, "namespace": ref.namespace},
+                "deleteOptions": {"preconditions": {"uid": pod.uid}}}
+        try:
+            self.api.request("POST", PODS.path(ref.namespace, pod.name) + "/eviction", body=body)
+        except KubeNotFound:
+            self.metrics.pod_eviction("gone")
+            return "gone"
+        except KubeError as exc:
+            if exc.status == 409:  # the uid precondition: the pod was replaced meanwhile
+                self.metrics.pod_eviction("gone")
+                return "gone"
+            if exc.status != 429:
+                raise
+            self.metrics.pod_eviction("blocked")
+            self._blocked(ref, uid, current, pod, exc)
+            return "blocked"
+        self.metrics.pod_eviction("evicted")
+        log.info("pod evicted for a reload", extra={"object": ref.key, "pod": pod.name})
+        return "evicted"
+
+    def _blocked(self, ref: ObjectRef, uid: str, current: EvictionRecord, pod: PodView,
+                 exc: KubeError) -> None:
+        with self._lock:
+            episode = self._episodes.get(ref)
+            if episode is None:
+                return
+            episode.refusals += 1
+            refusals = episode.refusals
+        self._back_off(ref, exc.retry_after)
+        log.info("eviction refused by a disruption budget; waiting",
+                 extra={"object": ref.key, "pod": pod.name, "refusals": refusals})
+        if refusals >= BLOCKED_EVENT_AFTER:
+            self._announce(ref, uid, current, "blocked", "ReloadBlockedByPDB",
+                           f"evicting pod {pod.name} is refused by its PodDisruptionBudget "
+                           f"({str(exc)[-200:]}); "
+                           "the reload's restart waits and is tried again with backoff", warning=True)
+
+    def _unblocked(self, ref: ObjectRef) -> None:
+        with self._lock:
+            episode = self._episodes.get(ref)
+            if episode is not None:
+                episode.refusals, episode.backoff = 0, 0.0
+                episode.announced.discard("blocked")
+
+    def _back_off(self, ref: ObjectRef, retry_after: float | None) -> None:
+        with self._lock:
+            episode = self._episodes.get(ref)
+            if episode is None:
+                return
+            episode.backoff = min(max(episode.backoff * 2, self.settings.eviction_interval), MAX_BACKOFF)
+            wait = max(episode.backoff, retry_after or 0.0)
+            episode.not_before = self.clock.monotonic() + wait
+
+    # --- the record and Events -------------------------------------------------------
+
+    def _write(self, adapter: WorkloadAdapter, ref: ObjectRef, seen: str | None,
+               record: EvictionRecord) -> None:
+        """Write progress, unless the record changed since it was read (a newer reload's)."""
+        path = f"/metadata/annotations/{_PATH_ESCAPED}"
+        patch = [{"op": "test", "path": path, "value": seen},
+                 {"op": "replace", "path": path, "value": record.encode()}]
+        try:
+            self.api.patch(adapter.resource, ref.namespace, ref.name, patch, content_type=JSON_PATCH)
+        except KubeError as exc:
+            if exc.status not in (409, 422):
+                raise
+            log.info("eviction record changed meanwhile; read again", extra={"object": ref.key})
+
+    def _announce(self, ref: ObjectRef, uid: str, current: EvictionRecord, key: str, reason: str,
+                  message: str, *, warning: bool = True) -> None:
+        """An Event recorded once per eviction episode and ``key``."""
+        with self._lock:
+            episode = self._episodes.get(ref)
+            if episode is None or key in episode.announced:
+                return
+            episode.announced.add(key)
+        (self.warning if warning else self.normal)(ref, uid, reason, message)
+
+
+class PodFinder:
+    """A workload's pods, as eviction sees them: by its selector, kept when its controller
+    owner chain leads to the workload (intermediate owners read on demand; the resources of
+    their kinds found through discovery and cached)."""
+
+    def __init__(self, api: KubeApi) -> None:
+        self.api = api
+        self._plurals: dict[tuple[str, str], ResourceKind | None] = {}
+
+    def pods(self, adapter: WorkloadAdapter, obj: Mapping[str, Any]) -> tuple[list[PodView], list[PodView]]:
+        """(the workload's own pods, bare pods its selector matches that may not be evicted)."""
+        metadata = obj.get("metadata") or {}
+        spec = adapter.spec
+        if spec is not None and spec.pod_selector:
+            selector: str | None = spec.pod_selector_for(str(metadata.get("name", "")))
+        elif adapter.template_path:
+            selector = selector_query((obj.get("spec") or {}).get("selector"))
+        else:
+            selector = ""
+        if selector is None:
+            return [], []
+        views: list[PodView] = []
+        token = ""
+        while len(views) < MAX_PODS:
+            page = self.api.list(PODS, namespace=str(metadata.get("namespace", "")),
+                                 label_selector=selector, limit=500, continue_token=token)
+            views.extend(v for v in (pod_view(p) for p in page.get("items") or ()) if v is not None)
+            token = (page.get("metadata") or {}).get("continue") or ""
+            if not token:
+                break
+        depth = spec.owner_depth if spec is not None else 1
+        namespace = str(metadata.get("namespace", ""))
+        owners = self._owner_uids(str(metadata.get("uid", "")), depth, views, namespace)
+        mine, bare = owned(views, owners)
+        return mine, bare if selector else []
+
+    def _owner_uids(self, uid: str, depth: int, pods: list[PodView], namespace: str) -> frozenset[str]:
+        """The uids whose pods are the workload's: its own, and with ``depth`` > 1 those of the
+        objects between it and its pods (read upward from each distinct owner of a pod, once)."""
+        found = {uid}
+        if depth > 1:
+            owners = {p.owner_uid: p.owner for p in pods if p.owner_uid}
+            found.update(owner_uid for owner_uid, owner in owners.items()
+                         if self._reaches(owner, namespace, uid, depth - 1))
+        return frozenset(found)
+
+    def _reaches(self, owner: tuple[str, str, str], namespace: str, uid: str, steps: int) -> bool:
+        """Whether the object ``owner`` names (apiVersion, kind, name) is owned, within ``steps``
+        controller references, by the object ``uid``."""
+        for _ in range(steps):
+            api_version, kind, name = owner
+            resource = self._resource(api_version, kind)
+            if resource is None:
+                return False
+            try:
+                obj = self.api.get(resource, namespace, name)
+            except KubeNotFound:
+                return False
+            reference = next((o for o in (obj.get("metadata") or {}).get("ownerReferences") or ()
+                              if isinstance(o, Mapping) and o.get("controller") is True), None)
+            if reference is None:
+                return False
+            if reference.get("uid") == uid:
+                return True
+            owner = (str(reference.get("apiVersion", "")), str(reference.get("kind", "")),
+                     str(reference.get("name", "")))
+        return False
+
+    def _resource(self, api_version: str, kind: str) -> ResourceKind | None:
+        """The resource of ``kind`` in ``api_version``, by discovery (cached)."""
+        key = (api_version, kind)
+        if key not in self._plurals:
+            group, _, version = api_version.rpartition("/")
+            path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+            try:
+                doc = self.api.request("GET", path)
+            except KubeNotFound:
+                doc = {}
+            found = next((r for r in doc.get("resources") or ()
+                          if isinstance(r, Mapping) and r.get("kind") == kind
+                          and "/" not in str(r.get("name"))),
+                         None)
+            self._plurals[key] = (ResourceKind(group, version, str(found["name"]), kind)
+                                  if found is not None else None)
+        return self._plurals[key]
+
+
+def restart_preview(finder: PodFinder, adapter: WorkloadAdapter, obj: Mapping[str, Any],
+                    default_at_once: int) -> str:
+    """What the eviction of ``obj``'s pods would do now (reads its pods and the namespace's
+    PodDisruptionBudgets): :func:`~gitops_reloader.rollout.eviction.describe_restart`, prefixed
+    with the state of an eviction under way."""
+    metadata = obj.get("metadata") or {}
+    annotations = metadata.get("annotations") or {}
+    pods, bare = finder.pods(adapter, obj)
+    live = [p for p in pods if not p.terminating]
+    ours = field_manager(metadata, EVICTION_ANNOTATION) == FIELD_MANAGER
+    current = parse_record(annotations.get(EVICTION_ANNOTATION)) if ours else None
+    prefix, old = "", len(live)
+    if current is not None and current.state is not EvictionState.DONE:
+        prefix, old = f"under way ({current.state.value}): ", sum(1 for p in live if is_old(p, current.since))
+    budget: tuple[str, int] | str | None = None
+    if live:
+        try:
+            budgets = finder.api.list(PODDISRUPTIONBUDGETS, namespace=str(metadata.get("namespace", "")))
+            budget = disruptions_allowed(budgets.get("items") or (), live[0].labels)
+        except KubeError as exc:
+            budget = f"PodDisruptionBudgets not readable ({exc.status or 'no answer'})"
+    count, _ = at_once(annotations, default_at_once)
+    return prefix + describe_restart(old, count, budget, [p.name for p in bare])
