@@ -1146,3 +1146,22 @@ def test_every_shard_keeps_its_own_state_store(helm: Path, helm_home: Path, valu
     names = [config_of(args).state.name for args in deployment_args(docs).values()]
     assert len(set(names)) == len(names) > 1
     assert all(name.startswith(f"{FULLNAME}-state-") and len(name) <= 58 for name in names)
+
+
+@pytest.mark.parametrize("mode", ["off", "annotated", "on-delete"])
+def test_pod_evict_rbac_is_granted_only_when_eviction_is_enabled(helm: Path, helm_home: Path,
+                                                                 mode: str) -> None:
+    """--eviction needs list of pods and create of pods/eviction; with it off the controller may not
+    read or evict any pod (and never delete one in any mode)."""
+    values = {"reloader.eviction.mode": mode, "reloader.eviction.atOnce": "2",
+              "reloader.eviction.intermediateOwners[0].group": "core.strimzi.io",
+              "reloader.eviction.intermediateOwners[0].plural": "strimzipodsets"}
+    docs = render(helm, CHART_DIR, home=helm_home, set_values=values)
+    config = load_config(args_of(docs), environ={"POD_NAMESPACE": NAMESPACE})
+    enabled = mode != "off"
+    assert config.rollouts.eviction == mode
+    assert config.rollouts.evictions_at_once == 2
+    assert verbs_for(docs, "", "pods/eviction") == ({"create"} if enabled else set())
+    assert verbs_for(docs, "", "pods") == ({"get", "list"} if enabled else set())
+    assert verbs_for(docs, "core.strimzi.io", "strimzipodsets") == ({"get"} if enabled else set())
+    assert "delete" not in verbs_for(docs, "", "pods")

@@ -318,6 +318,15 @@ live in the namespaced "-self" Role (role-self.yaml), never here.
 {{- $rules = append $rules (dict "apiGroups" (list "batch") "resources" (list "jobs") "verbs" (list "get")) }}
 {{- end }}
 {{- end }}
+{{- if ne (toString $r.eviction.mode) "off" }}
+{{- /* --eviction: a workload's pods, and the Eviction API (never delete on pods). */}}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "pods") "verbs" (list "get" "list")) }}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "pods/eviction") "verbs" (list "create")) }}
+{{- $rules = append $rules (dict "apiGroups" (list "policy") "resources" (list "poddisruptionbudgets") "verbs" (list "get" "list")) }}
+{{- range $r.eviction.intermediateOwners }}
+{{- $rules = append $rules (dict "apiGroups" (list (.group | default "")) "resources" (list .plural) "verbs" (list "get")) }}
+{{- end }}
+{{- end }}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "events") "verbs" (list "create" "patch")) }}
 {{- $rules = append $rules (dict "apiGroups" (list "events.k8s.io") "resources" (list "events") "verbs" (list "create" "patch")) }}
 {{- if and (include "gitops-reloader.gitEnabled" .) (ne (toString $r.git.applyTimeout) "0") }}
@@ -465,6 +474,10 @@ Called with (dict "root" $ "shard" <an entry of gitops-reloader.shards>).
 {{- with .maxConcurrentPerNamespace }}{{ $args = append $args (printf "--max-concurrent-rollouts-per-namespace=%d" (int .)) }}{{ end }}
 {{- with .timeout }}{{ $args = append $args (printf "--rollout-timeout=%s" (toString .)) }}{{ end }}
 {{- if kindIs "bool" .holdOnFailedRollout }}{{ $args = append $args (printf "--hold-on-failed-rollout=%t" .holdOnFailedRollout) }}{{ end }}
+{{- end }}
+{{- with $r.eviction }}
+{{- if ne (toString .mode) "off" }}{{ $args = append $args (printf "--eviction=%s" .mode) }}{{ end }}
+{{- if ne (int .atOnce) 1 }}{{ $args = append $args (printf "--evictions-at-once=%d" (int .atOnce)) }}{{ end }}
 {{- end }}
 {{- if include "gitops-reloader.gitEnabled" $root }}
 {{- $args = append $args (printf "--git-config=%s/git-config.yaml" (include "gitops-reloader.gitConfigDir" $root)) }}
