@@ -41,6 +41,7 @@ from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord
 from gitops_reloader.model import ObjectRef
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.rollout.eviction import (
+    AT_ONCE_ANNOTATION,
     EVICTION_ANNOTATION,
     EvictionRecord,
     EvictionState,
@@ -176,12 +177,12 @@ class Evictor:
             return
         uid = str(metadata.get("uid", ""))
         pods, bare = self.finder.pods(adapter, obj)
-        self._refuse_bare(ref, uid, current, bare)
+        self._refuse_bare(ref, uid, bare)
         count, invalid = at_once(metadata.get("annotations") or {}, self.settings.evictions_at_once)
-        if invalid is not None:
-            self._announce(ref, uid, current, "invalid-at-once", "InvalidAnnotation",
-                           f"gitops-reloader.io/evictions-at-once={invalid!r} is not 1 to 100; "
-                           f"evicting {count} at once")
+        if invalid is not None and self._announce(
+                ref, uid, "invalid-at-once", "InvalidAnnotation",
+                f"{AT_ONCE_ANNOTATION}={invalid!r} is not 1 to 100; evicting {count} at once"):
+            self.metrics.invalid_annotation(ref.kind)
         live = sum(1 for p in pods if not p.terminating)
         step = next_step(pods, current.since, at_once=count, expected=current.pods or live,
                          by_ordinal=ref.kind in _ORDINAL_KINDS, now=self.clock.now())
@@ -195,10 +196,12 @@ class Evictor:
         state = step.state
         evicted = 0
         for pod in step.evict:
-            outcome = self._evict(ref, uid, current, pod)
+            outcome = self._evict(ref, uid, pod)
             if outcome == "blocked":
                 state = EvictionState.BLOCKED
                 break
+            if outcome == "failed":
+                return  # backing off; the next pass reads everything again
             evicted += outcome == "evicted"
         if state is not EvictionState.BLOCKED:
             self._unblocked(ref)
@@ -206,19 +209,20 @@ class Evictor:
         if progressed != current:
             self._write(adapter, ref, text, progressed)
 
-    def _refuse_bare(self, ref: ObjectRef, uid: str, current: EvictionRecord, bare: list[PodView]) -> None:
+    def _refuse_bare(self, ref: ObjectRef, uid: str, bare: list[PodView]) -> None:
         if not bare:
             return
         names = ", ".join(sorted(p.name for p in bare)[:5])
-        self._announce(ref, uid, current, "bare:" + names, "EvictionRefused",
+        self._announce(ref, uid, "bare:" + names, "EvictionRefused",
                        f"pod(s) {names} match the workload's selector but have no owner: nothing would "
                        "re-create them, so they are not evicted (annotate a pod "
-                       "gitops-reloader.io/evict-bare-pod: \"true\" to allow it)", warning=True)
+                       "gitops-reloader.io/evict-bare-pod: \"true\" to allow it)")
 
     # --- the Eviction API ------------------------------------------------------------
 
-    def _evict(self, ref: ObjectRef, uid: str, current: EvictionRecord, pod: PodView) -> str:
-        """Evict one pod: ``evicted``, ``gone`` (already replaced) or ``blocked`` (a budget)."""
+    def _evict(self, ref: ObjectRef, uid: str, pod: PodView) -> str:
+        """Evict one pod: ``evicted``, ``gone`` (already replaced), ``blocked`` (a budget) or
+        ``failed`` (any other refusal: a Warning Event once per status, then backoff)."""
         body = {"apiVersion": "policy/v1", "kind": "Eviction",
                 "metadata": {"name": pod.name, "namespace": ref.namespace},
                 "deleteOptions": {"preconditions": {"uid": pod.uid}}}
@@ -232,16 +236,20 @@ class Evictor:
                 self.metrics.pod_eviction("gone")
                 return "gone"
             if exc.status != 429:
-                raise
+                self.metrics.pod_eviction("error")
+                self._back_off(ref, exc.retry_after)
+                self._announce(ref, uid, f"failed:{exc.status}", "EvictionFailed",
+                               f"evicting pod {pod.name} failed ({str(exc)[-300:]}); tried again with "
+                               "backoff")
+                return "failed"
             self.metrics.pod_eviction("blocked")
-            self._blocked(ref, uid, current, pod, exc)
+            self._blocked(ref, uid, pod, exc)
             return "blocked"
         self.metrics.pod_eviction("evicted")
         log.info("pod evicted for a reload", extra={"object": ref.key, "pod": pod.name})
         return "evicted"
 
-    def _blocked(self, ref: ObjectRef, uid: str, current: EvictionRecord, pod: PodView,
-                 exc: KubeError) -> None:
+    def _blocked(self, ref: ObjectRef, uid: str, pod: PodView, exc: KubeError) -> None:
         with self._lock:
             episode = self._episodes.get(ref)
             if episode is None:
@@ -252,10 +260,10 @@ class Evictor:
         log.info("eviction refused by a disruption budget; waiting",
                  extra={"object": ref.key, "pod": pod.name, "refusals": refusals})
         if refusals >= BLOCKED_EVENT_AFTER:
-            self._announce(ref, uid, current, "blocked", "ReloadBlockedByPDB",
+            self._announce(ref, uid, "blocked", "ReloadBlockedByPDB",
                            f"evicting pod {pod.name} is refused by its PodDisruptionBudget "
                            f"({str(exc)[-200:]}); "
-                           "the reload's restart waits and is tried again with backoff", warning=True)
+                           "the reload's restart waits and is tried again with backoff")
 
     def _unblocked(self, ref: ObjectRef) -> None:
         with self._lock:
@@ -288,15 +296,15 @@ class Evictor:
                 raise
             log.info("eviction record changed meanwhile; read again", extra={"object": ref.key})
 
-    def _announce(self, ref: ObjectRef, uid: str, current: EvictionRecord, key: str, reason: str,
-                  message: str, *, warning: bool = True) -> None:
-        """An Event recorded once per eviction episode and ``key``."""
+    def _announce(self, ref: ObjectRef, uid: str, key: str, reason: str, message: str) -> bool:
+        """A Warning Event recorded once per eviction episode and ``key``; whether it was recorded now."""
         with self._lock:
             episode = self._episodes.get(ref)
             if episode is None or key in episode.announced:
-                return
+                return False
             episode.announced.add(key)
-        (self.warning if warning else self.normal)(ref, uid, reason, message)
+        self.warning(ref, uid, reason, message)
+        return True
 
 
 class PodFinder:

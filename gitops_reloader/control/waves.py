@@ -32,6 +32,7 @@ from gitops_reloader.rollout.budget import PRIORITY_ANNOTATION, Budget, Waiting,
 from gitops_reloader.rollout.completion import PAUSED, Phase, RolloutStatus
 from gitops_reloader.rollout.marker import MARKER_ANNOTATION, Marker, change_ids, marker_for, parse_marker
 from gitops_reloader.rollout.tracker import Rollout, Tracker
+from gitops_reloader.sinks.eviction import EVICTION_SINK
 
 WAVES_KEY = "waves|dispatch"
 """The work-queue key of :meth:`Waves.dispatch` (one at a time, de-duplicated by the queue)."""
@@ -40,7 +41,7 @@ GATHER_SECONDS = 0.1
 """A parked reload asks for a dispatch this much later, so that the reloads of one change
 (queued together) are all waiting before the first wave is chosen by priority."""
 
-GATED_SINKS = frozenset({SinkName.ENV_VARS, SinkName.ANNOTATIONS, SinkName.GIT, "eviction"})
+GATED_SINKS = frozenset({SinkName.ENV_VARS, SinkName.ANNOTATIONS, SinkName.GIT, EVICTION_SINK})
 """The git sink commits a wave at a time (its batch asks per workload, see the reconciler)."""
 AT_WRITE_KINDS = frozenset({"Job", "CronJob"})
 

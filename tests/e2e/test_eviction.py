@@ -351,3 +351,24 @@ def test_explain_and_plan_say_how_many_pods_an_evict_restarts_and_what_the_budge
     assert planned.returncode == 1, planned.stderr
     assert "then: evict 3 pods, 2 at a time, PDB db-pdb allows 1 now" in planned.stdout
     assert pods.deleted == []  # both only read
+
+
+def test_an_evict_the_api_server_refuses_otherwise_gets_an_event_and_is_retried(
+        api_client: ApiClient, pods: PodPlayer) -> None:
+    """Two budgets over one pod: the API server answers 500 (the eviction subresource supports one)."""
+    create(api_client, configmap("db-config", {"v": "1"}))
+    statefulset(api_client, pods, "db", 2)
+    budget(api_client, "db-pdb", "db", allowed=1)
+    budget(api_client, "db-pdb-2", "db", allowed=1)
+    with running_controller(api_client, ["--eviction=on-delete", *FAST]) as app:
+        change(api_client)
+        event = wait_event(api_client, "db", "EvictionFailed")
+        assert "more than one PodDisruptionBudget" in event["message"]
+        wait_for(lambda: (app.metrics.registry.get_sample_value("gitops_reloader_pod_evictions_total",
+                                                                {"result": "error"}) or 0) >= 2,
+                 message="tried again")
+        PolicyV1Api(api_client).delete_namespaced_pod_disruption_budget("db-pdb-2", NS)
+        allow(api_client, "db-pdb", 10)  # the disruption controller: room for both pods
+        wait_for(lambda: done(api_client, "db"), timeout=30, message="evicted once one budget is left")
+    assert pods.deleted == ["db-1", "db-0"]
+    assert reasons(api_client, "db").count("EvictionFailed") == 1
