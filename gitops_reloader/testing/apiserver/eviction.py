@@ -30,6 +30,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gitops_reloader.rollout.eviction import selector_query
+
 from .resources import ResourceType
 from .selectors import LabelSelector, SelectorError, parse_label_selector
 from .status import ApiError, bad_request
@@ -44,23 +46,11 @@ VIOLATES = "Cannot evict pod as it would violate the pod's disruption budget."
 def budget_selector(selector: Mapping[str, Any] | None) -> LabelSelector | None:
     """A PodDisruptionBudget's ``spec.selector`` as a label selector (None: it selects nothing,
     as ``LabelSelectorAsSelector`` of a nil or invalid selector)."""
-    if selector is None:
+    query = selector_query(selector) if selector is not None else None
+    if query is None:
         return None
-    terms = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
-    for expr in selector.get("matchExpressions") or ():
-        key, operator, values = expr.get("key", ""), expr.get("operator", ""), expr.get("values") or []
-        if operator == "In":
-            terms.append(f"{key} in ({','.join(values)})")
-        elif operator == "NotIn":
-            terms.append(f"{key} notin ({','.join(values)})")
-        elif operator == "Exists":
-            terms.append(key)
-        elif operator == "DoesNotExist":
-            terms.append(f"!{key}")
-        else:
-            return None
     try:
-        return parse_label_selector(",".join(terms))
+        return parse_label_selector(query)
     except SelectorError:
         return None
 
