@@ -152,9 +152,8 @@ def test_a_restart_mid_evict_continues_without_evicting_a_pod_twice(
     with running_controller(api_client, ["--eviction=on-delete", *FAST]):
         change(api_client)
         wait_for(lambda: pods.recreated == ["db-2", "db-1"], timeout=30, message="two pods evicted")
-        wait_for(lambda: (r := record_of(api_client, "db")) is not None and r.state is EvictionState.WAITING,
-                 message="waiting for db-1's replacement")
-    assert record_of(api_client, "db").left == 1
+        wait_for(lambda: (r := record_of(api_client, "db")) is not None and r.state is EvictionState.WAITING
+                 and r.left == 1, message="waiting for db-1's replacement, one pod left")
     pods.release("db-1")
     with running_controller(api_client, ["--eviction=on-delete", *FAST]) as app:
         wait_for(lambda: done(api_client, "db"), timeout=30, message="the new instance finished it")
