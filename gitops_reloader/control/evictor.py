@@ -157,6 +157,10 @@ class Evictor:
                 self.metrics.pod_eviction("error")
                 log.warning("eviction pass failed; tried again", extra={"object": ref.key, "error": str(exc)})
                 self._back_off(ref, None)
+            except Exception:  # one workload's surprise must never stop the evictor for the others
+                self.metrics.pod_eviction("error")
+                log.exception("eviction pass failed unexpectedly; tried again", extra={"object": ref.key})
+                self._back_off(ref, None)
 
     def _step(self, ref: ObjectRef) -> None:
         adapter = self.adapters.get(ref.kind)
