@@ -34,7 +34,7 @@ from gitops_reloader.config import Config, load_config, parse_duration
 from gitops_reloader.control.brakes import parse_rate
 from gitops_reloader.control.caches import source_transform
 from gitops_reloader.control.evictor import PodFinder, restart_preview
-from gitops_reloader.control.reconciler import LIVE_SINKS, choose_sink, written_record
+from gitops_reloader.control.reconciler import EVICTING_SINKS, choose_sink, eviction_wanted, written_record
 from gitops_reloader.csi import pod_status_record, spc_record
 from gitops_reloader.errors import ConfigError, KubeError, KubeNotFound, ReloaderError
 from gitops_reloader.gitops.auth import display_url
@@ -55,11 +55,10 @@ from gitops_reloader.regex import RegexError, compile_linear
 from gitops_reloader.rollout.budget import PRIORITY_ANNOTATION, parse_priority
 from gitops_reloader.rollout.census import shown_change
 from gitops_reloader.rollout.completion import Phase, with_deadline
-from gitops_reloader.rollout.eviction import STRATEGY_ANNOTATION, strategy_wanted
+from gitops_reloader.rollout.eviction import STRATEGY_ANNOTATION
 from gitops_reloader.rollout.marker import MARKER_ANNOTATION, parse_marker
 from gitops_reloader.shard import shard_of
 from gitops_reloader.sinks import build_live_sinks
-from gitops_reloader.sinks.eviction import EVICTION_SINK
 from gitops_reloader.sinks.pullrequest import PullRequestNotConfigured, require_pull_request_settings
 from gitops_reloader.windows import choose_window
 
@@ -551,9 +550,7 @@ def _last_emission(api: KubeApi, config: Config, argocd_namespace: str, handles:
 def restart_state(api: KubeApi, config: Config, adapter: WorkloadAdapter, raw: Mapping[str, Any],
                   record: WorkloadRecord, sink: str | None) -> str:
     """How the workload's pods restart when its template write does not roll them (eviction)."""
-    wanted, why = strategy_wanted(config.rollouts.eviction, record.annotations,
-                                  rolls_on_write=record.rolls_on_write,
-                                  has_template=bool(record.template_path))
+    wanted, why = eviction_wanted(config, record)
     if not wanted:
         if why == "--eviction=off":
             return ("its pods restart only through eviction, and --eviction=off: a reload restarts none"
@@ -563,7 +560,7 @@ def restart_state(api: KubeApi, config: Config, adapter: WorkloadAdapter, raw: M
             return f"{STRATEGY_ANNOTATION} ignored: {why}"
         return ("" if record.rolls_on_write else
                 "the template write restarts no pod (OnDelete); --eviction=on-delete would evict them")
-    if sink not in (*LIVE_SINKS, EVICTION_SINK):
+    if sink not in EVICTING_SINKS:
         return (f"eviction wanted ({why}), but it follows live writes only: the {sink} sink's change "
                 "restarts no pod")
     try:

@@ -49,7 +49,7 @@ from prometheus_client import CollectorRegistry
 from gitops_reloader.config import Config, load_config
 from gitops_reloader.control.caches import source_transform
 from gitops_reloader.control.evictor import PodFinder, restart_preview
-from gitops_reloader.control.reconciler import LIVE_SINKS
+from gitops_reloader.control.reconciler import EVICTING_SINKS
 from gitops_reloader.control.waves import gates
 from gitops_reloader.controller import Controller
 from gitops_reloader.errors import ConfigError, KubeError, ReloaderError
@@ -72,7 +72,7 @@ from gitops_reloader.sinks import build_live_sinks
 from gitops_reloader.sinks.annotations import AnnotationsSink, describe_annotation
 from gitops_reloader.sinks.base import Sink
 from gitops_reloader.sinks.envvars import EnvVarsSink
-from gitops_reloader.sinks.eviction import EVICTION_SINK, EvictionSink
+from gitops_reloader.sinks.eviction import EvictionSink
 from gitops_reloader.sinks.git import EditPlan, GitSink, failure_reason
 from gitops_reloader.sinks.gitwiring import build_git_sink, build_pull_request_sink
 from gitops_reloader.sinks.pullrequest import PullRequestSink
@@ -392,7 +392,7 @@ def assign_plan_restarts(controller: Controller, api: KubeApi, workloads: Sequen
         if record is None or plan.status != "would-write":
             continue
         wanted, why = controller.reconciler.evicts(record)
-        if not wanted or plan.sink not in (*LIVE_SINKS, EVICTION_SINK):
+        if not wanted or plan.sink not in EVICTING_SINKS:
             continue
         adapter = controller.adapters[record.ref.kind]
         try:

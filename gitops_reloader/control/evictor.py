@@ -47,6 +47,7 @@ from gitops_reloader.rollout.eviction import (
     EvictionState,
     PodView,
     at_once,
+    controller_reference,
     describe_restart,
     disruptions_allowed,
     is_old,
@@ -54,6 +55,7 @@ from gitops_reloader.rollout.eviction import (
     owned,
     parse_record,
     pod_view,
+    reference_names,
     selector_query,
 )
 
@@ -105,6 +107,8 @@ class Evictor:
 
     def observe(self, record: WorkloadRecord) -> None:
         """A workload as the informer shows it: tracked while its eviction record is not Done."""
+        if EVICTION_ANNOTATION not in record.annotations and record.ref not in self._episodes:
+            return  # every workload event passes here: no lock for the many with nothing to do
         current = parse_record(record.annotations.get(EVICTION_ANNOTATION))
         if current is None or current.state is EvictionState.DONE:
             self.forget(record.ref)
@@ -173,16 +177,16 @@ class Evictor:
             self.forget(ref)
             return
         metadata = obj.get("metadata") or {}
-        text = (metadata.get("annotations") or {}).get(EVICTION_ANNOTATION)
-        ours = field_manager(metadata, EVICTION_ANNOTATION) == FIELD_MANAGER
-        current = parse_record(text) if ours else None
+        annotations = metadata.get("annotations") or {}
+        text = annotations.get(EVICTION_ANNOTATION)
+        current = trusted_record(metadata)
         if current is None or current.state is EvictionState.DONE:
             self.forget(ref)
             return
         uid = str(metadata.get("uid", ""))
         pods, bare = self.finder.pods(adapter, obj)
         self._refuse_bare(ref, uid, bare)
-        count, invalid = at_once(metadata.get("annotations") or {}, self.settings.evictions_at_once)
+        count, invalid = at_once(annotations, self.settings.evictions_at_once)
         if invalid is not None and self._announce(
                 ref, uid, "invalid-at-once", "InvalidAnnotation",
                 f"{AT_ONCE_ANNOTATION}={invalid!r} is not 1 to 100; evicting {count} at once"):
@@ -332,17 +336,17 @@ class PodFinder:
             selector = ""
         if selector is None:
             return [], []
+        namespace = str(metadata.get("namespace", ""))
         views: list[PodView] = []
         token = ""
         while len(views) < MAX_PODS:
-            page = self.api.list(PODS, namespace=str(metadata.get("namespace", "")),
-                                 label_selector=selector, limit=500, continue_token=token)
+            page = self.api.list(PODS, namespace=namespace, label_selector=selector, limit=500,
+                                 continue_token=token)
             views.extend(v for v in (pod_view(p) for p in page.get("items") or ()) if v is not None)
             token = (page.get("metadata") or {}).get("continue") or ""
             if not token:
                 break
         depth = spec.owner_depth if spec is not None else 1
-        namespace = str(metadata.get("namespace", ""))
         owners = self._owner_uids(str(metadata.get("uid", "")), depth, views, namespace)
         mine, bare = owned(views, owners)
         return mine, bare if selector else []
@@ -369,33 +373,28 @@ class PodFinder:
                 obj = self.api.get(resource, namespace, name)
             except KubeNotFound:
                 return False
-            reference = next((o for o in (obj.get("metadata") or {}).get("ownerReferences") or ()
-                              if isinstance(o, Mapping) and o.get("controller") is True), None)
+            reference = controller_reference(obj)
             if reference is None:
                 return False
             if reference.get("uid") == uid:
                 return True
-            owner = (str(reference.get("apiVersion", "")), str(reference.get("kind", "")),
-                     str(reference.get("name", "")))
+            owner = reference_names(reference)
         return False
 
     def _resource(self, api_version: str, kind: str) -> ResourceKind | None:
         """The resource of ``kind`` in ``api_version``, by discovery (cached)."""
         key = (api_version, kind)
         if key not in self._plurals:
-            group, _, version = api_version.rpartition("/")
-            path = f"/apis/{group}/{version}" if group else f"/api/{version}"
-            try:
-                doc = self.api.request("GET", path)
-            except KubeNotFound:
-                doc = {}
-            found = next((r for r in doc.get("resources") or ()
-                          if isinstance(r, Mapping) and r.get("kind") == kind
-                          and "/" not in str(r.get("name"))),
-                         None)
-            self._plurals[key] = (ResourceKind(group, version, str(found["name"]), kind)
-                                  if found is not None else None)
+            self._plurals[key] = self.api.resource_of(api_version, kind)
         return self._plurals[key]
+
+
+def trusted_record(metadata: Mapping[str, Any]) -> EvictionRecord | None:
+    """The eviction record in a workload's metadata as the API server returns it (with
+    ``managedFields``), if the controller's own field manager wrote it; None otherwise."""
+    if field_manager(metadata, EVICTION_ANNOTATION) != FIELD_MANAGER:
+        return None
+    return parse_record((metadata.get("annotations") or {}).get(EVICTION_ANNOTATION))
 
 
 def restart_preview(finder: PodFinder, adapter: WorkloadAdapter, obj: Mapping[str, Any],
@@ -407,8 +406,7 @@ def restart_preview(finder: PodFinder, adapter: WorkloadAdapter, obj: Mapping[st
     annotations = metadata.get("annotations") or {}
     pods, bare = finder.pods(adapter, obj)
     live = [p for p in pods if not p.terminating]
-    ours = field_manager(metadata, EVICTION_ANNOTATION) == FIELD_MANAGER
-    current = parse_record(annotations.get(EVICTION_ANNOTATION)) if ours else None
+    current = trusted_record(metadata)
     prefix, old = "", len(live)
     if current is not None and current.state is not EvictionState.DONE:
         prefix, old = f"under way ({current.state.value}): ", sum(1 for p in live if is_old(p, current.since))

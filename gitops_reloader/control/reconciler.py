@@ -58,6 +58,8 @@ log = logging.getLogger(__name__)
 
 LIVE_SINKS = frozenset({SinkName.ENV_VARS, SinkName.ANNOTATIONS})
 """The sinks whose write an eviction follows (a git commit reaches the cluster later)."""
+EVICTING_SINKS = LIVE_SINKS | {EVICTION_SINK}
+"""The sinks after whose write the evictor restarts the pods (the eviction sink's is the record alone)."""
 
 Listener = Callable[[ReloadRequest, Outcome], None]
 Held = Callable[[str, str, Outcome], None]
@@ -88,6 +90,13 @@ def choose_sink(config: Config, record: WorkloadRecord) -> tuple[str | None, str
     if behaviour.default_sink:
         return behaviour.default_sink, "--default-sink"
     return behaviour.reload_strategy, "--reload-strategy"
+
+
+def eviction_wanted(config: Config, record: WorkloadRecord) -> tuple[bool, str]:
+    """Whether ``record``'s pods are restarted by eviction after its write, and why
+    (:func:`~gitops_reloader.rollout.eviction.strategy_wanted` for ``--eviction``)."""
+    return strategy_wanted(config.rollouts.eviction, record.annotations,
+                           rolls_on_write=record.rolls_on_write, has_template=bool(record.template_path))
 
 
 def written_record(recorder: Callable[[WorkloadRecord, SourceRef, str | None], str | None] | None,
@@ -478,9 +487,8 @@ class Reconciler:
 
     def evicts(self, record: WorkloadRecord) -> tuple[bool, str]:
         """Whether this workload's pods are restarted by eviction after its write, and why
-        (:func:`~gitops_reloader.rollout.eviction.strategy_wanted`)."""
-        return strategy_wanted(self.config.rollouts.eviction, record.annotations,
-                               rolls_on_write=record.rolls_on_write, has_template=bool(record.template_path))
+        (:func:`eviction_wanted`)."""
+        return eviction_wanted(self.config, record)
 
     def eviction_record(self, record: WorkloadRecord, sink: str) -> dict[str, str]:
         """The eviction record a live write carries (the evictor restarts the pods from it), or

@@ -270,15 +270,29 @@ class KubeApi:
             return False
         return True
 
+    def _discovered(self, group_version_path: str) -> list[Mapping[str, Any]]:
+        """The ``resources`` discovery lists at ``/api/v1`` or ``/apis/<group>/<version>``
+        (empty when that group version is not served)."""
+        try:
+            doc = self.request("GET", group_version_path)
+        except KubeNotFound:
+            return []
+        return [r for r in doc.get("resources") or () if isinstance(r, Mapping)]
+
     def serves(self, kind: ResourceKind) -> bool:
         """Whether discovery lists ``kind``'s resource in its group version (a CRD kind:
         whether the CRD is installed and that version served)."""
-        try:
-            doc = self.request("GET", kind.path().rsplit("/", 1)[0])
-        except KubeNotFound:
-            return False
-        return any(isinstance(r, Mapping) and r.get("name") == kind.plural and r.get("kind") == kind.kind
-                   for r in doc.get("resources") or ())
+        return any(r.get("name") == kind.plural and r.get("kind") == kind.kind
+                   for r in self._discovered(kind.path().rsplit("/", 1)[0]))
+
+    def resource_of(self, api_version: str, kind: str) -> ResourceKind | None:
+        """The resource discovery lists for objects of ``kind`` in ``api_version`` (an owner
+        reference's), not a subresource; None when none is served."""
+        group, _, version = api_version.rpartition("/")
+        path = ResourceKind(group, version, "", kind).path().rsplit("/", 1)[0]
+        found = next((r for r in self._discovered(path)
+                      if r.get("kind") == kind and "/" not in str(r.get("name"))), None)
+        return ResourceKind(group, version, str(found["name"]), kind) if found is not None else None
 
     def openapi_schema(self, kind: ResourceKind) -> Mapping[str, Any] | None:
         """The published OpenAPI v3 schema of ``kind`` (``/openapi/v3/apis/<group>/<version>``,

@@ -23,6 +23,7 @@ from gitops_reloader.errors import KubeError
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.resources import JOBS, PODS, REPLICASETS, REPLICATIONCONTROLLERS, ResourceKind
 from gitops_reloader.model import ObjectRef
+from gitops_reloader.rollout.eviction import controller_reference
 
 __all__ = ["MAX_DEPTH", "OwnerResolver", "controller_owner"]
 
@@ -41,12 +42,10 @@ _INTERMEDIATE: Mapping[str, ResourceKind] = {
 
 def controller_owner(obj: Mapping[str, Any]) -> tuple[str, str] | None:
     """(kind, name) of the ``controller: true`` owner reference of ``obj``, if any."""
-    refs = (obj.get("metadata") or {}).get("ownerReferences")
-    for ref in refs if isinstance(refs, list) else ():
-        if isinstance(ref, Mapping) and ref.get("controller") is True:
-            kind, name = ref.get("kind"), ref.get("name")
-            if isinstance(kind, str) and isinstance(name, str) and kind and name:
-                return kind, name
+    ref = controller_reference(obj)
+    kind, name = (ref.get("kind"), ref.get("name")) if ref is not None else (None, None)
+    if isinstance(kind, str) and isinstance(name, str) and kind and name:
+        return kind, name
     return None
 
 

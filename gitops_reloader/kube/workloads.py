@@ -314,7 +314,7 @@ class WorkloadAdapter:
     def rollout_status(self, raw: Mapping[str, Any]) -> RolloutStatus:
         """Where this workload's rollout stands, by its kind's completion rule: for a row that
         names ``completes_like`` (a configured kind's ``completesLike``), that rule."""
-        evicting = eviction_status(_strings(section(raw, "metadata").get("annotations")))
+        evicting = eviction_status(section(raw, "metadata", "annotations"))
         if evicting is not None:
             return evicting
         named = self.spec.completes_like if self.spec is not None else ""

@@ -34,7 +34,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from gitops_reloader.rollout.completion import Phase, RolloutStatus
+from gitops_reloader.rollout.completion import Phase, RolloutStatus, condition
 
 EVICTION_ANNOTATION = "gitops-reloader.io/eviction"
 STRATEGY_ANNOTATION = "gitops-reloader.io/restart-strategy"
@@ -92,9 +92,9 @@ class EvictionRecord:
         return replace(self, pods=self.pods or pods, left=left, state=state)
 
 
-def parse_record(text: str | None) -> EvictionRecord | None:
+def parse_record(text: Any) -> EvictionRecord | None:
     """The record in an annotation value; None when absent or not one the controller writes."""
-    if not text or len(text) > MAX_RECORD_CHARS:
+    if not isinstance(text, str) or not text or len(text) > MAX_RECORD_CHARS:
         return None
     try:
         doc = json.loads(text)
@@ -116,7 +116,7 @@ def parse_record(text: str | None) -> EvictionRecord | None:
     return EvictionRecord(since, pods, left, state, sources)
 
 
-def eviction_status(annotations: Mapping[str, str]) -> RolloutStatus | None:
+def eviction_status(annotations: Mapping[str, Any]) -> RolloutStatus | None:
     """The rollout verdict of a workload whose eviction is under way (None: none is, or it is
     done — then the kind's own rule says where the rollout stands)."""
     record = parse_record(annotations.get(EVICTION_ANNOTATION))
@@ -197,6 +197,18 @@ def parse_time(stamp: Any) -> float | None:
         return None
 
 
+def controller_reference(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ``controller: true`` entry of ``obj``'s ``metadata.ownerReferences`` (None: none)."""
+    refs = (obj.get("metadata") or {}).get("ownerReferences")
+    return next((ref for ref in (refs if isinstance(refs, list) else ())
+                 if isinstance(ref, Mapping) and ref.get("controller") is True), None)
+
+
+def reference_names(ref: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(apiVersion, kind, name) of an owner reference."""
+    return str(ref.get("apiVersion", "")), str(ref.get("kind", "")), str(ref.get("name", ""))
+
+
 def pod_view(raw: Mapping[str, Any]) -> PodView | None:
     """The view of a pod as the API server returns it (None: no name or creation time)."""
     metadata = raw.get("metadata") or {}
@@ -204,19 +216,15 @@ def pod_view(raw: Mapping[str, Any]) -> PodView | None:
     name = metadata.get("name")
     if created is None or not isinstance(name, str):
         return None
-    owner = next((o for o in metadata.get("ownerReferences") or ()
-                  if isinstance(o, Mapping) and o.get("controller") is True), None)
-    conditions = (raw.get("status") or {}).get("conditions") or ()
-    ready = any(isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True"
-                for c in conditions)
+    owner = controller_reference(raw)
+    ready = condition(raw.get("status") or {}, "Ready")
     annotations = metadata.get("annotations") or {}
     labels = metadata.get("labels") or {}
-    return PodView(name=name, uid=str(metadata.get("uid", "")), created=created, ready=ready,
+    return PodView(name=name, uid=str(metadata.get("uid", "")), created=created,
+                   ready=ready is not None and ready.get("status") == "True",
                    terminating=bool(metadata.get("deletionTimestamp")),
                    owner_uid=str(owner.get("uid", "")) if owner else "",
-                   owner=(str(owner.get("apiVersion", "")), str(owner.get("kind", "")),
-                          str(owner.get("name", "")))
-                   if owner else ("", "", ""),
+                   owner=reference_names(owner) if owner else ("", "", ""),
                    labels={str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {},
                    bare_allowed=isinstance(annotations, Mapping)
                    and str(annotations.get(BARE_POD_ANNOTATION, "")).lower() == "true")
