@@ -14,9 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-import durationpy
-
 from gitops_reloader.control.brakes import Rate, parse_rate
+from gitops_reloader.durations import parse_duration
 from gitops_reloader.errors import ConfigError
 from gitops_reloader.kinds import BUILTIN_KINDS, KindSpec, load_kinds_config
 from gitops_reloader.model import ReloadOn, SinkName
@@ -36,30 +35,6 @@ def parse_bool(text: str) -> bool:
     if lowered in FALSE_VALUES:
         return False
     raise ValueError(f"not a boolean: {text!r}")
-
-
-MAX_DURATION_CHARS = 64
-"""Longer duration text is refused before parsing (durationpy's regex is quadratic)."""
-
-
-def parse_duration(text: str) -> float:
-    """Parse a Go-style duration (``10s``, ``1m30s``, ``500ms``, ``0``) into seconds.
-
-    Raises :class:`ValueError` for anything else, including text over
-    :data:`MAX_DURATION_CHARS` characters (annotations are tenant text).
-    """
-    stripped = text.strip()
-    if stripped in ("0", ""):
-        return 0.0
-    if len(stripped) > MAX_DURATION_CHARS:
-        raise ValueError(f"not a duration: longer than {MAX_DURATION_CHARS} characters")
-    try:
-        seconds = durationpy.from_str(stripped).total_seconds()
-    except Exception as exc:  # durationpy raises a bare Exception subclass
-        raise ValueError(f"not a duration: {text!r} (use e.g. 500ms, 2s, 1m)") from exc
-    if seconds < 0:
-        raise ValueError(f"duration must not be negative: {text!r}")
-    return seconds
 
 
 IGNORABLE_KINDS: Final = tuple(spec.resource_name for spec in BUILTIN_KINDS)

@@ -47,6 +47,7 @@ from gitops_reloader.control.resume import Resumer
 from gitops_reloader.control.retrypolicy import FailureClass, RetrySchedule, classify, failure_reason
 from gitops_reloader.control.startup import deleted_while_down, out_of_date, used_key_sources
 from gitops_reloader.control.waves import WAVES_KEY, Waves
+from gitops_reloader.durations import format_duration
 from gitops_reloader.errors import ReloaderError
 from gitops_reloader.index import ReferenceIndex
 from gitops_reloader.kube.api import KubeApi
@@ -689,10 +690,7 @@ class Controller:
         if not workloads:  # not a reload (waves, unpause): the queue's own backoff, nothing to record
             log.info("step failed, will retry",
                      extra={"object": key, "error": str(exc), "attempt": self.queue.num_requeues(key) + 1})
-            if exc.retry_after:
-                self.queue.add_after(key, exc.retry_after)
-            else:
-                self.queue.add_rate_limited(key)
+            self.queue.add_rate_limited(key, retry_after=exc.retry_after, cap=self.retry.cap)
             return
         self._note_failure(key, key, workloads, classify(exc), failure_reason(exc), str(exc),
                            retry_after=exc.retry_after)
@@ -726,8 +724,8 @@ class Controller:
         """``--max-retries`` attempts failed: say it loudly, once per failing episode."""
         self.failures.mark_raised(entry.key)
         self.metrics.failure_raised(entry.sink)
-        every = ("every " + _duration(self.retry.slow)) if entry.failure is FailureClass.NEEDS_PERSON \
-            else f"with backoff up to {_duration(self.retry.cap)}"
+        every = ("every " + format_duration(self.retry.slow)) if entry.failure is FailureClass.NEEDS_PERSON \
+            else f"with backoff up to {format_duration(self.retry.cap)}"
         message = (f"reload still failing after {entry.attempts} attempts since {_stamp(entry.since)} "
                    f"({entry.reason}); it stays pending and is retried {every}: {entry.error}")
         log.error("emission still failing; raised, still pending", extra={
@@ -771,10 +769,6 @@ class Controller:
 
 def _stamp(wall: float) -> str:
     return datetime.fromtimestamp(wall, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _duration(seconds: float) -> str:
-    return f"{seconds / 60:g}m" if seconds >= 60 else f"{seconds:g}s"
 
 
 class _MetricsObserver:

@@ -30,12 +30,13 @@ from urllib.parse import urlsplit, urlunsplit
 from prometheus_client import CollectorRegistry
 
 from gitops_reloader import policy, syncs, usedkeys
-from gitops_reloader.config import Config, load_config, parse_duration
+from gitops_reloader.config import Config, load_config
 from gitops_reloader.control.brakes import parse_rate
 from gitops_reloader.control.caches import source_transform
 from gitops_reloader.control.evictor import PodFinder, restart_preview
 from gitops_reloader.control.reconciler import EVICTING_SINKS, choose_sink, eviction_wanted, written_record
 from gitops_reloader.csi import pod_status_record, spc_record
+from gitops_reloader.durations import parse_duration
 from gitops_reloader.errors import ConfigError, KubeError, KubeNotFound, ReloaderError
 from gitops_reloader.gitops.auth import display_url
 from gitops_reloader.hashing import env_var_name

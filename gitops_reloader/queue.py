@@ -52,6 +52,7 @@ from collections import deque
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
+from gitops_reloader.backoff import floored
 from gitops_reloader.clock import Clock, SystemClock
 from gitops_reloader.ratelimit import ItemExponentialLimiter, RateLimiter
 
@@ -183,14 +184,15 @@ class WorkQueue(Generic[K]):
             # Blocked getters may be sleeping towards a later deadline: make them recompute it.
             self._cond.notify_all()
 
-    def add_rate_limited(self, key: K) -> None:
-        """Schedule a retry after the limiter's backoff: ``add_after(key, limiter.when(key))``.
+    def add_rate_limited(self, key: K, *, retry_after: float | None = None, cap: float = math.inf) -> None:
+        """Schedule a retry after the limiter's backoff: ``add_after(key, limiter.when(key))``,
+        never sooner than a server's ``retry_after`` (a floor, bounded by ``cap``).
 
         After shutdown the key is dropped without counting a requeue.
         """
         if self.shutting_down:
             return
-        self.add_after(key, self._limiter.when(key))
+        self.add_after(key, floored(self._limiter.when(key), retry_after, cap))
 
     def forget(self, key: K) -> None:
         """Clear ``key``'s retry history in the limiter; the key stays queued if it is."""

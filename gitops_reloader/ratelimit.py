@@ -31,6 +31,7 @@ import time
 from collections.abc import Hashable
 from typing import Protocol
 
+from gitops_reloader.backoff import exponential
 from gitops_reloader.clock import Clock, SystemClock
 
 __all__ = ["ItemExponentialLimiter", "RateLimiter", "TokenBucket"]
@@ -97,13 +98,9 @@ class ItemExponentialLimiter:
     def when(self, key: Hashable) -> float:
         """Return the backoff for ``key`` and count one more failure of it."""
         with self._lock:
-            exp = self._failures.get(key, 0)
-            self._failures[key] = exp + 1
-        try:
-            delay = self._base * 2.0**exp
-        except OverflowError:  # 2.0**exp overflows past ~1024 failures; the cap applies anyway
-            return self._max
-        return min(delay, self._max)
+            failures = self._failures.get(key, 0) + 1
+            self._failures[key] = failures
+        return exponential(self._base, failures, self._max)
 
     def forget(self, key: Hashable) -> None:
         """Reset ``key``'s failure count; unknown keys are ignored."""

@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import durationpy
 import yaml
 from cronsim import CronSim, CronSimError
 
+from gitops_reloader.durations import parse_duration
 from gitops_reloader.errors import ConfigError
 
 __all__ = ["NO_WINDOW", "ReloadWindow", "WindowSet", "choose_window", "load_windows", "parse_windows"]
@@ -172,8 +172,8 @@ def _window(entry: Any, at: str) -> ReloadWindow:
     except (ZoneInfoNotFoundError, ValueError):
         raise ConfigError(f"{at}.timeZone: not an IANA time zone such as Europe/Berlin") from None
     try:
-        duration = durationpy.from_str(str(entry.get("duration", ""))).total_seconds()
-    except Exception:  # durationpy raises its own error types for malformed text
+        duration = parse_duration(str(entry.get("duration", "")))
+    except ValueError:
         raise ConfigError(f"{at}.duration: a duration such as 6h or 90m") from None
     if not 0 < duration <= 7 * 24 * 3600:
         raise ConfigError(f"{at}.duration: between 1s and 168h")

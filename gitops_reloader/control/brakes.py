@@ -26,7 +26,8 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 
-import durationpy
+from gitops_reloader.backoff import exponential
+from gitops_reloader.durations import format_duration, parse_duration
 
 __all__ = ["Rate", "SourceBackoff", "StormBrakes", "Window", "parse_rate"]
 
@@ -42,7 +43,7 @@ class Rate:
     period: float
 
     def __str__(self) -> str:
-        return f"{self.count}/{_duration(self.period)}"
+        return f"{self.count}/{format_duration(self.period)}"
 
 
 def parse_rate(text: str) -> Rate | None:
@@ -59,8 +60,8 @@ def parse_rate(text: str) -> Rate | None:
         raise ValueError(f"{text[:40]!r} is not COUNT/PERIOD, e.g. 6/10m")
     count = int(match["count"])
     try:
-        period = durationpy.from_str(match["period"]).total_seconds()
-    except Exception:  # durationpy raises its own error types for malformed text
+        period = parse_duration(match["period"])
+    except ValueError:
         raise ValueError(f"{match['period']!r} is not a duration such as 10m or 1h") from None
     if count < 1 or not 0 < period <= _MAX_PERIOD:
         raise ValueError(f"{text[:40]!r}: the count must be at least 1 and the period between 0 and 168h")
@@ -137,7 +138,7 @@ class SourceBackoff:
         over = streak - self.free
         if over <= 0:
             return base
-        return min(self.cap, max(base, 1.0) * 2.0 ** min(over, 32))
+        return exponential(max(base, 1.0), over + 1, self.cap)
 
 
 class StormBrakes:
@@ -179,9 +180,3 @@ class StormBrakes:
             self._workloads.drop(key, now)
             self._cluster.drop("", now)
 
-
-def _duration(seconds: float) -> str:
-    for unit, size in (("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"

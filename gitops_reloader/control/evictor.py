@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gitops_reloader.backoff import Backoff
 from gitops_reloader.clock import Clock
 from gitops_reloader.config import Rollouts
 from gitops_reloader.errors import KubeError, KubeNotFound
@@ -77,7 +78,8 @@ class _Episode:
     """What the evictor remembers of one workload's eviction between passes (never progress)."""
 
     not_before: float = 0.0
-    backoff: float = 0.0
+    backoffs: int = 0
+    """Refusals backed off from in a row (the next wait doubles)."""
     refusals: int = 0
     announced: set[str] = field(default_factory=set)
     """Event keys already recorded for this eviction (blocked, bare pods)."""
@@ -277,7 +279,7 @@ class Evictor:
         with self._lock:
             episode = self._episodes.get(ref)
             if episode is not None:
-                episode.refusals, episode.backoff = 0, 0.0
+                episode.refusals, episode.backoffs = 0, 0
                 episode.announced.discard("blocked")
 
     def _back_off(self, ref: ObjectRef, retry_after: float | None) -> None:
@@ -285,8 +287,9 @@ class Evictor:
             episode = self._episodes.get(ref)
             if episode is None:
                 return
-            episode.backoff = min(max(episode.backoff * 2, self.settings.eviction_interval), MAX_BACKOFF)
-            wait = max(episode.backoff, retry_after or 0.0)
+            episode.backoffs += 1
+            wait = Backoff(self.settings.eviction_interval, MAX_BACKOFF).delay(episode.backoffs,
+                                                                              retry_after=retry_after)
             episode.not_before = self.clock.monotonic() + wait
 
     # --- the record and Events -------------------------------------------------------

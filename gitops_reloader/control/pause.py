@@ -12,8 +12,9 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from gitops_reloader.clock import Clock
-from gitops_reloader.config import Config, parse_duration
+from gitops_reloader.config import Config
 from gitops_reloader.control.caches import Caches
+from gitops_reloader.durations import parse_duration
 from gitops_reloader.kube.api import STRATEGIC, KubeApi
 from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord
 from gitops_reloader.model import ObjectRef, WorkloadKey

@@ -10,7 +10,8 @@ its sources replaces it. How soon it is tried again depends on what failed:
     The far side is down or busy (connection refused, timeouts, 5xx, 429, an unknown git
     failure): exponential backoff from ``base`` (1 s), doubling, capped at ``cap`` (5 min),
     with jitter so a fleet of failing workloads does not knock on a recovering host at one
-    instant. A ``Retry-After`` the host sent is honoured as it stands.
+    instant. A ``Retry-After`` the host sent is a floor under that delay (never above the
+    cap): it can make a wait longer, never shorter.
 ``NEEDS_PERSON``
     Nothing changes until someone acts (a host key that does not match, credentials refused
     with 401/403, an unknown repository, a protected branch, an unusable mount): tried again
@@ -29,6 +30,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from gitops_reloader.backoff import Backoff, floored
 from gitops_reloader.errors import (
     HostAuthError,
     HostKeyRefused,
@@ -94,14 +96,10 @@ class RetrySchedule:
         """Seconds before attempt ``attempts + 1`` after ``attempts`` failed ones (≥ 1).
 
         ``spread`` in [0, 1) picks where in the jitter band the delay lands (the caller's
-        random draw; 0 means none).
+        random draw; 0 means none). A host's ``retry_after`` is a floor under the delay,
+        bounded by the cap (:mod:`gitops_reloader.backoff`): it never shortens a wait.
         """
         if failure is FailureClass.NEEDS_PERSON:
-            delay = self.slow
-        else:
-            base = self.race_base if failure is FailureClass.RACE else self.base
-            exponent = min(max(attempts - 1, 0), 64)  # 2**64 * base is past any cap
-            delay = min(base * 2.0 ** exponent, self.cap)
-        if retry_after is not None and retry_after > 0:
-            return retry_after  # the host said when
-        return delay * (1.0 - self.jitter * min(max(spread, 0.0), 1.0))
+            return floored(self.slow, retry_after, self.cap)
+        base = self.race_base if failure is FailureClass.RACE else self.base
+        return Backoff(base, self.cap, self.jitter).delay(attempts, retry_after=retry_after, spread=spread)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -18,6 +19,7 @@ import urllib3
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
+from gitops_reloader.backoff import parse_retry_after
 from gitops_reloader.errors import (
     KubeConflict,
     KubeError,
@@ -68,11 +70,7 @@ def _status_message(body: bytes) -> str:
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:
-    value = headers.get("Retry-After") if headers else None
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
+    return parse_retry_after(headers.get("Retry-After") if headers else None, now=time.time())
 
 
 class WatchStream:

@@ -32,7 +32,6 @@ that redirects is misconfigured (Stakater: "incorrect token (redirection)").
 
 from __future__ import annotations
 
-import email.utils
 import logging
 import queue
 import threading
@@ -44,6 +43,7 @@ from typing import Any
 
 import httpx
 
+from gitops_reloader.backoff import exponential, floored, parse_retry_after
 from gitops_reloader.errors import ConfigError
 from gitops_reloader.observability.metrics import Metrics
 
@@ -178,22 +178,6 @@ def safe_url(url: str) -> str:
     return f"{parsed.scheme}://{parsed.host}{port}"
 
 
-def retry_after_seconds(value: str | None) -> float | None:
-    """Parse a ``Retry-After`` header (seconds or an HTTP date); ``None`` if absent/invalid."""
-    if not value:
-        return None
-    text = value.strip()
-    try:
-        return max(0.0, float(text))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
 _STOP = object()
 _CARD_CONTEXT = "http://schema.org/extensions"
 
@@ -326,7 +310,7 @@ class Alerter:
         where = safe_url(self.config.webhook_url)
         reason = ""
         for attempt in range(self._retries + 1):
-            delay = min(self._max_backoff, self._backoff * (2**attempt))
+            delay = exponential(self._backoff, attempt + 1, self._max_backoff)
             try:
                 if body is not None:
                     response = self._client.post(
@@ -344,9 +328,8 @@ class Alerter:
                     return True
                 reason = f"status {status}"
                 if status == 429:
-                    after = retry_after_seconds(response.headers.get("Retry-After"))
-                    if after is not None:
-                        delay = min(after, self._max_retry_after)
+                    after = parse_retry_after(response.headers.get("Retry-After"), now=time.time())
+                    delay = floored(delay, after, self._max_retry_after)
                 elif status != 408 and status < 500:
                     break  # 3xx/4xx: retrying won't help
             if attempt < self._retries:

@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 
+from gitops_reloader.durations import format_duration
 from gitops_reloader.model import ObjectRef
 from gitops_reloader.rollout.budget import Budget, Waiting, is_held
 from gitops_reloader.rollout.completion import ROLLOUT_TIMEOUT, Phase, RolloutStatus, with_deadline
@@ -415,7 +416,7 @@ def render_text(report: Report) -> str:
         lines.append(f"waiting for a maintenance window: {len(report.waiting_for_window)} workload(s)")
         for wait in report.waiting_for_window:
             lines.append(f"  {wait.workload}  waiting for window {wait.window}, opens at {wait.opens_local} "
-                         f"({wait.time_zone}), in {_duration(max(0, wait.opens_at - report.now))}")
+                         f"({wait.time_zone}), in {format_duration(max(0, wait.opens_at - report.now))}")
     if not report.changes:
         lines.append("no source change in flight")
     for change in report.changes:
@@ -453,11 +454,6 @@ def _failing_line(entry: FailingReport, now: int) -> str:
     raised = ", raised" if entry.raised else ""
     return (f"{who or entry.key}  {entry.sink} [{entry.reason}] failing since {_when(entry.since, now)}, "
             f"{entry.attempts} attempts{raised}, next try in {due}s: {entry.error}")
-
-
-def _duration(seconds: int) -> str:
-    hours, rest = divmod(seconds, 3600)
-    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
 
 
 def _stage_rank(stage: str) -> int:

@@ -29,11 +29,13 @@ their token in the path or query.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, ClassVar
 
 import httpx
 
+from gitops_reloader.backoff import parse_retry_after
 from gitops_reloader.errors import HostAuthError, HostError, HostRateLimited, ReloaderError
 from gitops_reloader.model import (
     ObjectRef,
@@ -44,7 +46,7 @@ from gitops_reloader.model import (
     SinkName,
     SourceKind,
 )
-from gitops_reloader.observability.alerts import retry_after_seconds, safe_url
+from gitops_reloader.observability.alerts import safe_url
 from gitops_reloader.observability.metrics import Metrics
 
 HASH_PREFIX_LENGTH = 12
@@ -104,7 +106,7 @@ class WebhookSink:
         self._count(False)
         message = f"webhook POST for {request.ref} to {self._target} answered {status}"
         if status == 429:
-            after = retry_after_seconds(response.headers.get("Retry-After"))
+            after = parse_retry_after(response.headers.get("Retry-After"), now=time.time())
             raise HostRateLimited(message, retry_after=after)
         if status >= 500 or status == 408:
             raise HostError(message)

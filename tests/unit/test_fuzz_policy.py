@@ -15,7 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitops_reloader.config import MAX_DURATION_CHARS, AnnotationKeys, parse_duration
+from gitops_reloader.config import AnnotationKeys
+from gitops_reloader.durations import MAX_CHARS as MAX_DURATION_CHARS
+from gitops_reloader.durations import parse_duration
 from gitops_reloader.errors import AnnotationError
 from gitops_reloader.gitops.locate import MAX_ORIGIN_CHARS, parse_git_target, parse_origin_path
 from gitops_reloader.model import (

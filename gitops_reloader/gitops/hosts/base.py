@@ -62,9 +62,9 @@ from typing import Any, ClassVar, Literal, Protocol, Self, runtime_checkable
 
 import httpx
 
+from gitops_reloader.backoff import exponential, floored, parse_retry_after
 from gitops_reloader.errors import ConfigError, HostAuthError, HostError, HostRateLimited
 from gitops_reloader.gitops.auth import CredentialFileError, GitAuth, TokenSource, display_url, scrub
-from gitops_reloader.observability.alerts import retry_after_seconds
 
 __all__ = ["MAX_COMMENTS", "MAX_REDIRECTS", "GitHost", "HostTraits", "NewPull", "PullRequest",
            "PullRequestState", "RetryPolicy", "github_pull_request", "label_names"]
@@ -233,7 +233,7 @@ class RetryPolicy:
 
     def delay(self, retry: int) -> float:
         """The backoff before retry number ``retry`` (0 for the first retry)."""
-        return float(min(self.max_backoff, self.backoff * (2**retry)))
+        return exponential(self.backoff, retry + 1, self.max_backoff)
 
 
 @dataclass(eq=False)
@@ -443,10 +443,10 @@ class _RestHost:
                     raise HostError(
                         f"{self.kind}: {method} {shown} for {repo} failed after "
                         f"{policy.attempts} attempts: {reason}{self._quote(response)}",
-                        retry_after=retry_after_seconds(response.headers.get("Retry-After")),
+                        retry_after=parse_retry_after(response.headers.get("Retry-After"), now=self.clock()),
                     )
-                after = retry_after_seconds(response.headers.get("Retry-After"))
-                delay = policy.delay(attempt) if after is None else min(after, policy.max_wait)
+                after = parse_retry_after(response.headers.get("Retry-After"), now=self.clock())
+                delay = floored(policy.delay(attempt), after, policy.max_wait)
                 self._wait(delay, method, shown, reason)
                 attempt += 1
                 continue
@@ -629,7 +629,7 @@ class _RestHost:
     def _rate_limit_wait(self, response: httpx.Response, attempt: int) -> float:
         """Seconds to wait: ``Retry-After``, else the reset time if none remain, else the floor."""
         headers = response.headers
-        after = retry_after_seconds(headers.get("Retry-After"))
+        after = parse_retry_after(headers.get("Retry-After"), now=self.clock())
         if after is not None:
             return after
         remaining = headers.get("x-ratelimit-remaining", headers.get("ratelimit-remaining"))
@@ -640,7 +640,7 @@ class _RestHost:
             except ValueError:
                 pass
         if self.traits.rate_limit_floor > 0:
-            return float(self.traits.rate_limit_floor * (2**attempt))
+            return exponential(self.traits.rate_limit_floor, attempt + 1, float("inf"))
         return self.retry.delay(attempt)
 
     def _wait(self, delay: float, method: str, shown: str, reason: str) -> None:

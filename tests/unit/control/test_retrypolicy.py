@@ -67,7 +67,18 @@ def test_jitter_only_shortens_and_stays_in_its_band() -> None:
         assert 240.0 <= delay <= 300.0
 
 
-def test_retry_after_is_honoured_as_sent() -> None:
+def test_retry_after_is_a_floor_under_the_backoff_never_a_replacement() -> None:
     policy = RetrySchedule()
-    assert policy.delay(FailureClass.TRANSIENT, 1, retry_after=42.0) == 42.0
-    assert policy.delay(FailureClass.TRANSIENT, 3, retry_after=0.2) == 0.2
+    assert policy.delay(FailureClass.TRANSIENT, 1, retry_after=42.0) == 42.0  # longer: waited
+    assert policy.delay(FailureClass.TRANSIENT, 3, retry_after=0.2) == 4.0  # shorter: the backoff
+    # Retry-After: 1 on every try still doubles the delay (no 1 Hz loop, keys spread by jitter).
+    delays = [policy.delay(FailureClass.TRANSIENT, n, retry_after=1.0) for n in range(1, 12)]
+    assert delays == sorted(delays) and delays[-1] == 300.0
+
+
+def test_retry_after_is_bounded_by_the_cap_and_never_shortens_a_slow_retry() -> None:
+    policy = RetrySchedule(cap=300.0, slow=300.0)
+    assert policy.delay(FailureClass.TRANSIENT, 1, retry_after=86_400.0) == 300.0
+    assert policy.delay(FailureClass.TRANSIENT, 1, retry_after=float("inf")) == 1.0  # not a value
+    assert policy.delay(FailureClass.TRANSIENT, 2, retry_after=-5.0) == 2.0
+    assert policy.delay(FailureClass.NEEDS_PERSON, 1, retry_after=1.0) == 300.0
