@@ -46,8 +46,8 @@ from gitops_reloader.sinks.gitwiring import (
     credential_files,
     git_cache,
 )
-from gitops_reloader.state.failurestore import FailureStore
 from gitops_reloader.state.keeper import StateKeeper
+from gitops_reloader.state.ledgerstore import LedgerStore
 from gitops_reloader.state.resync import store_scope
 from gitops_reloader.state.shards import ConfigMapShards
 
@@ -108,8 +108,8 @@ class App:
             adapters=self.adapters, clock=self.clock,
             listeners=[self._alert] if self.alerter is not None else [],
             state=build_state_keeper(config, self.api, self.metrics),
-            failure_store=lambda book: FailureStore(
-                self.api, book, namespace=runtime.lease_namespace, name=runtime.failure_record,
+            ledger_store=lambda ledger: LedgerStore(
+                self.api, ledger, namespace=runtime.lease_namespace, name=runtime.failure_record,
                 metrics=self.metrics, read_only=runtime.dry_run),
             alert=self.alerter.notify if self.alerter is not None else None,
         )
@@ -151,8 +151,8 @@ class App:
         reopened = [f"{reopener.sink.name} sink: repository {name}"
                     for reopener in self.reopeners for name in reopener.reopen()]
         if reopened:  # once per waiting workload (a held entry does not name its repository)
-            waiting = {key for entry in self.controller.failures.failing()
-                       if entry.reason == "RepositoryUnusable" for key in entry.workloads}
+            waiting = {key for failure, workloads in self.controller.ledger.failures()
+                       if failure.reason == "RepositoryUnusable" for key in workloads}
             for key in sorted(waiting):
                 self.recorder.normal(ObjectRef.from_key(key), "RepositoryUsable",
                                      f"{', '.join(reopened)}: passes its checks now; the reload is retried")
@@ -253,8 +253,8 @@ class App:
         # As client-go's users do: a replica that lost the lease exits and restarts clean.
         if self.controller.state is not None:
             self.controller.state.abandon()  # the new leader owns the state store now
-        if self.controller.failure_store is not None:
-            self.controller.failure_store.abandon()  # and the failure record
+        if self.controller.ledger_store is not None:
+            self.controller.ledger_store.abandon()  # and the ledger record
         self.metrics.set_leader(False)
         self._lost_leadership.set()
         self._stop.set()

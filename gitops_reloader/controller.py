@@ -3,15 +3,17 @@
 Flow: the ConfigMap/Secret informers (:mod:`.control.caches`) keep only a
 :class:`SourceMeta` (digests and the few labels and annotations we read) per object. A *data* change
 (:mod:`.control.changes`) looks the workloads up in the :class:`ReferenceIndex` — never a
-LIST call — records the source as pending for each and adds the workload key to the
-queue after the coalescing window. A worker takes the key and hands it to the
+LIST call — records in the :class:`~gitops_reloader.ledger.Ledger` that each owes a reload
+for it, and puts the workload key on the queue for when the ledger says it is due (after
+the coalescing window). A worker takes the key and hands it to the
 :class:`~.control.reconciler.Reconciler`, which reads the *current* workload and sources
-from the caches, asks the policy, and emits one :class:`ReloadRequest` through the
-workload's sink. Success → ``forget``; a failure → the pending sources are put back and
-the key re-queued after :mod:`.control.retrypolicy`'s delay for its class, recorded in the
-:class:`~.control.failures.FailureBook` (and by :mod:`.state.failurestore` in the cluster,
-so a restart continues it) until it succeeds: never dropped. After ``--max-retries``
-attempts it is *raised* (log, Warning Event, alert). A slow resync (``--resync-period``)
+from the caches, asks the policy, checks the holds, and emits one :class:`ReloadRequest`
+through the workload's sink; what went through is discharged from the ledger. Whatever is
+still owed after a run — held by a window, a brake, the budget, or failing (recorded by
+:mod:`.control.failing` with its class's next try) — is put back on the queue for when it is
+due; the ledger is written to the cluster (:mod:`.state.ledgerstore`) so a restart or a new
+leader continues every entry: never dropped. After ``--max-retries`` failed attempts it is
+*raised* (log, Warning Event, alert). A slow resync (``--resync-period``)
 compares every workload with its sources from the caches and queues whatever a missed
 change left out of date. Pause periods (:mod:`.control.pause`) and the start-up check
 (:mod:`.control.startup`) feed the same queue. With ``--state-store`` a
@@ -25,12 +27,10 @@ worker threads.
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
-from datetime import UTC, datetime
 from typing import Any
 
 from gitops_reloader import policy, usedkeys
@@ -38,16 +38,15 @@ from gitops_reloader.clock import Clock, SystemClock
 from gitops_reloader.config import Config
 from gitops_reloader.control.brakes import SourceBackoff, StormBrakes
 from gitops_reloader.control.caches import Caches
-from gitops_reloader.control.changes import ChangeDetector, PendingChanges, PendingSource
+from gitops_reloader.control.changes import ChangeDetector
 from gitops_reloader.control.evictor import Evictor, Report
-from gitops_reloader.control.failures import Failure, FailureBook
+from gitops_reloader.control.failing import Failing
 from gitops_reloader.control.pause import UNPAUSE_PREFIX, PauseScheduler
 from gitops_reloader.control.reconciler import Reconciler, view
 from gitops_reloader.control.resume import Resumer
-from gitops_reloader.control.retrypolicy import FailureClass, RetrySchedule, classify, failure_reason
+from gitops_reloader.control.retrypolicy import FailureClass, RetrySchedule
 from gitops_reloader.control.startup import deleted_while_down, out_of_date, used_key_sources
 from gitops_reloader.control.waves import WAVES_KEY, Waves
-from gitops_reloader.durations import format_duration
 from gitops_reloader.errors import ReloaderError
 from gitops_reloader.index import ReferenceIndex
 from gitops_reloader.kube.api import KubeApi
@@ -55,6 +54,7 @@ from gitops_reloader.kube.discovery import KindDiscovery, unserved_kinds
 from gitops_reloader.kube.events import EventRecorder
 from gitops_reloader.kube.informer import Informer, InformerEvent
 from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord, adapters_for
+from gitops_reloader.ledger import Entry, Hold, Ledger, PendingSource, Wait
 from gitops_reloader.model import (
     ObjectRef,
     Outcome,
@@ -65,19 +65,20 @@ from gitops_reloader.model import (
     WorkloadKey,
     resource_version_number,
 )
-from gitops_reloader.observability.logging import redact_text
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.queue import WorkQueue
 from gitops_reloader.ratelimit import ItemExponentialLimiter
 from gitops_reloader.rollout.eviction import EvictionMode
 from gitops_reloader.sinks.base import Sink
-from gitops_reloader.state.failurestore import FailureStore
 from gitops_reloader.state.keeper import StateKeeper
+from gitops_reloader.state.ledgerstore import LedgerStore
 from gitops_reloader.syncs import TemplateChange
 
 log = logging.getLogger(__name__)
 
 BATCH_PREFIX = "batch|"
+READ_ATTEMPTS = 3
+"""Reads of the ledger record on becoming active before it is left to the background."""
 
 
 class Controller:
@@ -95,15 +96,14 @@ class Controller:
         clock: Clock | None = None,
         listeners: Iterable[Callable[[ReloadRequest, Outcome], None]] = (),
         state: StateKeeper | None = None,
-        failure_store: Callable[[FailureBook], FailureStore] | None = None,
+        ledger_store: Callable[[Ledger], LedgerStore] | None = None,
         alert: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
         self.state = state
-        self.failures = FailureBook()
-        """What is failing now, per queue key (never dropped; see :mod:`.control.failures`)."""
-        self.failure_store = failure_store(self.failures) if failure_store is not None else None
-        self.alert = alert
+        self.ledger = Ledger()
+        """What each workload is owed, why it waits, when it is due (:mod:`gitops_reloader.ledger`)."""
+        self.ledger_store = ledger_store(self.ledger) if ledger_store is not None else None
         runtime = config.runtime
         self.retry = RetrySchedule(base=min(runtime.retry_base_delay, runtime.retry_max_delay),
                                  cap=runtime.retry_max_delay, slow=runtime.retry_max_delay)
@@ -129,14 +129,15 @@ class Controller:
         self.caches = Caches(config, api, self.adapters, observer=_MetricsObserver(metrics))
         self.changes = ChangeDetector(reload_on_create=behaviour.reload_on_create,
                                       reload_on_delete=behaviour.reload_on_delete)
-        self.pending = PendingChanges()
         self.waves = Waves(config.rollouts, clock=self.clock, metrics=metrics, schedule=self._schedule,
-                           warn=lambda ref, reason, message: self.reconciler.warn_ref(ref, reason, message),
-                           ) if config.rollouts.budgeted else None
-        self.reconciler = Reconciler(config, self.caches, self.pending, self.queue, sinks=self.sinks,
+                           warn=self._warn_ref) if config.rollouts.budgeted else None
+        self.failing = Failing(self.ledger, retry=self.retry, metrics=metrics, clock=self.clock,
+                               max_retries=runtime.max_retries, sink_of=self._sink_of_key,
+                               warn=self._warn_ref, alert=alert)
+        self.reconciler = Reconciler(config, self.caches, self.ledger, sinks=self.sinks,
                                      adapters=self.adapters, metrics=metrics, clock=self.clock,
                                      recorder=recorder, listeners=listeners, waves=self.waves,
-                                     on_held=self._held, on_emitted=self._succeeded,
+                                     on_held=self.failing.held, on_recovered=self.failing.recovered,
                                      brakes=StormBrakes(runtime.max_reloads_per_workload,
                                                         runtime.cluster_reload_rate), api=api)
         self.evictor = Evictor(api, self.adapters, config.rollouts, metrics=metrics, clock=self.clock,
@@ -156,8 +157,10 @@ class Controller:
         self._active = threading.Event()
         self._stopping = threading.Event()
         self._resync_thread: threading.Thread | None = None
-        self._random = random.Random()
         metrics.set_queue_depth_callback(lambda: float(len(self.queue)))
+        metrics.set_ledger_callback(self.ledger.reasons)
+        metrics.set_hold_callbacks(lambda: float(self.reconciler.holds.waiting_for_window()),
+                                   lambda: float(self.reconciler.holds.throttled()))
 
     @staticmethod
     def _eviction_event(recorder: EventRecorder | None, *, warning: bool) -> Report:
@@ -178,20 +181,20 @@ class Controller:
         return self._started.is_set() and self.caches.synced()
 
     def idle(self) -> bool:
-        """Nothing pending, queued, delayed or in progress (tests and benchmarks wait on it),
-        besides failing emissions waiting for their next attempt and workloads a storm brake or a
-        closed maintenance window holds until a time (:meth:`Reconciler.holding`)."""
+        """Nothing queued or in progress, and every workload still owed a reload waits for a time
+        it was given — a failing emission's next try, a storm brake, a closed maintenance window
+        (tests and benchmarks wait on it)."""
         depth = self.queue.depth()
-        if depth["queued"] or depth["processing"]:
+        if depth["queued"] or depth["processing"] or self.queue.due():
             return False
-        failing = self.failures.failing()
-        holding = self.reconciler.holding()
-        keys = {entry.key for entry in failing} | holding
-        waiting = {w for entry in failing for w in entry.workloads} | holding
-        for delayed in self.queue.delayed_keys() - keys:  # a held workload's group waits too
-            if not (delayed.startswith(BATCH_PREFIX) and set(self.pending.members(delayed)) <= waiting):
-                return False
-        return self.pending.keys() <= waiting
+        waiting: set[str] = set()
+        busy: set[str] = set()
+        for entry in self.ledger.entries():
+            waits = entry.failure is not None or (
+                entry.hold is not None and entry.hold.why in (Wait.WINDOW, Wait.BRAKE))
+            (waiting if waits else busy).add(entry.queue_key)
+        waiting -= busy  # a group waits when each of its workloads does
+        return not busy and self.queue.delayed_keys() <= waiting
 
     def seen(self, kind: SourceKind, namespace: str, name: str, resource_version: str) -> bool:
         """Whether the cache holds this source at ``resource_version`` or later."""
@@ -256,15 +259,13 @@ class Controller:
             log.info("sync after restart", extra={"workloads_out_of_date": len(stale),
                                                   "deleted_while_down": len(deleted),
                                                   "state_store": loaded})
-        self._resume()
-        self._restore_failures()
+        current = self._resume()
+        self._restore_ledger(current)
         if state is not None and loaded:
             for record in self.workloads():
                 self._assume_current(record)
         if state is not None:
-            state.start(held=self.pending.sources)  # after the check: its work is held back
-        if self.failure_store is not None:
-            self.failure_store.start()
+            state.start(held=self.ledger.sources)  # after the check: its work is held back
         for number in range(self.config.runtime.workers):
             thread = threading.Thread(target=self._worker, name=f"worker-{number}", daemon=True)
             thread.start()
@@ -277,46 +278,66 @@ class Controller:
             self._resync_thread = threading.Thread(target=self._resync_loop, name="resync", daemon=True)
             self._resync_thread.start()
 
-    def _restore_failures(self) -> None:
-        """Continue what an earlier instance recorded as failing: each workload it named is
-        pending again for the sources it named, at their *current* state (the sink compares,
-        so what went through before the restart is not written twice)."""
-        if self.failure_store is None:
+    def _restore_ledger(self, current: set[str]) -> None:
+        """Continue every entry an earlier instance recorded in the ledger: each workload it
+        names owes again what it owed, at its sources' *current* state (the sink compares, so
+        what went through before the restart is not written twice), with its hold and its
+        failure. A record that cannot be read now is read again in the background, and nothing
+        is written before it was (:class:`~gitops_reloader.state.ledgerstore.LedgerStore`).
+        What the cluster shows was already written — the record may be a write behind — is not
+        owed again: a live workload whose own record holds the source's hash, a git workload
+        whose manifest holds its current digest (``current``, read by the resume)."""
+        store = self.ledger_store
+        if store is None:
             return
-        entries = self.failure_store.load()
-        kept, restored = [], 0
-        for entry in entries:
-            pending = 0
-            for key, source_ids in entry.workloads.items():
-                sources = self._current_sources(key, source_ids)
-                if sources:
-                    self._add_pending(key, sources)
-                    pending += 1
-            if pending:  # a workload or source gone since has nothing left to emit
-                kept.append(entry)
-                restored += pending
-        self.failures.restore(kept)
-        self.metrics.set_pending_failures(self.failures.counts())
-        if entries:
-            log.info("resuming failing emissions recorded before the restart",
-                     extra={"failing": len(kept), "workloads_pending": restored,
-                            "gone": len(entries) - len(kept)})
 
-    def _current_sources(self, key: str, source_ids: Iterable[str]) -> dict[SourceRef, PendingSource]:
-        """The cached sources named ``Kind/name`` in workload ``key``'s namespace, as changes now."""
+        def restored(entries: Iterable[Entry]) -> None:
+            self._restored(entries, current)
+
+        for _ in range(READ_ATTEMPTS):
+            entries = store.read()
+            if entries is not None:
+                restored(entries)
+                break
+        store.start(on_loaded=restored)
+
+    def _restored(self, entries: Iterable[Entry], current_git: set[str]) -> None:
+        """Put what the ledger record held back into the ledger and on the queue."""
+        entries = list(entries)
+        current = [entry for entry in (self._current(e, current_git) for e in entries) if entry is not None]
+        self.ledger.restore(current)
+        for entry in current:
+            self._schedule_due(entry.queue_key)
+        self.metrics.set_pending_failures(self.ledger.counts())
+        if entries:
+            log.info("resuming what the ledger recorded before the restart", extra={
+                "workloads_pending": len(current), "gone": len(entries) - len(current),
+                "failing": sum(1 for e in current if e.failure is not None),
+                "held": sum(1 for e in current if e.hold is not None)})
+
+    def _current(self, entry: Entry, current_git: set[str]) -> Entry | None:
+        """``entry`` with each owed source at its cached state now (None: the workload is gone,
+        or none of its sources is owed any more: nothing is left to emit)."""
         try:
-            ref = ObjectRef.from_key(key)
+            record = self.workload(ObjectRef.from_key(entry.workload))
         except ValueError:
-            return {}
-        if self.workload(ref) is None:
-            return {}
-        out: dict[SourceRef, PendingSource] = {}
-        for source_id in source_ids:
-            source = SourceRef.from_local_id(ref.namespace, source_id)
-            meta = self.source(source) if source is not None else None
+            return None
+        if record is None or entry.workload in current_git:
+            return None
+        owes: dict[SourceRef, PendingSource] = {}
+        for ref, item in entry.owes.items():
+            meta = self.source(ref)
+            if meta is not None and meta.hash and self._runs(record, meta):
+                continue  # written before the record caught up: the workload records it
             if meta is not None and meta.hash:
-                out[meta.ref] = PendingSource(meta, detected=self.clock.monotonic())
-        return out
+                owes[ref] = replace(item, meta=meta, deleted=False, detected=(
+                    None if item.resync else self.clock.monotonic()))
+            elif item.deleted:
+                owes[ref] = replace(item, detected=self.clock.monotonic())
+        if not owes:
+            return None
+        hold = entry.hold if entry.hold is not None and entry.hold.why is not Wait.COALESCING else None
+        return replace(entry, owes=owes, group=self._group_of(record) or "", hold=hold)
 
     # --- the slow resync -----------------------------------------------------------
 
@@ -335,7 +356,7 @@ class Controller:
         manifest's digest, and writes only where one is recorded and differs). Returns how many
         workloads were found out of date."""
         started = time.perf_counter()
-        busy = self.pending.busy() | self.failures.workload_keys()
+        busy = self.ledger.keys()
         state = self.state if self.state is not None and self.state.loaded else None
         repaired = 0
         for key, sources in out_of_date(self.caches, self.reconciler, state).items():
@@ -350,20 +371,28 @@ class Controller:
         self.metrics.resync_pass(time.perf_counter() - started, repaired)
         return repaired
 
-    def _resume(self) -> None:
+    def _runs(self, record: WorkloadRecord, meta: SourceMeta) -> bool:
+        """Whether ``record``'s own records say its pods run ``meta``'s current data."""
+        decision = policy.decide(view(record), meta, self.reconciler.options)
+        recorded = self.reconciler.recorded_hash(record, meta, decision.container)
+        return recorded is not None and recorded in {self.reconciler.source_hash(record, meta), meta.hash}
+
+    def _resume(self) -> set[str]:
         """Continue what an earlier instance left under way (:mod:`.control.resume`); a failure
-        there is logged and start-up goes on (the next change of each source still reloads)."""
+        there is logged and start-up goes on (the next change of each source still reloads).
+        Returns the git workloads found current."""
         try:
             resumed = self.resumer.run()
         except Exception:  # a bug must not keep the controller from starting
             log.exception("cannot resume what was under way; carrying on")
-            return
+            return set()
         for key, sources in resumed.pending.items():
             self._add_pending(key, sources)
         if resumed.pending or resumed.restored or resumed.followed:
             log.info("resuming after restart", extra={
                 "changes_in_flight": resumed.in_flight, "workloads_waiting": len(resumed.pending),
                 "rollouts_restored": resumed.restored, "git_follow_ups": resumed.followed})
+        return resumed.current
 
     def stop(self, *, drain: bool = False, timeout: float = 10.0) -> None:
         self._stopping.set()
@@ -380,8 +409,8 @@ class Controller:
             thread.join(timeout)
         if self.state is not None:
             self.state.stop()  # the last batch, after the last emission
-        if self.failure_store is not None:
-            self.failure_store.stop()  # what is still failing, for the next instance
+        if self.ledger_store is not None:
+            self.ledger_store.stop()  # what is still owed, for the next instance
 
     def _kind_served(self, kind: str, adapter: WorkloadAdapter) -> None:
         """A discovered kind's API appeared: watch it (its first list indexes every
@@ -435,11 +464,16 @@ class Controller:
         version = str((record.raw.get("metadata") or {}).get("resourceVersion", ""))
         if (delta.old is not None and delta.old.template_fingerprint != record.template_fingerprint
                 and version == event.resource_version):
-            # Someone else's pod-template change (a sync): its new pods read the current data.
-            # Only from a watch event, whose version is the change's own: a relist may fold
-            # the change together with later writes, and it is then not known when it was made.
+            # Someone else's pod-template change (a sync, or one undone): kept with the template
+            # before it, so a change of a source made before it is judged against the template in
+            # effect then. Only from a watch event, whose version is the change's own: a relist
+            # may fold the change together with later writes.
+            number = resource_version_number(version)
             self.reconciler.template_changes[record.ref.key] = TemplateChange(
-                resource_version_number(version), self.clock.monotonic())
+                number, delta.old.template_fingerprint)
+            if number is not None:  # owed changes made after it, seen before it: their baseline
+                self.ledger.rebase(record.ref.key, number, record.template_fingerprint,
+                                   resource_version_number)
         self.index.update(WorkloadKey(record.ref.key), record.ref.namespace, record.refs,
                           explicit=policy.has_explicit_lists(view(record), self.config.keys))
         if self._active.is_set():
@@ -452,21 +486,22 @@ class Controller:
                 self._retry_after_annotation_change(record.ref.key)
 
     def _retry_after_annotation_change(self, key: str) -> None:
-        """A failure only a person can fix, of a workload whose annotations changed: try now."""
-        for entry in self.failures.failing():
-            if entry.failure is FailureClass.NEEDS_PERSON and key in entry.workloads:
-                log.info("annotations changed; retrying the failing emission now", extra={"object": key})
-                self.queue.add(self._retry_key(entry.key))
-
-    def _retry_key(self, key: str) -> str:
-        """The queue key that retries failure ``key``: itself, or a held workload's batch group."""
-        return key if key.startswith(BATCH_PREFIX) else self._queue_key(key)
+        """A workload whose annotations changed, waiting for something they decide — a failure
+        only a person can fix, its maintenance window (or a window name that named none), its
+        storm brake: try now, as its annotations say now."""
+        entry = self.ledger.entry(key)
+        if entry is None:
+            return
+        person = entry.failure is not None and entry.failure.failure is FailureClass.NEEDS_PERSON
+        if person or (entry.hold is not None and entry.hold.why in (Wait.WINDOW, Wait.BRAKE)):
+            log.info("annotations changed; trying the waiting reload now", extra={"object": key})
+            self.queue.add(entry.queue_key)
 
     def _assume_current(self, record: WorkloadRecord) -> None:
         """State store: a ``used-keys`` workload without an entry for a source it uses key by
         key runs with the current keys (unless a reload for that source is pending)."""
         assert self.state is not None
-        pending = self.pending.pending_for(record.ref.key)
+        pending = self.ledger.owed(record.ref.key)
         sources = [s for s in used_key_sources(self.caches, self.reconciler, record) if s.ref not in pending]
         if sources:
             self.state.assume_current(record.ref, sources)
@@ -476,8 +511,8 @@ class Controller:
         assert meta is not None
         if self.state is not None and self.state.is_shard(meta):
             return  # the store's own ConfigMaps change with every batch: never a reload
-        if self.failure_store is not None and self.failure_store.is_record(meta.ref):
-            return  # likewise the failure record
+        if self.ledger_store is not None and self.ledger_store.is_record(meta.ref):
+            return  # likewise the ledger record
         if not event.initial:
             for change in self.changes.changes(event.delta.old, event.delta.new):
                 # A delete's version is the event's; otherwise the object's own.
@@ -568,9 +603,30 @@ class Controller:
 
     def _add_pending(self, key: str, sources: Mapping[SourceRef, PendingSource],
                      delay: float | None = None) -> None:
-        self.pending.add(key, sources)
-        window = self.config.runtime.coalesce_window
-        self.queue.add_after(self._queue_key(key), window if delay is None else delay)
+        """Workload ``key`` owes ``sources``: into the ledger (with the template each change was
+        made under), due after the coalescing window (``delay``: stretched) or its hold."""
+        record = self.workload(ObjectRef.from_key(key))
+        group = self._group_of(record) if record is not None else None
+        if record is not None:
+            sources = {ref: p if p.baseline else replace(p, baseline=self._baseline(record, p))
+                       for ref, p in sources.items()}
+        wait = self.config.runtime.coalesce_window if delay is None else delay
+        self.ledger.owe(key, sources, group=group or "", hold=Hold(Wait.COALESCING, self.clock.now() + wait))
+        self._schedule_due(group or key)
+
+    def _baseline(self, record: WorkloadRecord, source: PendingSource) -> int:
+        """The pod template's fingerprint when ``source`` changed (:mod:`gitops_reloader.syncs`)."""
+        change = self.reconciler.template_changes.get(record.ref.key)
+        current = record.template_fingerprint
+        return change.baseline(source.meta.resource_version, current) if change is not None else current
+
+    def _schedule_due(self, queue_key: str) -> None:
+        """Put ``queue_key`` on the work queue for when the ledger says it is due (nothing when
+        its workloads wait for an event: a wave's grant)."""
+        now = self.clock.now()
+        when = self.ledger.due_of(queue_key, now)
+        if when is not None:
+            self.queue.add_after(queue_key, max(0.0, when - now))
 
     def _schedule(self, key: str, delay: float) -> None:
         """Put ``key`` on the work queue now or after ``delay`` seconds (the waves' grants).
@@ -581,7 +637,12 @@ class Controller:
         the budget.
         """
         if key != WAVES_KEY:
-            group = self._queue_key(key)
+            entry = self.ledger.entry(key)
+            if entry is not None and entry.hold is not None and entry.hold.why is Wait.BUDGET:
+                self.ledger.hold(key, None)  # granted: no longer waiting for the budget
+            record = self.workload(ObjectRef.from_key(key))
+            group = entry.queue_key if entry is not None else (
+                self._group_of(record) if record is not None else None) or key
             if group != key:
                 key, delay = group, max(delay, self.config.runtime.coalesce_window)
         if delay > 0:
@@ -589,20 +650,18 @@ class Controller:
         else:
             self.queue.add(key)
 
-    def _queue_key(self, key: str) -> str:
-        """The workload's own key, or its batch group's (``batch|...``) for a batch sink."""
-        record = self.workload(ObjectRef.from_key(key))
-        sink = self.reconciler.sink_for(record) if record is not None else None
+    def _group_of(self, record: WorkloadRecord) -> str | None:
+        """The batch group (``batch|...``) ``record`` is worked under with a batch sink; None: its
+        own key."""
+        sink = self.reconciler.sink_for(record)
         group_key = getattr(sink, "group_key", None)
-        if record is None or group_key is None:
-            return key
+        if group_key is None:
+            return None
         try:
-            group = BATCH_PREFIX + group_key(record)
+            return BATCH_PREFIX + group_key(record)
         except ReloaderError as exc:
             self.reconciler.warn(record, "CannotGroup", str(exc))
-            return key
-        self.pending.join_group(group, key)
-        return group
+            return None
 
     def requests_for_change(self, meta: SourceMeta, *,
                             previous: SourceMeta | None = None) -> list[ReloadRequest]:
@@ -652,7 +711,6 @@ class Controller:
             key = self.queue.get()
             if key is None:
                 return
-            before = self.failures.get(key)
             try:
                 if key.startswith(UNPAUSE_PREFIX):
                     self.pauses.unpause(key)
@@ -663,112 +721,42 @@ class Controller:
                 else:
                     self.reconciler.sync(key)
                 self.queue.forget(key)
-                if self.failures.get(key) is before:  # not held back again by this very run
-                    self._succeeded(key)
             except ReloaderError as exc:
                 self._failed(key, exc)
             except Exception as exc:  # a bug: report, keep the worker alive
                 log.exception("unexpected error while reloading", extra={"object": key})
                 self._failed(key, ReloaderError(f"internal error: {type(exc).__name__}"))
             finally:
-                self.pending.settle(key)
+                self.metrics.set_pending_failures(self.ledger.counts())
+                self._schedule_due(key)  # what is still owed: when the ledger says it is due
                 self.queue.done(key)
 
-    def _succeeded(self, key: str) -> None:
-        entry = self.failures.clear(key)
-        if entry is None:
-            return
-        self.metrics.set_pending_failures(self.failures.counts())
-        log.info("emission went through after failing", extra={
-            "object": key, "attempts": entry.attempts, "failing_since": _stamp(entry.since)})
-
     def _failed(self, key: str, exc: ReloaderError) -> None:
-        """A failed attempt: recorded, and tried again after its class's delay. Never dropped;
-        after ``--max-retries`` attempts it is raised (log, Warning Event, alert)."""
+        """A failed attempt: recorded in the ledger with its next try (:class:`Failing`). A step
+        that is no reload (waves, unpause) gets the queue's own backoff."""
         self.metrics.queue_retry()
-        workloads = self._failing_workloads(key)
-        if not workloads:  # not a reload (waves, unpause): the queue's own backoff, nothing to record
+        if not self.failing.failed(key, exc):
             log.info("step failed, will retry",
                      extra={"object": key, "error": str(exc), "attempt": self.queue.num_requeues(key) + 1})
             self.queue.add_rate_limited(key, retry_after=exc.retry_after, cap=self.retry.cap)
-            return
-        self._note_failure(key, key, workloads, classify(exc), failure_reason(exc), str(exc),
-                           retry_after=exc.retry_after)
 
-    def _held(self, queue_key: str, key: str, outcome: Outcome) -> None:
-        """A sink held workload ``key`` back for a reason a person can fix (no manifest, an
-        unparsable file, an unknown repository): pending, retried slowly (with its group)."""
-        self._note_failure(key, queue_key, {key: self._pending_ids(key)}, FailureClass.NEEDS_PERSON,
-                           outcome.held, outcome.detail)
+    def _warn_ref(self, ref: ObjectRef, reason: str, message: str) -> None:
+        self.reconciler.warn_ref(ref, reason, message)
 
-    def _note_failure(self, key: str, queue_key: str, workloads: Mapping[str, list[str]],
-                      failure: FailureClass, reason: str, error: str, *,
-                      retry_after: float | None = None) -> None:
-        """Record one more failed attempt of ``key`` and put ``queue_key`` back after the delay."""
-        previous = self.failures.get(key)
-        attempts = (previous.attempts if previous is not None else 0) + 1
-        delay = self.retry.delay(failure, attempts, retry_after=retry_after, spread=self._random.random())
-        self.queue.add_after(queue_key, delay)
-        sink = self._failing_sink(workloads) or "unknown"
-        entry = self.failures.record(key, sink=sink, reason=reason, failure=failure,
-                                     error=redact_text(error), workloads=workloads,
-                                     now=self.clock.now(), delay=delay)
-        self.metrics.set_pending_failures(self.failures.counts())
-        log.info("emission failed, still pending; will retry", extra={
-            "object": key, "error": error, "attempt": entry.attempts, "class": failure.value,
-            "retry_in": round(delay, 3)})
-        if entry.attempts >= self.config.runtime.max_retries and not entry.raised:
-            self._raise(entry)
-
-    def _raise(self, entry: Failure) -> None:
-        """``--max-retries`` attempts failed: say it loudly, once per failing episode."""
-        self.failures.mark_raised(entry.key)
-        self.metrics.failure_raised(entry.sink)
-        every = ("every " + format_duration(self.retry.slow)) if entry.failure is FailureClass.NEEDS_PERSON \
-            else f"with backoff up to {format_duration(self.retry.cap)}"
-        message = (f"reload still failing after {entry.attempts} attempts since {_stamp(entry.since)} "
-                   f"({entry.reason}); it stays pending and is retried {every}: {entry.error}")
-        log.error("emission still failing; raised, still pending", extra={
-            "object": entry.key, "attempts": entry.attempts, "reason": entry.reason,
-            "failing_since": _stamp(entry.since), "error": entry.error})
-        for key in entry.workloads:
-            self.reconciler.warn_ref(ObjectRef.from_key(key), "ReloadStillFailing", message)
-        if self.alert is not None:
-            self.alert(f"gitops-reloader: {', '.join(sorted(entry.workloads)[:5])}: {message}")
-
-    def _failing_workloads(self, key: str) -> dict[str, list[str]]:
-        """Workload key → pending sources (``Kind/name``) of queue ``key``, after a failure put
-        them back."""
-        members = self.pending.members(key) if key.startswith(BATCH_PREFIX) else (
-            [key] if "/" in key and not key.startswith(UNPAUSE_PREFIX) and key != WAVES_KEY else [])
-        out = {member: self._pending_ids(member) for member in members}
-        return {member: ids for member, ids in out.items() if ids}
-
-    def _pending_ids(self, key: str) -> list[str]:
-        """The sources pending for workload ``key``, as the failure record names them."""
-        return sorted(ref.local_id for ref in self.pending.pending_for(key))
-
-    def _failing_sink(self, workloads: Mapping[str, object]) -> str | None:
-        for key in workloads:
-            record = self.workload(ObjectRef.from_key(key))
-            if record is not None:
-                return self.sink_name(record)
-        return None
+    def _sink_of_key(self, key: str) -> str | None:
+        record = self.workload(ObjectRef.from_key(key))
+        return self.sink_name(record) if record is not None else None
 
     def retry_waiting_for_a_person(self, why: str) -> int:
         """An input a person fixes changed (a mounted credential file, a repository usable
         again): try every failure of that class again now. Returns how many were re-queued."""
-        keys = self.failures.waiting_for_a_person()
+        keys = self.failing.waiting_for_a_person()
         for key in keys:
-            self.queue.add(self._retry_key(key))
+            self.queue.add(key)
         if keys:
             log.info("retrying failing emissions now: an input changed",
                      extra={"why": why, "keys": len(keys)})
         return len(keys)
-
-
-def _stamp(wall: float) -> str:
-    return datetime.fromtimestamp(wall, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class _MetricsObserver:

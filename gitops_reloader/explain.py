@@ -108,7 +108,9 @@ class SourceReport:
     current_hash: str | None = None
     out_of_date: bool | None = None
     synced: bool = False
-    """The recorded hash is one a sync brought (``gitops-reloader.io/synced-sources``)."""
+    """The recorded hash is the workload's ``gitops-reloader.io/synced-sources`` entry: one a sync
+    brought, or what the controller's last write restarted the pods with (a source its sink's
+    record does not name)."""
     invalid_annotations: list[str] = field(default_factory=list)
     keys: list[str] | None = None
     """The keys the workload reloads for in ``used-keys`` mode (None: the whole object);
@@ -637,7 +639,7 @@ def _hash_line(report: SourceReport, sink: str | None) -> str:
     current = short(report.current_hash)
     if report.synced:
         state = "up to date" if not report.out_of_date else "out of date"
-        return (f"hash: {short(report.recorded_hash)}, brought by a sync "
+        return (f"hash: {short(report.recorded_hash)}, brought by a sync or the last write "
                 f"({syncs.SYNCED_ANNOTATION}), current {current}: {state}")
     if sink not in (SinkName.ENV_VARS, SinkName.ANNOTATIONS):
         return f"hash: current {current} (the {sink or 'unknown'} sink keeps no per-source hash on it)"

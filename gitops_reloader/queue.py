@@ -207,6 +207,12 @@ class WorkQueue(Generic[K]):
         with self._cond:
             return set(self._waiting)
 
+    def due(self) -> int:
+        """Delayed keys whose time has come by the clock but which no ``get`` picked up yet."""
+        now = self._clock.monotonic()
+        with self._cond:
+            return sum(1 for ready, _ in self._waiting.values() if ready <= now)
+
     def wake(self) -> None:
         """Make blocked getters read the clock again (after a ``FakeClock`` was advanced)."""
         with self._cond:

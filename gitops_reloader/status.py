@@ -38,7 +38,6 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from gitops_reloader.config import Config, load_config
-from gitops_reloader.control.failures import FailureBook
 from gitops_reloader.control.waves import gates
 from gitops_reloader.controller import Controller
 from gitops_reloader.errors import ConfigError, KubeError, ReloaderError
@@ -46,6 +45,7 @@ from gitops_reloader.kinds import kube_kind
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.events import COMPONENT
 from gitops_reloader.kube.resources import EVENTS
+from gitops_reloader.ledger import Failure, Ledger
 from gitops_reloader.model import ObjectRef, ReloadRequest, SinkName, Source
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.plan import read_only_controller
@@ -65,7 +65,7 @@ from gitops_reloader.rollout.census import (
     render_text,
 )
 from gitops_reloader.rollout.marker import MARKER_ANNOTATION, Marker, change_id, parse_marker
-from gitops_reloader.state.failurestore import FailureStore
+from gitops_reloader.state.ledgerstore import LedgerStore
 
 __all__ = ["main", "read_census"]
 
@@ -276,20 +276,17 @@ def _window_waits(controller: Controller, workloads: Sequence[Workload], now: fl
 
 
 def _failing(api: KubeApi, config: Config, namespace: str | None) -> list[FailingReport]:
-    """The emissions the controller recorded as failing (its failure record), in ``namespace``."""
+    """The emissions the controller recorded as failing (its ledger record), in ``namespace``."""
     runtime = config.runtime
-    store = FailureStore(api, FailureBook(), namespace=runtime.lease_namespace,
-                         name=runtime.failure_record, metrics=Metrics(CollectorRegistry()),
-                         read_only=True)
-    out: list[FailingReport] = []
-    for entry in store.load():
-        workloads = sorted(w for w in entry.workloads if namespace is None or w.startswith(f"{namespace}/"))
-        if namespace is not None and not workloads:
-            continue
-        out.append(FailingReport(entry.key, workloads, entry.sink, entry.reason, entry.failure.value,
-                                 int(entry.since), entry.attempts, int(entry.next_try), entry.error,
-                                 entry.raised))
-    return out
+    store = LedgerStore(api, Ledger(), namespace=runtime.lease_namespace, name=runtime.failure_record,
+                        metrics=Metrics(CollectorRegistry()), read_only=True)
+    by_key: dict[str, tuple[Failure, list[str]]] = {}
+    for entry in store.read() or []:
+        if entry.failure is not None and (namespace is None or entry.workload.startswith(f"{namespace}/")):
+            by_key.setdefault(entry.failure.key, (entry.failure, []))[1].append(entry.workload)
+    return [FailingReport(f.key, sorted(workloads), f.sink, f.reason, f.failure.value, int(f.since),
+                          f.attempts, int(f.next_try), f.error, f.raised)
+            for f, workloads in sorted(by_key.values(), key=lambda item: (item[0].since, item[0].key))]
 
 
 def main(argv: Sequence[str]) -> int:

@@ -1,12 +1,18 @@
-"""One rollout per sync: a source change a later template change has already rolled.
+"""One rollout per sync, and what a workload's pods run with that its sink's record does not say.
 
 Helm, Argo CD and Flux apply a changed ConfigMap and a changed Deployment in one sync,
 ConfigMaps first. The Deployment's new pods read the new data, so writing the reload
-into its template as well would roll it a second time. When the controller sees the pod
-template change *after* it saw the source change (by resourceVersion where both are
-numbers, else by the order it saw them), the change is **synced**: the pods already run
-it, and the hash is recorded on the workload's *metadata*, which restarts nothing and
-which Argo CD and Flux leave alone (a field neither manages, not drift):
+into its template as well would roll it a second time. A change is **synced** when the
+workload's pods were replaced after it: its pod template (without the controller's own
+fields) differs from the one in effect when the source changed — the *baseline*, kept with
+what the workload owes (:class:`~gitops_reloader.ledger.PendingSource`) and corrected by
+resourceVersion when the two watches deliver out of order — and its kind restarts its pods on
+a template change. A template changed and changed back (``kubectl rollout undo``, Argo CD's
+self-heal reverting a manual edit) is back at the baseline: the Deployment controller keeps
+the old ReplicaSet and its pods, so it is **not** a sync. Neither is a change of replicas, nor
+a template change of an ``OnDelete`` kind (nothing restarts). The hash of a synced change is
+recorded on the workload's *metadata*, which restarts nothing and which Argo CD and Flux
+leave alone (a field neither manages, not drift):
 
 ``gitops-reloader.io/synced-sources: ConfigMap/app-config=<hash>@<recorded>;...``
 
@@ -15,6 +21,13 @@ when it was synced (its ``STAKATER_*`` variable, its annotation, or the git dige
 the template). The entry counts only while that record is unchanged: the controller's
 next write for the source moves the record, and the entry lapses by itself — no clean-up
 write is needed, and a git commit (which writes nothing live) invalidates it the same way.
+
+The same annotation carries what a **live write** restarted the pods with for the sources the
+sink's own record does not hold (:func:`with_snapshot`): a source never written (no
+``STAKATER_*`` variable yet), or every source but the one the ``annotations`` sink's single
+``last-reloaded-from`` names. So the start-up check and the slow resync know what the pods run
+for *every* source they read, and a change to any of them missed while the controller was down
+is repaired.
 
 Pure functions only: the fingerprints the informer keeps, and the annotation's text.
 """
@@ -80,23 +93,27 @@ def template_fingerprint(template: Mapping[str, Any] | None) -> int:
 
 @dataclass(frozen=True, slots=True)
 class TemplateChange:
-    """When a workload's pod template last changed by someone else, as the controller saw it."""
+    """A workload's last pod-template change by someone else, as the controller saw it."""
 
     resource_version: int | None
-    seen: float
-    """Monotonic time the controller saw it."""
+    before: int
+    """The template's fingerprint before that change."""
 
-    def after(self, source_version: str, detected: float | None) -> bool:
-        """Whether this template change came after a source change (made at resourceVersion
-        ``source_version``, seen at monotonic ``detected``): its new pods read that data.
-
-        By resourceVersion when both are numbers (one etcd orders every write, whatever
-        order the watches deliver them in); else by the order the controller saw them.
-        """
+    def baseline(self, source_version: str, current: int) -> int:
+        """The fingerprint in effect when a source changed at resourceVersion ``source_version``,
+        the template being ``current`` now: the one before this change when the change was
+        written after the source's (one etcd orders every write, whatever order the watches
+        deliver them in), else ``current``."""
         source = resource_version_number(source_version)
-        if source is not None and self.resource_version is not None:
-            return self.resource_version > source
-        return detected is not None and self.seen > detected
+        if source is not None and self.resource_version is not None and self.resource_version > source:
+            return self.before
+        return current
+
+
+def rolled_since(baseline: int, current: int) -> bool:
+    """Whether a workload's pods were replaced since a change: its template (``current``) is not
+    the one in effect then (``baseline``; 0: unknown, never a sync)."""
+    return bool(baseline) and bool(current) and baseline != current
 
 
 def source_id(ref: SourceRef) -> str:
@@ -163,14 +180,18 @@ def with_synced(annotations: Mapping[str, str],
     return render(entries)
 
 
-def dropped(annotations: Mapping[str, str], refs: Iterable[SourceRef]) -> dict[str, str | None]:
-    """The metadata annotation a live write sets so that it no longer holds ``refs``' entries
-    (empty: it holds none of them, nothing to change)."""
-    entries = parse(annotations.get(SYNCED_ANNOTATION))
-    gone = {source_id(ref) for ref in refs} & entries.keys()
-    if not gone:
+def with_snapshot(annotations: Mapping[str, str], entries: Iterable[tuple[SourceRef, str, str | None]],
+                  recorded: Iterable[SourceRef]) -> dict[str, str | None]:
+    """The metadata annotation a live write sets (empty: unchanged): ``entries`` ``(ref, hash,
+    record after the write)`` for the sources whose hash the sink's record will not hold, and
+    no entry for the ``recorded`` ones (the write's own record says what their pods run)."""
+    current = parse(annotations.get(SYNCED_ANNOTATION))
+    updated = {k: v for k, v in current.items() if k not in {source_id(ref) for ref in recorded}}
+    for ref, value, after in entries:
+        updated[source_id(ref)] = (value, record_digest(after))
+    if updated == current:
         return {}
-    return {SYNCED_ANNOTATION: render({k: v for k, v in entries.items() if k not in gone})}
+    return {SYNCED_ANNOTATION: render(updated)}
 
 
 def needs_restart(synced: str | None, target: str) -> bool:

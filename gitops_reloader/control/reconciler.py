@@ -1,30 +1,37 @@
-"""One workload (or one batch group) from its pending changes to an emission.
+"""One workload (or one batch group) from what it owes to an emission.
 
 :class:`Reconciler` is what a worker calls for a queue key: it reads the *current*
-workload and sources from the caches, asks the policy which pending sources this
-workload reloads for, hands one :class:`ReloadRequest` to the workload's sink (or one
-batch to a batch sink), and reports the outcome as a log line, metrics, an Event and to
-the listeners. A failure puts the pending sources back before it is re-raised: the
-controller retries it until it succeeds (a newer change of a source replaces it).
-"""
+workload and sources from the caches, asks the policy which owed sources this workload
+reloads for, checks the holds (a closed window, a storm brake, the rollout budget), hands one
+:class:`ReloadRequest` to the workload's sink (or one batch to a batch sink), and reports the
+outcome as a log line, metrics, an Event and to the listeners.
 
+What a workload owes lives in the :class:`~gitops_reloader.ledger.Ledger` until it is
+*discharged*: the emission went through, found the workload current, or a sync rolled it;
+the policy no longer reloads it for a source; the workload is gone. Anything else — a hold,
+a failure, an exception — leaves the entry as it is, so nothing has to be put back and nothing
+owed can be lost on the way. A failure is re-raised for the controller to record and retry;
+a failed *check* of the slow resync (nothing known to be owed) is dropped with a metric.
+"""
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gitops_reloader import policy, syncs, usedkeys
 from gitops_reloader.clock import Clock
 from gitops_reloader.config import Config
-from gitops_reloader.control.brakes import Rate, StormBrakes, parse_rate
-from gitops_reloader.control.caches import OVERRIDE_MANAGER, Caches, SourcesByNamespace
-from gitops_reloader.control.changes import PendingChanges, PendingSource
+from gitops_reloader.control.brakes import StormBrakes
+from gitops_reloader.control.caches import Caches, SourcesByNamespace
+from gitops_reloader.control.holds import Holds
 from gitops_reloader.control.waves import Waves
 from gitops_reloader.errors import KubeNotFound, ReloaderError
 from gitops_reloader.kube.api import MERGE, KubeApi
 from gitops_reloader.kube.events import EventRecorder
 from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord
+from gitops_reloader.ledger import Failure, Hold, Ledger, PendingSource, Wait
 from gitops_reloader.model import (
     CONFIG_HASH_KEY,
     EMPTY_MAP,
@@ -40,7 +47,6 @@ from gitops_reloader.model import (
     SourceRef,
 )
 from gitops_reloader.observability.metrics import Metrics
-from gitops_reloader.queue import WorkQueue
 from gitops_reloader.rollout.eviction import (
     EVICTION_ANNOTATION,
     EVICTION_STRATEGY,
@@ -52,7 +58,6 @@ from gitops_reloader.rollout.marker import Marker
 from gitops_reloader.sinks.base import Sink
 from gitops_reloader.sinks.eviction import EVICTION_SINK
 from gitops_reloader.syncs import TemplateChange
-from gitops_reloader.windows import ReloadWindow
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +69,9 @@ EVICTING_SINKS = LIVE_SINKS | {EVICTION_SINK}
 Listener = Callable[[ReloadRequest, Outcome], None]
 Held = Callable[[str, str, Outcome], None]
 """``(queue key, workload key, outcome)``: a sink held one workload's reload back for a reason
-a person can fix; its pending sources are back (and, for a batch sink, it is in the group
-again, the queue key)."""
+a person can fix; it still owes it (the controller records the failure and its next try)."""
+Recovered = Callable[[str, Failure], None]
+"""``(workload key, failure)``: a workload that was failing went through."""
 
 
 def choose_sink(config: Config, record: WorkloadRecord) -> tuple[str | None, str]:
@@ -114,20 +120,29 @@ def view(record: WorkloadRecord) -> policy.WorkloadView:
                                record.refs)
 
 
-class Reconciler:
-    """Turns a workload's pending changes into one emission and reports its outcome."""
 
-    def __init__(self, config: Config, caches: Caches, pending: PendingChanges,
-                 queue: WorkQueue[str], *, sinks: Mapping[str, Sink],
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """One workload's emission, ready to go: what it discharges when it goes through."""
+
+    sink: Any
+    request: ReloadRequest
+    owed: Mapping[SourceRef, PendingSource]
+    marker: Marker | None = None
+
+
+class Reconciler:
+    """Turns what a workload owes into one emission and reports its outcome."""
+
+    def __init__(self, config: Config, caches: Caches, ledger: Ledger, *, sinks: Mapping[str, Sink],
                  adapters: Mapping[str, WorkloadAdapter], metrics: Metrics, clock: Clock,
                  recorder: EventRecorder | None = None, listeners: Iterable[Listener] = (),
                  waves: Waves | None = None, on_held: Held | None = None,
-                 on_emitted: Callable[[str], None] | None = None, brakes: StormBrakes | None = None,
+                 on_recovered: Recovered | None = None, brakes: StormBrakes | None = None,
                  api: KubeApi | None = None) -> None:
         self.config = config
         self.caches = caches
-        self.pending = pending
-        self.queue = queue
+        self.ledger = ledger
         self.sinks = sinks
         self.adapters = adapters
         self.metrics = metrics
@@ -136,23 +151,13 @@ class Reconciler:
         self.listeners = tuple(listeners)
         self.waves = waves
         self.on_held = on_held
-        self.on_emitted = on_emitted
-        """Called with a workload key whose emission went through (a held one is released)."""
-        self.brakes = brakes
+        self.on_recovered = on_recovered
         self.api = api
         """Writes the synced-sources annotation (None: nothing is recorded, e.g. in unit tests)."""
+        self.holds = Holds(config, caches, ledger, metrics=metrics, clock=clock, brakes=brakes,
+                           note=self.note, warn=self.warn)
         self.template_changes: dict[str, TemplateChange] = {}
         """Workload key → its last pod-template change by someone else since start (syncs.py)."""
-        self._throttled: set[str] = set()
-        self._waiting: set[str] = set()
-        """Workload keys waiting for their maintenance window."""
-        self._parked: set[str] = set()
-        """Workload keys whose resync check waits for the window (nothing known to have changed)."""
-        self._overrides: dict[SourceRef, tuple[str, str]] = {}
-        """Source → its last ``reload-now`` value and the source version that value let through
-        a window (one entry a source: a new value replaces the old one)."""
-        self._admitted: dict[str, float] = {}
-        """Workload key → when its storm-brake slot was reserved (given back if nothing applied)."""
         self.options = policy.PolicyOptions(keys=config.keys,
                                             auto_reload_all=config.behaviour.auto_reload_all)
 
@@ -261,206 +266,243 @@ class Reconciler:
 
     # --- one workload --------------------------------------------------------------
 
+    def holding(self) -> set[str]:
+        """The workload keys a storm brake or a closed maintenance window holds now."""
+        return self.holds.holding()
+
     def sync(self, key: str) -> None:
-        """Emit what is pending for one workload key (raises on failure, pending kept on retry)."""
-        pending = self.pending.take(key)
-        if not pending:
+        """Emit what workload ``key`` owes (raises on failure: the entry stays owed)."""
+        owed = self.ledger.take(key)
+        if not owed:
             return
         ref = ObjectRef.from_key(key)
         record = self.caches.workload(ref)
         if record is None and ref.kind in self.adapters:
             record = self.adapters[ref.kind].orphan(ref)  # e.g. a Job deleted, not yet re-created
         if record is None:
+            self.ledger.drop(key)  # the workload is gone: nothing to reload
+            return
+        plan = self._plan(record, owed, batch=False)
+        if plan is None:
             return
         try:
-            emitted = self._emit(record, pending)
+            with self.metrics.time_emit(plan.sink.name):
+                outcome = plan.sink.emit(plan.request)
         except ReloaderError as exc:
-            # Never dropped: pending until it succeeds or a newer change of a source replaces it.
-            self.pending.add(key, pending, retry=True)
-            self.metrics.reload_executed(False, ref.namespace)
-            self.warn(record, "ReloadFailed", f"reload failed, still pending: {exc}")
+            self._failed(record, plan, exc)
+            if isinstance(exc, KubeNotFound):
+                self.ledger.drop(key)  # the workload is gone
+                return
             raise
         finally:
             if self.waves is not None:
                 self.waves.release(record.ref)  # a grant no write used goes back
-        if emitted is None:
-            return
-        request, outcome = emitted
-        if outcome.held and self.on_held is not None:
-            self.pending.add(key, pending, retry=True)  # not dropped: a person can fix it
-            self.on_held(key, key, outcome)
-            return
-        if self.on_emitted is not None:
-            self.on_emitted(key)
-        self._observe_latency(outcome, pending.values())
-        self.report(record, request, outcome)
+        self._finish(key, record, plan, outcome)
 
-    def _emit(self, record: WorkloadRecord,
-              pending: Mapping[SourceRef, PendingSource]) -> tuple[ReloadRequest, Outcome] | None:
-        items = self.items(record, pending)
+    def sync_batch(self, group: str) -> None:
+        """One emission for every workload of a batch group (e.g. one git commit)."""
+        plans: list[tuple[WorkloadRecord, _Plan]] = []
+        for key, owed in self.ledger.take_group(group).items():
+            record = self.caches.workload(ObjectRef.from_key(key))
+            if record is None:
+                self.ledger.drop(key)
+                continue
+            plan = self._plan(record, owed, batch=True)
+            if plan is not None:
+                plans.append((record, plan))
+        if not plans:
+            return
+        sink = plans[-1][1].sink
+        try:
+            with self.metrics.time_emit(sink.name):
+                outcomes = sink.emit_batch([plan.request for _, plan in plans])
+        except ReloaderError as exc:
+            for record, plan in plans:
+                self._failed(record, plan, exc)
+            if all(plan.request.resync for _, plan in plans):
+                return  # only checks: nothing was owed, the next resync pass checks again
+            raise
+        for (record, plan), outcome in zip(plans, outcomes, strict=True):
+            self._finish(group, record, plan, outcome)
+
+    def _plan(self, record: WorkloadRecord, owed: Mapping[SourceRef, PendingSource], *,
+              batch: bool) -> _Plan | None:
+        """What ``record`` emits now for ``owed``; None when nothing goes now — what it no longer
+        owes is discharged, what waits is held, in the ledger."""
+        key = record.ref.key
+        entry = self.ledger.entry(key)
+        if entry is not None and entry.hold is not None and entry.hold.why is Wait.COALESCING:
+            self.ledger.hold(key, None)  # the window is over: it is worked now
+        items = self.items(record, owed)
+        reloading = {item.source.ref for item in items}
+        self.ledger.discharge(key, {ref: p for ref, p in owed.items() if ref not in reloading})
         if not items:
             return None
         name = self.sink_name(record)
-        if not record.has_template and record.ref.kind != "CronJob" and name != EVICTION_SINK:
+        sink = self.sinks.get(name or "")
+        if not self._emittable(record, name, sink, batch=batch):
+            self.ledger.drop(key)
+            return None
+        assert sink is not None
+        items, restart = self._settle_synced(record, items, owed, sink.name)
+        if not items or self.holds.check(record, owed):
+            return None
+        marker, annotations = None, EMPTY_MAP
+        if self._budgeted(sink, record, batch=batch):
+            assert self.waves is not None
+            changed = [item.source for item in items]
+            if not self.waves.admit(record.ref, record.annotations, changed, _oldest(owed.values())):
+                self.ledger.hold(key, Hold(Wait.BUDGET, None))  # a wave grants it (the waves key)
+                self.holds.released(record, None)
+                return None
+            marker = self.waves.marker(changed)
+            annotations = self.waves.annotations(marker)
+        request = ReloadRequest(record.ref, record, tuple(items), int(self.clock.now()),
+                                tracked=self.tracked_sources(record) if batch else (),
+                                resync=all(p.resync for p in owed.values()),
+                                workload_annotations=annotations, restart=restart)
+        if batch:
+            self.eviction_record(record, sink.name)  # a commit carries none: warns if one is asked for
+        else:
+            # The live write records what its new pods start with, and the eviction they wait for.
+            annotations = {**annotations, **self._snapshot(record, request, sink),
+                           **self.eviction_record(record, sink.name)}
+            request = replace(request, workload_annotations=annotations)
+        return _Plan(sink, request, owed, marker)
+
+    def _emittable(self, record: WorkloadRecord, name: str | None, sink: Sink | None, *,
+                   batch: bool) -> bool:
+        """Whether ``record`` can be written at all (else it is told why and owes nothing)."""
+        if not batch and not record.has_template and record.ref.kind != "CronJob" and name != EVICTION_SINK:
             log.info("workload has no pod template (e.g. a Rollout with workloadRef), skipped",
                      extra={"object": record.ref.key})
-            return None
-        sink = self.sinks.get(name or "")
+            return False
         if self.refused(record, name or "unknown"):
-            return None
+            return False
         if sink is None and name == EVICTION_SINK:
             self.metrics.sink_error(EVICTION_SINK, "eviction-off")
             self.warn(record, "EvictionDisabled", "its kind has no pod template, so only eviction can "
                       "restart its pods, and the controller runs with --eviction=off; not reloaded")
-            return None
+            return False
         if sink is None:
             self.metrics.sink_error(name or "unknown", "unknown-sink")
-            self.warn(record, "UnknownSink",
-                      f"{self.config.keys.sink} names no available sink; not reloaded")
-            return None
-        items, restart = self._settle_synced(record, items, pending, sink.name)
+            self.warn(record, "UnknownSink", f"{self.config.keys.sink} names no available sink; not reloaded")
+            return False
+        return True
+
+    def _failed(self, record: WorkloadRecord, plan: _Plan, exc: ReloaderError) -> None:
+        """An emission raised: its brake slot goes back; a change is still owed (the controller
+        records the failure), a check is dropped with a metric and a debug line."""
+        self.holds.released(record, None)
+        self.metrics.sink_outcome(plan.sink.name, "error")
+        self.metrics.sink_error(plan.sink.name, type(exc).__name__)
+        if plan.marker is not None and self.waves is not None:
+            self.waves.release(record.ref)
+        if plan.request.resync:
+            self._check_failed(record, plan, str(exc))
+        elif not isinstance(exc, KubeNotFound):
+            self.metrics.reload_executed(False, record.ref.namespace)
+            self.warn(record, "ReloadFailed", f"{plan.sink.name} sink, still pending: {exc}")
+
+    def _check_failed(self, record: WorkloadRecord, plan: _Plan, why: str) -> None:
+        """A check of the slow resync could not run (a host down): nothing was owed, so nothing
+        is recorded as failing and nobody is told; the next resync pass checks again."""
+        self.ledger.discharge(record.ref.key, plan.owed)
+        self.metrics.resync_check_failed(plan.sink.name)
+        log.debug("resync check could not run; the next pass checks again",
+                  extra={"object": record.ref.key, "sink": plan.sink.name, "error": why})
+
+    def _finish(self, queue_key: str, record: WorkloadRecord, plan: _Plan, outcome: Outcome) -> None:
+        """One workload's outcome: discharged and reported, or held for a person."""
         key = record.ref.key
-        if not items or self._outside_window(record, pending, key) or self._braked(record, pending, key):
-            return None
-        marker, annotations = None, EMPTY_MAP
-        if self.waves is not None and self.waves.gates(name, record.ref):
-            sources = [item.source for item in items]
-            if not self.waves.admit(record.ref, record.annotations, sources, _oldest(pending.values())):
-                self.pending.add(record.ref.key, pending, retry=True)  # waits; a newer change joins it
-                self._reloaded(record, None)
-                return None
-            marker = self.waves.marker(sources)
-            annotations = self.waves.annotations(marker)
-        # A live write replaces the synced entries of what it writes (the pods it rolls read it).
-        annotations = {**annotations, **syncs.dropped(record.annotations, [i.source.ref for i in items]),
-                       **self.eviction_record(record, sink.name)}
-        request = ReloadRequest(record.ref, record, tuple(items), int(self.clock.now()),
-                                workload_annotations=annotations, restart=restart)
-        with self.metrics.time_emit(sink.name):
-            try:
-                outcome = sink.emit(request)
-            except ReloaderError as exc:
-                self._reloaded(record, None)
-                self.metrics.sink_outcome(sink.name, "error")
-                self.metrics.sink_error(sink.name, type(exc).__name__)
-                if isinstance(exc, KubeNotFound):
-                    return None  # the workload is gone
-                raise
-        self.metrics.sink_outcome(sink.name, outcome.status.value)
-        self._reloaded(record, outcome)
-        if marker is not None and self.waves is not None and outcome.status is OutcomeStatus.APPLIED:
-            self.waves.started(record.ref, marker)
-        return request, outcome
-
-    # --- one batch group -----------------------------------------------------------
-
-    def sync_batch(self, group: str) -> None:
-        """One emission for every workload of a batch group (e.g. one git commit)."""
-        pending = self.pending.take_group(group)
-        requests: list[tuple[str, WorkloadRecord, ReloadRequest]] = []
-        markers: dict[str, Marker] = {}
-        sink: Any = None
-        for key, sources in pending.items():
-            record = self.caches.workload(ObjectRef.from_key(key))
-            if record is None or not sources:
-                continue
-            items = self.items(record, sources)
-            name = self.sink_name(record) or "unknown"
-            if items and not self.refused(record, name):
-                items, restart = self._settle_synced(record, items, sources, name)
-                if not items:
-                    continue
-                if self._outside_window(record, sources, group) or self._braked(record, sources, group):
-                    self.pending.join_group(group, key)
-                    continue
-                sink = self.sink_for(record)
-                self.eviction_record(record, name)  # a commit carries none: warns if one is asked for
-                marked: Mapping[str, str] = EMPTY_MAP
-                if self._budgeted(sink, record):
-                    assert self.waves is not None
-                    changed = [item.source for item in items]
-                    oldest = _oldest(sources.values())
-                    if not self.waves.admit(record.ref, record.annotations, changed, oldest):
-                        self.pending.add(key, sources, retry=True)  # waits for a later wave's commit
-                        self.pending.join_group(group, key)
-                        self._reloaded(record, None)
-                        continue
-                    markers[key] = self.waves.marker(changed)
-                    marked = self.waves.annotations(markers[key])
-                resync = all(p.resync for p in sources.values())
-                requests.append((key, record, ReloadRequest(
-                    record.ref, record, tuple(items), int(self.clock.now()),
-                    tracked=self.tracked_sources(record), resync=resync, workload_annotations=marked,
-                    restart=restart)))
-        if not requests or sink is None:
+        if plan.marker is not None and self.waves is not None:
+            if outcome.status is OutcomeStatus.APPLIED:
+                self.waves.started(record.ref, plan.marker)  # a commit: rolling once the engine applies it
+            else:
+                self.waves.release(record.ref)
+        self.metrics.sink_outcome(plan.sink.name, outcome.status.value)
+        self.holds.released(record, outcome)
+        if outcome.held:
+            if plan.request.resync:
+                self._check_failed(record, plan, outcome.detail)
+            elif self.on_held is not None:
+                self.on_held(queue_key, key, outcome)  # still owed: a person can fix it
             return
-        try:
-            with self.metrics.time_emit(sink.name):
-                outcomes = sink.emit_batch([r for _, _, r in requests])
-        except ReloaderError as exc:
-            self.metrics.sink_outcome(sink.name, "error")
-            self.metrics.sink_error(sink.name, type(exc).__name__)
-            for key, record, _ in requests:  # never dropped: pending until it succeeds
-                self._reloaded(record, None)
-                self.pending.add(key, pending[key], retry=True)
-                self.pending.join_group(group, key)
-                self.metrics.reload_executed(False, record.ref.namespace)
-                self.warn(record, "ReloadFailed", f"{sink.name} sink, still pending: {exc}")
-            raise
-        for (key, record, request), outcome in zip(requests, outcomes, strict=True):
-            if key in markers and self.waves is not None:
-                if outcome.status is OutcomeStatus.APPLIED:
-                    self.waves.started(record.ref, markers[key])  # rolling once the engine applies it
-                else:
-                    self.waves.release(record.ref)
-            self.metrics.sink_outcome(sink.name, outcome.status.value)
-            self._reloaded(record, outcome)
-            if outcome.held and not request.resync and self.on_held is not None:
-                self.pending.add(key, pending[key], retry=True)  # not dropped: a person can fix it
-                self.pending.join_group(group, key)
-                self.on_held(group, key, outcome)
-                continue
-            if self.on_emitted is not None:
-                self.on_emitted(key)
-            self._observe_latency(outcome, pending[key].values())
-            self.report(record, request, outcome)
+        recovered = self.ledger.discharge(key, plan.owed)
+        if recovered is not None and self.on_recovered is not None:
+            self.on_recovered(key, recovered)
+        self._observe_latency(outcome, plan.owed.values())
+        self.report(record, plan.request, outcome)
+
+    def _budgeted(self, sink: Any, record: WorkloadRecord, *, batch: bool) -> bool:
+        """Whether ``record``'s write waits for the rollout budget (a batch sink's: one commit a wave)."""
+        if self.waves is None or not self.waves.gates(getattr(sink, "name", None), record.ref):
+            return False
+        budgeted = getattr(sink, "budgeted", None) if batch else None
+        return not batch or (budgeted is not None and bool(budgeted(record)))
 
     # --- one rollout per sync ------------------------------------------------------
 
     def _settle_synced(self, record: WorkloadRecord, items: list[ReloadItem],
-                       pending: Mapping[SourceRef, PendingSource],
+                       owed: Mapping[SourceRef, PendingSource],
                        sink: str) -> tuple[list[ReloadItem], bool]:
         """The items still to emit, and whether that write must restart the pods
         (:attr:`~gitops_reloader.model.ReloadRequest.restart`).
 
-        An item whose data a sync already brought (the workload's ``synced-sources`` entry
-        holds its hash) is dropped; so is one whose change someone else's later pod-template
-        change rolled (:mod:`gitops_reloader.syncs`), after it is recorded as synced.
+        An item whose data the pods already run (the workload's ``synced-sources`` entry holds
+        its hash) is discharged; so is one whose change a pod-template change by someone else
+        rolled (:func:`gitops_reloader.syncs.rolled_since`: the template differs from the one in
+        effect when the source changed, and the kind's template change restarts its pods),
+        after it is recorded as synced.
         """
         # A CronJob's reload runs a Job now, which no change of its template does; a Job's is immutable.
-        rolls = record.ref.kind not in ("CronJob", "Job")
-        change = self.template_changes.get(record.ref.key) if rolls else None
+        rolls = record.rolls_on_write and record.ref.kind not in ("CronJob", "Job")
         left: list[ReloadItem] = []
         newly: list[tuple[SourceRef, str, str | None]] = []
+        current: dict[SourceRef, PendingSource] = {}
         restart = False
         for item in items:
             ref = item.source.ref
             recorded = self.record_of(record, ref, item.container)
             synced = syncs.synced_hash(record.annotations, ref, recorded)
-            seen = pending.get(ref)
+            seen = owed.get(ref)
             if item.deleted:
                 left.append(item)
-            elif synced == item.source.hash:
-                continue
-            elif (change is not None and seen is not None and seen.detected is not None
-                  and change.after(item.version, seen.detected)):
-                newly.append((ref, item.source.hash, recorded))
+            elif synced == item.source.hash or (rolls and seen is not None and syncs.rolled_since(
+                    seen.baseline, record.template_fingerprint)):
+                if synced != item.source.hash:
+                    newly.append((ref, item.source.hash, recorded))
+                if seen is not None:
+                    current[ref] = seen
             else:
                 restart = restart or syncs.needs_restart(synced, item.source.hash)
                 left.append(item)
         if newly:
             self._record_synced(record, newly, sink)
+        self.ledger.discharge(record.ref.key, current)
         return left, restart
+
+    def _snapshot(self, record: WorkloadRecord, request: ReloadRequest, sink: Sink) -> dict[str, str | None]:
+        """The ``synced-sources`` annotation a live write carries: every source the workload
+        tracks whose hash the sink's own record will not hold after the write (a source never
+        written, a source the annotations sink's single record does not name), with the hash
+        its new pods start with — so that a later change of it is known to be owed, after a
+        restart too; the entries of the sources the write records go."""
+        after = getattr(sink, "recorded_after", None)
+        if after is None:
+            return {}
+        recorded: list[SourceRef] = []
+        entries: list[tuple[SourceRef, str, str | None]] = []
+        for meta, container in self.tracked(record):
+            if not meta.hash:
+                continue
+            value = self.source_hash(record, meta)
+            written = after(request, meta.ref, container)
+            if written == value:
+                recorded.append(meta.ref)
+            else:
+                entries.append((meta.ref, value, written))
+        return syncs.with_snapshot(record.annotations, entries, recorded)
 
     def _record_synced(self, record: WorkloadRecord, synced: list[tuple[SourceRef, str, str | None]],
                        sink: str) -> None:
@@ -507,137 +549,6 @@ class Reconciler:
             return {}
         return {EVICTION_ANNOTATION: EvictionRecord(since=int(self.clock.now())).encode()}
 
-    def holding(self) -> set[str]:
-        """The workload keys a storm brake or a closed maintenance window holds now (their
-        change waits for a time, not for work)."""
-        return self._throttled | self._waiting | self._parked
-
-    def _outside_window(self, record: WorkloadRecord, pending: Mapping[SourceRef, PendingSource],
-                        queue_key: str) -> bool:
-        """Whether ``record``'s maintenance window is closed now: then its change waits (pending, a
-        newer one replaces it) and ``queue_key`` comes back when the window opens. A Normal Event
-        when it starts waiting and when it is released."""
-        if not self.config.runtime.reload_windows.windows:
-            return False
-        key = record.ref.key
-        try:
-            window = self.caches.reload_window(record)
-        except ReloaderError as exc:  # an unknown name: hold rather than restart outside a window
-            self.metrics.invalid_annotation(record.ref.kind)
-            self.warn(record, "InvalidAnnotation", f"{self.config.keys.reload_window}: {exc}; the reload "
-                      "waits until the annotation names a window")
-            self._wait(key, pending, queue_key, self.config.runtime.retry_max_delay)
-            return True
-        wait = window.opens_in(self.clock.now()) if window is not None else 0.0
-        overridden = wait > 0 and self._let_through(record, pending, window)  # type: ignore[arg-type]
-        if wait <= 0 or overridden:
-            self._parked.discard(key)
-            if key in self._waiting:
-                self._waiting.discard(key)
-                self.metrics.set_waiting_for_window(len(self._waiting))
-                if not overridden:
-                    opened = window.describe(self.clock.now()) if window else "no window"
-                    self.note(record, "ReloadWindowOpen", f"{opened}: the reload goes ahead")
-            return False
-        self._wait(key, pending, queue_key, wait)
-        if all(p.resync for p in pending.values()):
-            self._parked.add(key)
-            return True  # a resync check (nothing known to have changed): it waits, unannounced
-        self._parked.discard(key)
-        if key not in self._waiting:
-            self._waiting.add(key)
-            self.metrics.set_waiting_for_window(len(self._waiting))
-            message = f"waiting for {window.describe(self.clock.now())}"  # type: ignore[union-attr]
-            self.note(record, "ReloadWaitingForWindow", message)
-            log.info("reload waits for its maintenance window", extra={"object": key, "detail": message})
-        return True
-
-    def _wait(self, key: str, pending: Mapping[SourceRef, PendingSource], queue_key: str,
-              delay: float) -> None:
-        """Keep ``key``'s change pending (a newer one replaces it) and bring ``queue_key`` back
-        after ``delay`` seconds: a closed window or a storm brake holds it until then."""
-        self.pending.add(key, pending, retry=True)
-        self.queue.add_after(queue_key, delay)
-
-    def _let_through(self, record: WorkloadRecord, pending: Mapping[SourceRef, PendingSource],
-                     window: ReloadWindow) -> bool:
-        """Whether a pending source carries ``reload-now``: its value lets one change through closed
-        windows (every workload of that change, no later one), with a Normal Event saying who set
-        it: the field manager the API server recorded, beside the value as written."""
-        key = self.config.keys.reload_now
-        for ref, item in pending.items():
-            meta = self.caches.source(ref)
-            value = meta.annotations.get(key) if meta is not None else None
-            if not value:
-                continue
-            version = item.meta.resource_version
-            used = self._overrides.get(ref)
-            if used is not None and used[0] == value and used[1] != version:
-                continue  # that value already let an earlier change through
-            self._overrides[ref] = (value, version)
-            manager = meta.annotations.get(OVERRIDE_MANAGER) or "unknown"  # type: ignore[union-attr]
-            shown = "".join(ch for ch in value[:64] if ch.isprintable())
-            self.note(record, "ReloadWindowOverride",
-                      f"let through {window.describe(self.clock.now())}: {ref} is annotated {key}={shown!r} "
-                      f"(set by field manager {manager})")
-            log.info("reload let through a closed window", extra={
-                "object": record.ref.key, "source": str(ref), "field_manager": manager})
-            return True
-        return False
-
-    def reload_rate(self, record: WorkloadRecord) -> Rate | None:
-        """The workload's storm brake: its ``max-reloads`` annotation, else the flag's."""
-        default = self.brakes.per_workload if self.brakes is not None else None
-        text = record.annotations.get(self.config.keys.max_reloads)
-        if text is None:
-            return default
-        try:
-            return parse_rate(text)
-        except ValueError as exc:
-            self.metrics.invalid_annotation(record.ref.kind)
-            self.warn(record, "InvalidAnnotation", f"{self.config.keys.max_reloads}: {exc}; using the "
-                      f"default {default or 'no limit'}")
-            return default
-
-    def _braked(self, record: WorkloadRecord, pending: Mapping[SourceRef, PendingSource],
-                queue_key: str) -> bool:
-        """Whether a storm brake holds ``record`` now: then its change waits (pending, a newer one
-        replaces it), ``queue_key`` comes back when the brake allows, and the first hold of an
-        episode gets a ``ReloadThrottled`` Warning Event."""
-        if self.brakes is None:
-            return False
-        rate = self.reload_rate(record)
-        now = self.clock.monotonic()
-        wait, scope = self.brakes.admit(record.ref.key, rate, now)
-        if wait <= 0:
-            self._admitted[record.ref.key] = now
-            return False
-        self._wait(record.ref.key, pending, queue_key, wait)
-        if record.ref.key not in self._throttled:
-            self._throttled.add(record.ref.key)
-            self.metrics.reload_throttled(scope, len(self._throttled))
-            limit = rate if scope == "workload" else self.brakes.cluster
-            what = "this workload" if scope == "workload" else "the cluster"
-            self.warn(record, "ReloadThrottled",
-                      f"storm brake: {what} reached {limit} reloads; the change waits and the latest data "
-                      f"is applied in {wait:.0f}s")
-            log.warning("reload throttled", extra={"object": record.ref.key, "scope": scope,
-                                                   "limit": str(limit), "wait": round(wait, 1)})
-        return True
-
-    def _reloaded(self, record: WorkloadRecord, outcome: Outcome | None) -> None:
-        """An emission ended (``None``: it failed): an applied reload keeps its storm-brake
-        slot, anything else gives it back."""
-        admitted = self._admitted.pop(record.ref.key, None)
-        if self.brakes is None or admitted is None:
-            return
-        if outcome is None or outcome.status is not OutcomeStatus.APPLIED:
-            self.brakes.release(record.ref.key, admitted)
-            return
-        if record.ref.key in self._throttled:
-            self._throttled.discard(record.ref.key)
-            self.metrics.reload_throttled("", len(self._throttled))
-
     def refused(self, record: WorkloadRecord, sink: str) -> bool:
         """Whether the kind's adapter refuses any template change to this workload (e.g. a
         Knative Service with a fixed revision name): then a Warning Event, nothing written."""
@@ -649,13 +560,6 @@ class Reconciler:
         self.metrics.sink_error(sink, reason)
         self.warn(record, reason, message)
         return True
-
-    def _budgeted(self, sink: Any, record: WorkloadRecord) -> bool:
-        """Whether a batch sink's write of ``record`` waits for the rollout budget (one commit a wave)."""
-        if self.waves is None or not self.waves.gates(getattr(sink, "name", None), record.ref):
-            return False
-        budgeted = getattr(sink, "budgeted", None)
-        return budgeted is not None and bool(budgeted(record))
 
     # --- reporting -----------------------------------------------------------------
 

@@ -36,7 +36,6 @@ from datetime import datetime
 
 from gitops_reloader.clock import Clock
 from gitops_reloader.control.caches import Caches
-from gitops_reloader.control.changes import PendingSource
 from gitops_reloader.control.reconciler import Reconciler
 from gitops_reloader.control.waves import Waves
 from gitops_reloader.errors import KubeError, ReloaderError
@@ -44,6 +43,7 @@ from gitops_reloader.gitops.locate import Resolution
 from gitops_reloader.gitops.yamledit import read_at_path
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord
+from gitops_reloader.ledger import PendingSource
 from gitops_reloader.model import EMPTY_MAP, ObjectRef, ReloadRequest, SinkName, Source, SourceRef
 from gitops_reloader.rollout.marker import MARKER_ANNOTATION, Marker, change_id, parse_marker
 from gitops_reloader.rollout.resume import InFlight, in_flight, unseen, waits
@@ -79,6 +79,8 @@ class Resumed:
     """Rollouts counted from a commit the cluster has not shown yet."""
     followed: int = 0
     """Git and pull-request workloads handed to the follow-up."""
+    current: set[str] = field(default_factory=set)
+    """Git workloads whose manifest holds their sources' current digest: nothing to commit."""
 
 
 class Resumer:
@@ -236,6 +238,8 @@ class Resumer:
                                                                              "error": str(exc)})
                         continue
                     out[record.ref] = Committed(digest, key.digest(source_digest_inputs(request)), marker)
+                    if digest is not None and digest == out[record.ref].current:
+                        resumed.current.add(record.ref.key)
                     if sink.follower is not None and digest is not None:
                         marked = ({MARKER_ANNOTATION: marker.encode()}
                                   if marker is not None and self.waves is not None else EMPTY_MAP)

@@ -27,7 +27,6 @@ after that many attempts the failure is *raised* (a Warning Event, an alert, ``s
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
 from gitops_reloader.backoff import Backoff, floored
@@ -40,14 +39,9 @@ from gitops_reloader.errors import (
     RemoteRefused,
     RepositoryUnusable,
 )
+from gitops_reloader.ledger import FailureClass
 
 __all__ = ["FailureClass", "RetrySchedule", "classify", "failure_reason"]
-
-
-class FailureClass(enum.StrEnum):
-    RACE = "race"
-    TRANSIENT = "transient"
-    NEEDS_PERSON = "needs-person"
 
 
 _PERSON_STATUSES = frozenset({401, 403})

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 from gitops_reloader import policy, usedkeys
 from gitops_reloader.control.caches import Caches
-from gitops_reloader.control.changes import PendingSource
 from gitops_reloader.control.reconciler import Reconciler, view
 from gitops_reloader.index import ReferenceIndex
 from gitops_reloader.kube.workloads import WorkloadRecord
+from gitops_reloader.ledger import PendingSource
 from gitops_reloader.model import ObjectRef, Source, SourceMeta, SourceRef
 from gitops_reloader.state.keeper import StateKeeper
 

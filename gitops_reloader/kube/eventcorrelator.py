@@ -160,12 +160,6 @@ class EventCorrelator:
                 return Correlated(True)
             return result
 
-    def forget(self, key: EventKey, message: str) -> None:
-        """The object written for ``key`` is gone (a patch found 404): the next one is new."""
-        with self._lock:
-            cache_key = key.group if message.startswith(AGGREGATE_PREFIX) else key.full
-            self._observed.pop(cache_key)
-
     def _aggregate(self, key: EventKey, now: float) -> tuple[str, tuple[str, ...]]:
         record = self._aggregates.get(key.group)
         if record is None or now - record.last > self.aggregate_interval:

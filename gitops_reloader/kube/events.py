@@ -1,8 +1,13 @@
 """Kubernetes Events on the objects we act on (Normal for reloads, Warning for refusals).
 
 Events are written from a background thread with a bounded buffer, so a slow or failing
-API server never delays a reload; an event that can't be written is logged and dropped
-(it is a notification, not state). Before it is written each event passes client-go's
+API server never delays a reload. As client-go's ``recordToSink`` does, a write that got no
+answer (a connection refused or cut) is tried again, up to :data:`MAX_TRIES` times, the first
+wait drawn at random within ``retry_sleep`` so that a fleet does not knock all at once when
+the API server returns; a write the server answered with an error is not retried; either way
+the correlator keeps what it counted, so the next repeat still patches the same Event object
+instead of starting a new one. An event that could not be written is logged and dropped (it is
+a notification, not state). Before it is written each event passes client-go's
 correlator (:mod:`.eventcorrelator`): a repeat of the same object, reason and message
 patches the existing Event's ``count`` and ``lastTimestamp``, ten distinct messages of one
 reason within ten minutes become one aggregate, and past 25 events per object (refilled
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import random
 import secrets
 import threading
 from collections.abc import Callable
@@ -28,11 +34,15 @@ from gitops_reloader.kube.eventcorrelator import Correlated, EventCorrelator, Ev
 from gitops_reloader.kube.resources import EVENTS
 from gitops_reloader.kube.workloads import rfc3339
 from gitops_reloader.model import ObjectRef
-from gitops_reloader.observability.logging import redact_text
+from gitops_reloader.redaction import redact_text
 
 log = logging.getLogger(__name__)
 
 COMPONENT = "gitops-reloader"
+MAX_TRIES = 12
+"""client-go's ``maxTriesPerEvent``."""
+RETRY_SLEEP = 10.0
+"""client-go's ``defaultSleepDuration`` between tries."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,12 +59,15 @@ class EventRecorder:
     """``normal()``/``warning()`` return at once; a daemon thread does the writes."""
 
     def __init__(self, api: KubeApi, *, clock: Clock | None = None, capacity: int = 10_000,
-                 on_filtered: Callable[[str], None] | None = None) -> None:
+                 on_filtered: Callable[[str], None] | None = None, retry_sleep: float = RETRY_SLEEP) -> None:
         self.api = api
         self.clock = clock or SystemClock()
         self.correlator = EventCorrelator(self.clock)
         self.on_filtered = on_filtered
         """Called with the reason of each event the spam filter kept back (a metric)."""
+        self.retry_sleep = retry_sleep
+        self._closing = threading.Event()
+        self._random = random.Random()
         self._queue: queue.Queue[EventSpec | None] = queue.Queue(maxsize=capacity)
         self._thread = threading.Thread(target=self._run, name="event-recorder", daemon=True)
         self._thread.start()
@@ -83,6 +96,7 @@ class EventRecorder:
         self._queue.join()
 
     def close(self) -> None:
+        self._closing.set()  # a write waiting to be tried again gives up at once
         self._queue.put(None)
         self._thread.join(5.0)
 
@@ -107,18 +121,28 @@ class EventRecorder:
             if self.on_filtered is not None:
                 self.on_filtered(spec.reason)
             return
-        try:
-            if decision.patch:
-                try:
-                    self._patch(spec, decision)
+        for tries in range(1, MAX_TRIES + 1):
+            try:
+                self._send(spec, kind, decision)
+                return
+            except KubeError as exc:
+                unanswered = not exc.status  # no answer at all: client-go tries again
+                if not unanswered or tries == MAX_TRIES:
+                    log.warning("cannot write event", extra={
+                        "object": spec.ref.key, "reason": spec.reason, "error": str(exc), "tries": tries})
                     return
-                except KubeNotFound:  # expired or deleted: write it anew, as client-go does
-                    pass
-            self._create(spec, kind, decision)
-        except KubeError as exc:
-            self.correlator.forget(key, decision.message)
-            log.warning("cannot write event",
-                        extra={"object": spec.ref.key, "reason": spec.reason, "error": str(exc)})
+            wait = self.retry_sleep * (self._random.random() if tries == 1 else 1.0)
+            if self._closing.wait(wait):
+                return
+
+    def _send(self, spec: EventSpec, kind: str, decision: Correlated) -> None:
+        if decision.patch:
+            try:
+                self._patch(spec, decision)
+                return
+            except KubeNotFound:  # expired or deleted: write it anew, as client-go does
+                pass
+        self._create(spec, kind, decision)
 
     def _patch(self, spec: EventSpec, decision: Correlated) -> None:
         self.api.patch(EVENTS, spec.ref.namespace, decision.name, {

@@ -39,9 +39,8 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from gitops_reloader.errors import ConfigError
-from gitops_reloader.regex import LinearPattern, compile_linear
-
-REDACTED = "***"
+from gitops_reloader.redaction import REDACTED, SENSITIVE_NAME, redact_text
+from gitops_reloader.regex import compile_linear
 
 LEVELS: Mapping[str, int] = {
     "debug": logging.DEBUG,
@@ -64,68 +63,8 @@ MAX_FIELD_CHARS = 4096
 MAX_TRACEBACK_CHARS = 16384
 """A traceback or stack is cut to this many characters (after redaction)."""
 
-_SENSITIVE_NAME = r"[\w-]*(?:token|password|passwd|secret|api_?key)"
 _SENSITIVE_KEY = compile_linear(
-    rf"(?i)(?:{_SENSITIVE_NAME}|(?:proxy-)?authorization|sig|signature)", capture=False)
-_TOKEN_CHARS = r"A-Za-z0-9._~+/=-"
-# A Basic/Bearer token must hold a digit or symbol, so "basic authentication" stays.
-_BASIC_OR_BEARER = compile_linear(rf"\b((?i:basic|bearer)\s+)([{_TOKEN_CHARS}]{{8,}})")
-# "token": "...", 'password': '...' in JSON or dict reprs (either quote on either side).
-_QUOTED_PAIR = compile_linear(
-    rf"""(?i)("{_SENSITIVE_NAME}"|'{_SENSITIVE_NAME}')(\s*:\s*)("[^"\n]*"|'[^'\n]*')""")
-
-
-def _basic_or_bearer(match: Any) -> str:
-    token = match.group(2)
-    if token.isalpha():
-        return str(match.group(0))
-    return f"{match.group(1)}{REDACTED}"
-
-
-def _url_credentials(match: Any) -> str:
-    scheme, password = match.group(1), match.group(3)
-    if not password and "ssh" in scheme.lower():
-        return str(match.group(0))
-    return f"{scheme}{REDACTED}@"
-
-
-def _quoted_pair(match: Any) -> str:
-    quote = match.group(3)[0]
-    return f"{match.group(1)}{match.group(2)}{quote}{REDACTED}{quote}"
-
-
-_PATTERNS: tuple[tuple[LinearPattern, Any], ...] = (
-    # Authorization / Proxy-Authorization headers, as "Name: value" or "'Name': 'value'".
-    (
-        compile_linear(r"""(?i)\b((?:proxy-)?authorization["']?\s*[:=]\s*["']?)[^"'\r\n]+"""),
-        rf"\1{REDACTED}",
-    ),
-    (_BASIC_OR_BEARER, _basic_or_bearer),
-    # Credentials in URLs: scheme://user:pass@host, scheme://token@host. An ssh URL's user
-    # alone (ssh://git@host) is a login name, never a secret, and stays readable.
-    (
-        compile_linear(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/\s@:?#]*)((?::[^/\s@?#]*)?)@"),
-        _url_credentials,
-    ),
-    # token=..., password=..., access_token=... in queries and key=value text.
-    (
-        compile_linear(rf"(?i)\b({_SENSITIVE_NAME}|sig|signature)=[^&\s\"',;)}}]+"),
-        rf"\1={REDACTED}",
-    ),
-    (_QUOTED_PAIR, _quoted_pair),
-)
-
-
-def redact_text(text: str) -> str:
-    """``text`` with the well-known credential shapes replaced by ``***`` (linear time).
-
-    The one rule for text that leaves the process other than through the log handler
-    (Event messages, ``status``, the failure record): a URL with a user part or a
-    ``token=`` pair reads the same there as in the logs.
-    """
-    for pattern, replacement in _PATTERNS:
-        text = pattern.sub(replacement, text)
-    return text
+    rf"(?i)(?:{SENSITIVE_NAME}|(?:proxy-)?authorization|sig|signature)", capture=False)
 
 
 def truncate(text: str, limit: int = MAX_FIELD_CHARS) -> str:

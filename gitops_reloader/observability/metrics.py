@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -133,7 +133,12 @@ class Metrics:
     ``pending_failures{sink,reason}``         emissions failing now and still pending (retried
                                               until they succeed; never dropped)
     ``failures_raised_total{sink}``           failures reported after ``--max-retries`` attempts
-    ``failure_record_writes_total{success}``  writes of the failure record ConfigMap
+    ``failure_record_writes_total{success}``  writes of the ledger record ConfigMap
+    ``failure_record_reads_total{success}``   reads of it (on becoming active; retried until read)
+    ``ledger_entries{why}``                   workloads owed a reload, by why they wait: due,
+                                              coalescing, window, brake, budget, failing
+    ``resync_checks_failed_total{sink}``      checks of the slow resync that could not run (a host
+                                              down): nothing was pending; the next pass checks again
     ``resync_passes_total``                   slow resync passes over every workload
     ``resync_repairs_total``                  workloads a resync found out of date and reloaded
     ``resync_duration_seconds``               the last resync pass's duration
@@ -276,7 +281,13 @@ class Metrics:
         self._failures_raised = counter(
             "failures_raised_total", "Failing emissions reported after --max-retries attempts.", ("sink",))
         self._failure_record_writes = counter(
-            "failure_record_writes_total", "Writes of the failure record ConfigMap.", ("success",))
+            "failure_record_writes_total", "Writes of the ledger record ConfigMap.", ("success",))
+        self._failure_record_reads = counter(
+            "failure_record_reads_total", "Reads of the ledger record ConfigMap.", ("success",))
+        self._ledger_entries = gauge(
+            "ledger_entries", "Workloads owed a reload, by why they wait.", ("why",))
+        self._resync_checks_failed = counter(
+            "resync_checks_failed_total", "Slow-resync checks that could not run.", ("sink",))
         self._resync_passes = counter("resync_passes_total", "Slow resync passes over every workload.")
         self._resync_repairs = counter(
             "resync_repairs_total", "Workloads a resync pass found out of date and queued.")
@@ -346,6 +357,18 @@ class Metrics:
     def failure_record_write(self, success: bool) -> None:
         self._failure_record_writes.labels(success=_bool_label(success)).inc()
 
+    def failure_record_read(self, success: bool) -> None:
+        self._failure_record_reads.labels(success=_bool_label(success)).inc()
+
+    def set_ledger_callback(self, counts: Callable[[], Mapping[str, int]]) -> None:
+        """Read ``ledger_entries{why}`` from ``counts()`` at every scrape (every reason listed)."""
+        for why in ("due", "coalescing", "window", "brake", "budget", "failing"):
+            self._ledger_entries.labels(why=why).set_function(lambda why=why: float(counts().get(why, 0)))
+
+    def resync_check_failed(self, sink: str) -> None:
+        """A slow-resync check could not run (nothing was pending: no failure is recorded)."""
+        self._resync_checks_failed.labels(sink=sink).inc()
+
     def resync_pass(self, seconds: float, repaired: int) -> None:
         self._resync_passes.inc()
         self._resync_repairs.inc(repaired)
@@ -393,9 +416,10 @@ class Metrics:
         """Count one malformed annotation (``kind``: the object kind carrying it)."""
         self._invalid_annotations.labels(kind=str(kind)).inc()
 
-    def set_waiting_for_window(self, count: int) -> None:
-        """How many workloads wait for their maintenance window now."""
-        self._waiting_for_window.set(count)
+    def set_hold_callbacks(self, waiting: Callable[[], float], throttled: Callable[[], float]) -> None:
+        """Read ``waiting_for_window`` and ``throttled_workloads`` from the ledger at every scrape."""
+        self._waiting_for_window.set_function(waiting)
+        self._throttled_now.set_function(throttled)
 
     def source_backoff(self, kind: str) -> None:
         """A change of a source that keeps changing waited longer than the coalescing window."""
@@ -413,12 +437,9 @@ class Metrics:
         """Every pod of one workload restarted through eviction after a reload."""
         self._evictions_done.inc()
 
-    def reload_throttled(self, scope: str, holding: int) -> None:
-        """A storm brake held a workload (``scope``: workload or cluster; ``""``: one was released);
-        ``holding``: how many it holds now."""
-        if scope:
-            self._throttled.labels(scope=scope).inc()
-        self._throttled_now.set(holding)
+    def reload_throttled(self, scope: str) -> None:
+        """A storm brake held a workload (``scope``: workload or cluster)."""
+        self._throttled.labels(scope=scope).inc()
 
     def unused_key_change(self, kind: str) -> None:
         """Count one workload left alone by a change of keys it does not use (source ``kind``)."""

@@ -30,7 +30,10 @@ __all__ = ["LAST_RELOADED_FROM", "AnnotationsSink", "describe_annotation", "reco
 
 def recorded_source(record: WorkloadRecord) -> tuple[str, str, str, str] | None:
     """(type, name, namespace, hash) recorded on the workload, if any and well-formed."""
-    text = record.template_annotations.get(LAST_RELOADED_FROM)
+    return _parsed(record.template_annotations.get(LAST_RELOADED_FROM))
+
+
+def _parsed(text: str | None) -> tuple[str, str, str, str] | None:
     if not text:
         return None
     try:
@@ -61,6 +64,15 @@ class AnnotationsSink:
         if recorded is None or recorded[:3] != (ref.kind.value, ref.name, ref.namespace):
             return None
         return recorded[3]
+
+    def recorded_after(self, request: ReloadRequest, ref: SourceRef, container: str | None) -> str | None:
+        """The hash the workload records for ``ref`` once ``request`` is written: the one source
+        the annotation names then (the write's latest pending source, else the one it names now)."""
+        text = self.edit_for(request).annotations.get(LAST_RELOADED_FROM)
+        named = recorded_source(request.workload) if text is None else _parsed(text)
+        if named is None or named[:3] != (ref.kind.value, ref.name, ref.namespace):
+            return None
+        return named[3]
 
     def edit_for(self, request: ReloadRequest) -> TemplateEdit:
         """The annotation write that records the latest pending source (empty: already current;

@@ -99,6 +99,14 @@ class EnvVarsSink:
         template = self.patcher.adapters[record.ref.kind].pod_template(record.raw)
         return container_env(record, template, container).get(env_var_name(ref.name, ref.kind))
 
+    def recorded_after(self, request: ReloadRequest, ref: SourceRef, container: str | None) -> str | None:
+        """The hash the workload records for ``ref`` once ``request`` is written (each source has
+        a variable of its own: the request's items change theirs, no other)."""
+        for item in request.items:
+            if item.source.ref == ref and item.container == container:
+                return None if item.deleted else item.source.hash
+        return self.recorded_hash(request.workload, ref, container)
+
     def edit_for(self, request: ReloadRequest) -> TemplateEdit:
         """What must change so the workload records every item's hash (may be empty), with the
         restart annotation when the request must restart pods and nothing else changes."""

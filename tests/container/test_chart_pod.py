@@ -33,7 +33,7 @@ from helm_tools import CHART_DIR, render, require_helm
 from pod import service_account
 from podspec import HttpProbe, PodRun, translate
 
-from gitops_reloader.control.failures import decode
+from gitops_reloader.ledger import decode
 from gitops_reloader.testing.apiserver.authz import PolicyRule, rules_from_role
 from gitops_reloader.testing.harness import deployment, wait_for
 from gitops_reloader.testing.sshhost import SshGitHost
@@ -260,7 +260,7 @@ def test_chart_pod_outage_of_the_ssh_git_host_survives_a_sigkill_and_commits_onc
                 data = cluster.get(record_path).get("data") or {}
             except Exception:  # 404 until the first write
                 return 0
-            return max((f.attempts for f in decode(data)), default=0)
+            return max((e.failure.attempts for e in decode(data) if e.failure), default=0)
 
         with running_container(image, run.args, options=run.options) as pod:
             wait_probe(pod, run.probes["readinessProbe"], "readinessProbe")
@@ -275,7 +275,7 @@ def test_chart_pod_outage_of_the_ssh_git_host_survives_a_sigkill_and_commits_onc
         assert len(githost.log("fleet")) == 1
         with running_container(image, run.args, options=run.options) as pod:
             wait_probe(pod, run.probes["readinessProbe"], "readinessProbe")
-            pod.wait(lambda: "resuming failing emissions recorded before the restart" in pod.logs(),
+            pod.wait(lambda: "resuming what the ledger recorded before the restart" in pod.logs(),
                      timeout=60, message="the new pod resumes the failing emission")
             sshgit.start()
             pod.wait(lambda: len(githost.log("fleet")) == 2, timeout=120,

@@ -57,7 +57,7 @@ def test_credential_rotation_of_the_git_token_is_used_for_the_next_push(
         put_data(api_client, "ConfigMap", "app-config", {"url": "c"})
         wait_commits(host, 3)
         quiet(app)
-        assert app.controller.failures.failing() == []  # no attempt failed
+        assert app.controller.ledger.failures() == []  # no attempt failed
         assert not [e for e in events(api_client, "web") if e["type"] == "Warning"]
         assert metric(app, "queue_retries_total") == 0.0
 
@@ -83,7 +83,7 @@ def test_credential_rotation_of_the_pull_request_api_token(
         quiet(app)
         assert [p["number"] for p in pulls(prhost)] == [first["number"]]  # updated in place
         assert not [r for r in prhost.requests if r.status == 401]
-        assert app.controller.failures.failing() == []
+        assert app.controller.ledger.failures() == []
 
 
 def test_credential_rotation_an_unusable_repository_becomes_usable_without_restart(
@@ -118,7 +118,7 @@ def test_credential_rotation_an_unusable_repository_becomes_usable_without_resta
         usable = wait_for(lambda: [e for e in events(api_client, "web") if e["reason"] == "RepositoryUsable"],
                           message="a RepositoryUsable Event")
         assert usable[0]["type"] == "Normal" and REPO in usable[0]["message"]
-        assert len(commits(githost)) == 2 and app.controller.failures.failing() == []
+        assert len(commits(githost)) == 2 and app.controller.ledger.failures() == []
 
 
 def test_credential_rotation_of_the_ssh_deploy_key_is_used_for_the_next_push(
@@ -143,7 +143,7 @@ def test_credential_rotation_of_the_ssh_deploy_key_is_used_for_the_next_push(
         ssh_put_data(api_client, "app-config", {"url": "c"})
         wait_commits(githost, 3)
         quiet(app)
-        assert app.controller.failures.failing() == []
+        assert app.controller.ledger.failures() == []
         assert metric(app, "queue_retries_total") == 0.0
 
 

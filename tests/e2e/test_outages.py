@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +36,13 @@ from test_pull_request_sink import PrSetup, pr_controller, pulls, wait_open_pull
 from gitops_reloader.app import App
 from gitops_reloader.clock import FakeClock
 from gitops_reloader.config import load_config
-from gitops_reloader.control.failures import Failure, FailureBook, decode, encode
-from gitops_reloader.control.retrypolicy import FailureClass
 from gitops_reloader.gitops.locate import GIT_REPO_ANNOTATION
 from gitops_reloader.hashing import configmap_hash
 from gitops_reloader.kube.api import KubeApi
+from gitops_reloader.ledger import Entry, Failure, FailureClass, Ledger, PendingSource, decode, encode
+from gitops_reloader.model import SourceKind, SourceMeta, SourceRef
 from gitops_reloader.observability.metrics import Metrics
-from gitops_reloader.state.failurestore import FailureStore
+from gitops_reloader.state.ledgerstore import LedgerStore
 from gitops_reloader.status import read_census
 from gitops_reloader.testing.apiserver import ApiServer, Fault
 from gitops_reloader.testing.githost import GitHostServer
@@ -55,11 +56,32 @@ pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("isolated_git")]
 FAST = ("--max-retries=3", "--retry-max-delay=300ms")
 """The old give-up after 3 attempts; backoff capped at 0.3 s (a minute of production in a second)."""
 PAST_GIVE_UP = 6
+APP_CONFIG = SourceRef(SourceKind.CONFIGMAP, "ns", "app-config")
 """Attempts the tests wait for while down: past the 3 after which the change used to be dropped."""
 
 
-def failing(app: App) -> list[Any]:
-    return app.controller.failures.failing()
+@dataclass(frozen=True)
+class Failing:
+    """A failing emission as ``status`` shows it: the failure and what each workload waits for."""
+
+    recorded: Failure
+    workloads: dict[str, tuple[str, ...]]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.recorded, name)
+
+
+def failing_of(entries: list[Entry]) -> list[Failing]:
+    by_key: dict[str, Failing] = {}
+    for entry in entries:
+        if entry.failure is not None:
+            found = by_key.setdefault(entry.failure.key, Failing(entry.failure, {}))
+            found.workloads[entry.workload] = tuple(sorted(ref.local_id for ref in entry.owes))
+    return sorted(by_key.values(), key=lambda f: (f.recorded.since, f.recorded.key))
+
+
+def failing(app: App) -> list[Failing]:
+    return failing_of(app.controller.ledger.entries())
 
 
 def wait_attempts(app: App, attempts: int = PAST_GIVE_UP, timeout: float = 30.0) -> Any:
@@ -84,7 +106,7 @@ def assert_quiet_while_down(app: App, api_client: ApiClient, name: str, attempts
     still = wait_for(lambda: event_objects(api_client, name, "ReloadStillFailing"), message="raised")
     assert len(still) == 1 and still[0]["type"] == "Warning"
     assert "stays pending" in still[0]["message"]
-    assert sum(v for v in app.controller.failures.counts().values()) == 1
+    assert sum(v for v in app.controller.ledger.counts().values()) == 1
     assert attempts >= PAST_GIVE_UP
 
 
@@ -95,7 +117,7 @@ def record_in_cluster(api_client: ApiClient, name: str = "gitops-reloader-failur
         stored = call(api_client, "GET", f"/api/v1/namespaces/{namespace}/configmaps/{name}")
     except Exception:  # 404 before the first write
         return []
-    return decode(stored.get("data") or {})
+    return failing_of(decode(stored.get("data") or {}))
 
 
 def pending_gauge(app: App, sink: str, reason: str) -> float:
@@ -175,7 +197,7 @@ def test_outage_host_key_fixed_in_the_mounted_known_hosts_commits_without_restar
         wait_commits(githost, 2, timeout=30)
         quiet(app)
         assert len(commits(githost)) == 2 and failing(app) == []
-        assert app.controller.failures.get(entry.key) is None
+        assert app.controller.ledger.failure(entry.key) is None
 
 
 def swap_data(volume: Path, name: str, text: str, version: str, *, mode: int = 0o644) -> None:
@@ -397,7 +419,7 @@ def test_outage_sigkill_while_failing_restart_without_flags_commits_once_when_ba
         assert len(commits(host)) == 1
         second = Controller(cluster, tmp_path / "second.jsonl", flags)
         second.wait_ready(cluster.http)
-        said = "resuming failing emissions recorded before the restart"
+        said = "resuming what the ledger recorded before the restart"
         resumed = wait_for(lambda: next((r for r in second.log() if r["msg"] == said), None),
                            message="the restart resumed the failure")
         assert resumed["workloads_pending"] == 1
@@ -449,7 +471,7 @@ def test_outage_leader_change_while_failing_the_new_leader_continues_and_commits
         kill_while_failing(api_client, host, first)
         wait_for(lambda: lease_holder(api_client).endswith(f"-{standby.pid}"), timeout=15,
                  message="the standby took the Lease")
-        said = "resuming failing emissions recorded before the restart"
+        said = "resuming what the ledger recorded before the restart"
         wait_for(lambda: any(r["msg"] == said for r in standby.log()), message="the new leader resumed")
         assert len(commits(host)) == 1
         host.set_down(False)
@@ -469,8 +491,8 @@ def test_outage_record_naming_a_workload_deleted_meanwhile_is_dropped_at_start(a
     ran: nothing is left to emit, so it is not listed as failing, and the record is rewritten."""
     create(api_client, configmap("app-config", {"url": "a"}))
     gone = "ns/Deployment/gone"
-    stale = Failure(gone, "env-vars", "ServerError", FailureClass.TRANSIENT, 1000.0, 5, 1010.0, "503",
-                    {gone: ("ConfigMap/app-config",)})
+    stale = Entry(gone, {APP_CONFIG: PendingSource(SourceMeta(APP_CONFIG))}, failure=Failure(
+        gone, "env-vars", "ServerError", FailureClass.TRANSIENT, 1000.0, 5, 1010.0, "503"))
     create(api_client, {"apiVersion": "v1", "kind": "ConfigMap",
                         "metadata": {"name": "gitops-reloader-failures", "namespace": "default"},
                         "data": encode([stale])})
@@ -483,16 +505,19 @@ def test_outage_record_naming_a_workload_deleted_meanwhile_is_dropped_at_start(a
 def test_outage_record_is_never_written_by_a_replica_that_lost_the_lease(api_client: ApiClient) -> None:
     """The old leader's last write must not overwrite what the new leader records: once
     leadership is lost (``abandon``) the store writes nothing more, not even on stop."""
-    book = FailureBook()
-    store = FailureStore(KubeApi(api_client), book, namespace="default", name="gitops-reloader-failures",
-                         metrics=Metrics(CollectorRegistry()), interval=0.05)
-    book.record("ns/Deployment/web", sink="git", reason="GitError", failure=FailureClass.TRANSIENT,
-                error="503", workloads={"ns/Deployment/web": ["ConfigMap/app-config"]}, now=1000.0, delay=1.0)
-    assert store.flush()
-    assert [f.key for f in record_in_cluster(api_client, namespace="default")] == ["ns/Deployment/web"]
-    store.start()
-    store.abandon()
-    book.record("ns/Deployment/api", sink="git", reason="GitError", failure=FailureClass.TRANSIENT,
-                error="503", workloads={"ns/Deployment/api": ["ConfigMap/app-config"]}, now=1001.0, delay=1.0)
+    ledger = Ledger()
+    store = LedgerStore(KubeApi(api_client), ledger, namespace="default", name="gitops-reloader-failures",
+                        metrics=Metrics(CollectorRegistry()), interval=0.05)
+    assert store.read() == []
+    for number, key in enumerate(("ns/Deployment/web", "ns/Deployment/api")):
+        ledger.owe(key, {APP_CONFIG: PendingSource(SourceMeta(APP_CONFIG))})
+        ledger.fail(key, [key], sink="git", reason="GitError", failure=FailureClass.TRANSIENT,
+                    error="503", now=1000.0 + number, delay=1.0)
+        if number == 0:
+            assert store.flush()
+            assert [f.key for f in record_in_cluster(api_client, namespace="default")] == [
+                "ns/Deployment/web"]
+            store.start(on_loaded=ledger.restore)
+            store.abandon()
     store.stop()
     assert [f.key for f in record_in_cluster(api_client, namespace="default")] == ["ns/Deployment/web"]

@@ -157,7 +157,7 @@ def test_reload_window_unknown_name_holds_the_reload_with_a_warning(
                            message="a warning")[0]
         assert "no reload window named 'weekends' (known: always, early)" in warning["message"]
         assert env_of(workload(server, "Deployment", "web")).get(ENV) is None
-        assert app.controller.pending.pending_for("ns/Deployment/web")  # held, not dropped
+        assert app.controller.ledger.owed("ns/Deployment/web")  # held, not dropped
 
 
 def test_reload_window_override_lets_one_change_through_and_says_who(

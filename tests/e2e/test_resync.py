@@ -20,8 +20,8 @@ from test_pull_request_sink import REPO as PR_REPO
 from test_pull_request_sink import PrSetup, pr_controller, pulls, wait_open_pull, web_reloads_on_app_config
 
 from gitops_reloader.app import App
-from gitops_reloader.control.changes import PendingSource
 from gitops_reloader.hashing import configmap_hash, secret_hash
+from gitops_reloader.ledger import PendingSource
 from gitops_reloader.model import SourceKind, SourceRef
 from gitops_reloader.testing.apiserver import ApiServer, Fault
 from gitops_reloader.testing.githost import GitHostServer
@@ -83,10 +83,9 @@ def test_resync_repairs_a_change_whose_event_was_lost(server: ApiServer, api_cli
     with running_controller(api_client, ["--resync-period=1s", "--coalesce-window=2s"]) as app:
         put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
         ref = SourceRef(SourceKind.CONFIGMAP, "ns", "app-config")
-        wait_for(lambda: ref in app.controller.pending.pending_for("ns/Deployment/web"), message="pending")
-        lost = app.controller.pending.take("ns/Deployment/web")  # the bug: taken, never emitted
-        app.controller.pending.settle("ns/Deployment/web")
-        assert isinstance(lost[ref], PendingSource)
+        wait_for(lambda: ref in app.controller.ledger.owed("ns/Deployment/web"), message="pending")
+        lost = app.controller.ledger.drop("ns/Deployment/web")  # the bug: dropped, never emitted
+        assert lost is not None and isinstance(lost.owes[ref], PendingSource)
         wait_for(lambda: env_of(workload(server, "Deployment", "web"))[ENV] == configmap_hash({"url": "b"}),
                  timeout=15, message="repaired by the resync")
         quiet(app)
@@ -157,9 +156,9 @@ def test_resync_leaves_a_failing_emission_to_its_own_retry(server: ApiServer, ap
     with running_controller(api_client, ["--resync-period=100ms", "--retry-max-delay=3s"]) as app:
         server.add_fault(Fault(verb="patch", resource="deployments", status=503, times=None))
         put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
-        wait_for(lambda: app.controller.failures.failing(), message="failing")
+        wait_for(lambda: app.controller.ledger.failures(), message="failing")
         wait_passes(app, 10)
-        [entry] = app.controller.failures.failing()
+        [(entry, _)] = app.controller.ledger.failures()
         attempts = server.request_counts().get(("patch", "deployments"), 0)
         assert attempts == entry.attempts <= 4  # the backoff's pace, not the resync's
         server.clear_faults()

@@ -64,7 +64,7 @@ def test_storm_brake_holds_a_workload_past_its_cap_and_applies_the_latest_data_a
         assert metric(app, "reloads_throttled_total", scope="workload") >= 2  # web and tight
         assert env_of(workload(server, "Deployment", "tight")).get(ENV) == configmap_hash({"url": "v1"}, None)
         assert template_writes(server, "tight") == 1  # its annotation: 1 an hour; v5 waits, pending
-        assert app.controller.pending.pending_for("ns/Deployment/tight")  # v5 waits for it
+        assert app.controller.ledger.owed("ns/Deployment/tight")  # v5 waits for it
         assert metric(app, "throttled_workloads") == 1
 
 

@@ -645,3 +645,15 @@ def test_shutdown_with_drain_returns_once_workers_finish_their_keys() -> None:
     thread.join(JOIN)
 
     assert finished == ["a", "b", "c"]
+
+
+def test_due_counts_delayed_keys_whose_time_came_but_no_get_picked_up() -> None:
+    clock = FakeClock()
+    q = make_queue(clock)
+    q.add_after("a", 1.0)
+    q.add_after("b", 5.0)
+    assert q.due() == 0
+    clock.advance(2.0)
+    assert q.due() == 1 and q.depth()["delayed"] == 2
+    assert q.get(timeout=0) == "a"
+    assert q.due() == 0

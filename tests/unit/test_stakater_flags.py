@@ -269,3 +269,16 @@ def test_run_help_lists_every_stakater_flag():
     text = out.getvalue()
     assert [flag for flag in ALL if f"--{flag}" not in text] == []
     assert "$RELOAD_STRATEGY" in text and "$GITOPS_RELOADER_COALESCE_WINDOW" in text
+
+
+def test_every_flag_the_controller_accepts_has_a_row_in_the_configuration_doc() -> None:
+    """docs/configuration.md lists every flag (its table row starts with the flag's name)."""
+    from pathlib import Path
+
+    from gitops_reloader.config import FLAGS
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    rows = {line.split("|")[1] for line in doc.splitlines() if line.startswith("| `--")}
+    missing = [name for spec in FLAGS for name in spec.names
+               if not any(f"`{name}`" in row for row in rows)]
+    assert missing == []

@@ -58,18 +58,27 @@ def test_no_template_has_no_fingerprint() -> None:
     assert syncs.template_fingerprint({"spec": {}}) != 0
 
 
-def test_a_template_change_is_after_a_source_change_by_resource_version_first() -> None:
-    change = syncs.TemplateChange(resource_version=120, seen=5.0)
-    assert change.after("110", detected=9.0)  # seen first, written later: the write order wins
-    assert not change.after("130", detected=1.0)
-    assert not change.after("120", detected=1.0)  # the same write cannot be both
+def test_the_baseline_is_the_template_before_a_change_written_after_the_source() -> None:
+    change = syncs.TemplateChange(resource_version=120, before=111)
+    assert change.baseline("110", current=222) == 111  # seen first, written later: the write order wins
+    assert change.baseline("130", current=222) == 222  # written before the source changed
+    assert change.baseline("120", current=222) == 222  # the same write cannot be both
 
 
-def test_without_comparable_versions_the_order_seen_decides() -> None:
-    assert syncs.TemplateChange(None, seen=5.0).after("110", detected=4.0)
-    assert not syncs.TemplateChange(None, seen=5.0).after("110", detected=6.0)
-    assert syncs.TemplateChange(120, seen=5.0).after("not-a-number", detected=4.0)
-    assert not syncs.TemplateChange(120, seen=5.0).after("", detected=None)
+def test_without_comparable_versions_the_template_seen_at_the_change_is_the_baseline() -> None:
+    assert syncs.TemplateChange(None, before=111).baseline("110", current=222) == 222
+    assert syncs.TemplateChange(120, before=111).baseline("not-a-number", current=222) == 222
+
+
+@pytest.mark.parametrize(("baseline", "current", "rolled"), [
+    (111, 222, True),  # a new template: new pods, a sync
+    (111, 111, False),  # changed and changed back (rollout undo, self-heal): the old pods stay
+    (0, 222, False),  # the baseline is unknown: never a sync
+    (111, 0, False),
+])
+def test_pods_were_replaced_only_when_the_template_differs_from_the_baseline(
+        baseline: int, current: int, rolled: bool) -> None:
+    assert syncs.rolled_since(baseline, current) is rolled
 
 
 def test_a_synced_entry_holds_while_the_sinks_record_is_the_one_it_was_made_with() -> None:
@@ -93,10 +102,18 @@ def test_entries_are_added_replaced_and_dropped() -> None:
     first = {syncs.SYNCED_ANNOTATION: syncs.with_synced({}, [(CM, "h1", "a")]) or ""}
     both = {syncs.SYNCED_ANNOTATION: syncs.with_synced(first, [(SECRET, "h2", "b"), (CM, "h3", "a")]) or ""}
     assert syncs.synced_hash(both, CM, "a") == "h3" and syncs.synced_hash(both, SECRET, "b") == "h2"
-    assert syncs.dropped(both, [SourceRef(SourceKind.CONFIGMAP, "ns", "other")]) == {}
-    left = {syncs.SYNCED_ANNOTATION: syncs.dropped(both, [CM])[syncs.SYNCED_ANNOTATION] or ""}
+    assert syncs.with_snapshot(both, [], [SourceRef(SourceKind.CONFIGMAP, "ns", "other")]) == {}
+    left = {syncs.SYNCED_ANNOTATION: syncs.with_snapshot(both, [], [CM])[syncs.SYNCED_ANNOTATION] or ""}
     assert syncs.synced_hash(left, SECRET, "b") == "h2" and syncs.synced_hash(left, CM, "a") is None
-    assert syncs.dropped(first, [CM]) == {syncs.SYNCED_ANNOTATION: None}  # the last one: removed
+    assert syncs.with_snapshot(first, [], [CM]) == {syncs.SYNCED_ANNOTATION: None}  # the last one: removed
+
+
+def test_a_live_write_snapshots_what_its_pods_start_with_for_sources_it_does_not_record() -> None:
+    written = syncs.with_snapshot({}, [(SECRET, "h2", None)], [CM])
+    annotations = {syncs.SYNCED_ANNOTATION: written[syncs.SYNCED_ANNOTATION] or ""}
+    assert syncs.synced_hash(annotations, SECRET, None) == "h2"  # no record of its own: the snapshot says
+    assert syncs.synced_hash(annotations, CM, "h1") is None
+    assert syncs.with_snapshot(annotations, [(SECRET, "h2", None)], [CM]) == {}  # unchanged: not written
 
 
 @pytest.mark.parametrize("text", ["", "garbage", "=x@y", "ConfigMap/a=@y", "ConfigMap/a=h", ";;;",

@@ -45,6 +45,20 @@ def test_reload_window_fall_back_repeated_hour_opens_once_for_its_duration() -> 
     assert window.opens_in(first + 1800) == at(2026, 10, 26, 2, 30) - (first + 1800)
 
 
+NEW_YORK = ZoneInfo("America/New_York")
+
+
+def test_reload_window_wildcard_schedule_opens_in_both_passes_of_the_repeated_hour() -> None:
+    """As Debian cron runs a job whose minute or hour field is a wildcard: in both passes of the
+    repeated hour (a fixed time, the test above, opens once)."""
+    window = ReloadWindow("quarter", "*/15 1 * * *", "America/New_York", 300)
+    first = at(2026, 11, 1, 1, 15, zone=NEW_YORK, fold=0)  # 01:15 EDT
+    second = at(2026, 11, 1, 1, 15, zone=NEW_YORK, fold=1)  # 01:15 EST, an hour later
+    assert second - first == 3600
+    assert window.opens_in(first) == 0 and window.opens_in(second) == 0
+    assert window.opens_in(first + 600) == 300  # closed between two starts of the first pass
+
+
 def test_reload_window_duration_is_elapsed_time_across_a_dst_change() -> None:
     window = ReloadWindow("weekend", "0 22 * * 6", "Europe/Berlin", 6 * 3600)
     start = at(2026, 10, 24, 22, 0)  # Saturday 22:00 CEST, the night the clocks go back

@@ -25,7 +25,8 @@ class Fault:
     deletecollection or ``*``; ``resource`` is a plural (``deployments``, or
     ``deployments/status`` for the subresource) or ``*``. ``status`` ``None`` with a
     ``latency`` only delays the request. A 429 carries ``Retry-After`` (``retry_after``,
-    default 1 s). A 410 on a watch arrives as an ERROR event in a 200 stream, like
+    default 1 s; text such as ``inf`` or an HTTP date is sent as it stands, as a proxy in
+    between might). A 410 on a watch arrives as an ERROR event in a 200 stream, like
     the real server's "too old resource version". ``label_selector`` (exact text) picks
     one client's list or watch among several, e.g. one shard's ``--namespace-selector``.
     """
@@ -37,7 +38,7 @@ class Fault:
     namespace: str | None = None
     name: str | None = None
     latency: float = 0.0
-    retry_after: int | None = None
+    retry_after: int | str | None = None
     message: str | None = None
     label_selector: str | None = None
 
@@ -66,7 +67,8 @@ class Fault:
         if self.retry_after is not None or code == 429:
             seconds = self.retry_after if self.retry_after is not None else 1
             headers = (("Retry-After", str(seconds)),)
-            details["retryAfterSeconds"] = seconds
+            if isinstance(seconds, int):  # a text value is a misbehaving proxy's, not the server's
+                details["retryAfterSeconds"] = seconds
         if code == 404 and msg is None:
             return not_found(plural, group, name)
         if code == 409 and msg is None and name:

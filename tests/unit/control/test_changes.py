@@ -1,10 +1,8 @@
-"""ChangeDetector and PendingChanges alone: which deltas are changes, what waits for whom."""
+"""ChangeDetector alone: which deltas are changes."""
 
 from __future__ import annotations
 
-import threading
-
-from gitops_reloader.control.changes import Change, ChangeDetector, PendingChanges, PendingSource
+from gitops_reloader.control.changes import Change, ChangeDetector
 from gitops_reloader.model import SourceKind, SourceMeta, SourceRef
 
 REF = SourceRef(SourceKind.CONFIGMAP, "ns", "app")
@@ -70,84 +68,3 @@ def test_tombstones_are_bounded_oldest_first() -> None:
         changes.changes(meta("a", ref), None)
     assert changes.changes(None, meta("b", refs[0])) == []  # evicted: looks like a creation
     assert changes.changes(None, meta("b", refs[2])) == [Change(meta("b", refs[2]))]
-
-
-def test_pending_keeps_the_order_of_change_and_the_newest_meta() -> None:
-    pending = PendingChanges()
-    assert not pending
-    pending.add("w", {REF: PendingSource(meta("a"))})
-    pending.add("w", {OTHER: PendingSource(meta("s", OTHER))})
-    pending.add("w", {REF: PendingSource(meta("b"))})  # moves to the end, newest wins
-    assert pending
-    taken = pending.take("w")
-    assert list(taken) == [OTHER, REF]
-    assert taken[REF].meta.hash == "b"
-    assert not pending and pending.take("w") == {}
-
-
-def test_a_retry_never_overwrites_a_newer_change() -> None:
-    pending = PendingChanges()
-    pending.add("w", {REF: PendingSource(meta("new"))})
-    pending.add("w", {REF: PendingSource(meta("old")), OTHER: PendingSource(meta("s", OTHER))},
-                retry=True)
-    taken = pending.take("w")
-    assert taken[REF].meta.hash == "new"
-    assert taken[OTHER].meta.hash == "s"
-
-
-def test_a_batch_group_hands_out_each_member_once_sorted() -> None:
-    pending = PendingChanges()
-    for key in ("ns/Deployment/b", "ns/Deployment/a"):
-        pending.add(key, {REF: PendingSource(meta("a"))})
-        pending.join_group("batch|repo", key)
-    pending.join_group("batch|repo", "ns/Deployment/a")
-    group = pending.take_group("batch|repo")
-    assert list(group) == ["ns/Deployment/a", "ns/Deployment/b"]
-    assert all(REF in sources for sources in group.values())
-    assert pending.take_group("batch|repo") == {}
-    assert not pending
-
-
-def test_pending_is_safe_across_threads() -> None:
-    pending = PendingChanges()
-    refs = [SourceRef(SourceKind.CONFIGMAP, "ns", f"cm-{i}") for i in range(200)]
-
-    def add(part: list[SourceRef]) -> None:
-        for ref in part:
-            pending.add("w", {ref: PendingSource(meta("a", ref))})
-
-    threads = [threading.Thread(target=add, args=(refs[i::4],)) for i in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert set(pending.take("w")) == set(refs)
-
-
-def test_taken_sources_stay_outstanding_until_settled() -> None:
-    pending = PendingChanges()
-    pending.add("ns/Deployment/web", {REF: PendingSource(meta("a"))})
-    pending.add("ns/Deployment/api", {OTHER: PendingSource(meta("b", OTHER))})
-    assert pending.sources() == {REF, OTHER}
-    pending.take("ns/Deployment/web")
-    assert pending.sources() == {REF, OTHER}  # in flight: the state store holds it back
-    pending.settle("ns/Deployment/web")
-    assert pending.sources() == {OTHER}
-
-
-def test_a_retried_source_stays_outstanding_after_settle() -> None:
-    pending = PendingChanges()
-    taken = pending.take("ns/Deployment/web") or {REF: PendingSource(meta("a"))}
-    pending.add("ns/Deployment/web", taken, retry=True)
-    pending.settle("ns/Deployment/web")
-    assert pending.sources() == {REF}
-
-
-def test_a_batch_group_is_in_flight_under_its_group_key() -> None:
-    pending = PendingChanges()
-    pending.add("ns/Deployment/web", {REF: PendingSource(meta("a"))})
-    pending.join_group("batch|repo", "ns/Deployment/web")
-    pending.take_group("batch|repo")
-    assert pending.sources() == {REF}
-    pending.settle("batch|repo")
-    assert pending.sources() == set()

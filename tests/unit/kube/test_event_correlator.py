@@ -87,11 +87,3 @@ def test_event_aggregation_ten_minutes_of_failures_leave_a_bounded_number_of_obj
         delay = min(delay * 2, 300.0)
     assert len(objects) <= 2
     assert writes == attempt  # every attempt counted on the one object
-
-
-def test_a_forgotten_event_is_written_anew() -> None:
-    correlator = EventCorrelator(FakeClock())
-    correlator.correlate(key(), "web.1")
-    correlator.forget(key(), key().message)
-    again = correlator.correlate(key(), "web.2")
-    assert (again.patch, again.name, again.count) == (False, "web.2", 1)
