@@ -8,6 +8,7 @@ is slept; the ledger record is written by the controller as it runs.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from pathlib import Path
@@ -212,22 +213,43 @@ def last_reloaded_from(server: ApiServer) -> str:
 
 def test_owed_retry_after_of_one_second_is_a_floor_not_a_metronome(
         server: ApiServer, api_client: ApiClient) -> None:
-    """Every write answered 429 with ``Retry-After: 1``: the attempts still back off (1, 2, 4, 8 s
-    …), not one a second for good."""
+    """Every write answered 429 with ``Retry-After: 1``: the next try recorded after each attempt
+    still backs off (1, 2, 4, 8 s, jittered by at most a fifth, never under the second asked
+    for), not one a second for good. Read from the record the controller writes."""
     clock = FakeClock()
     create(api_client, configmap("app-config", {"url": "v0"}))
     create(api_client, deployment("web", annotations=RELOAD))
     with running_controller(api_client, ["--retry-max-delay=5m"], clock=clock) as app:
         server.add_fault(Fault(verb="patch", resource="deployments", status=429, retry_after=1, times=None))
         rewrite_seen(api_client, "v1", app, clock)
-        for _ in range(30):  # 30 seconds, a second at a time
-            advance(app, clock, 1)
-            settle(app)
-        attempts = server.request_counts().get(("patch", "deployments"), 0)
-        assert 3 <= attempts <= 6, attempts  # 1 s apart would be 30
+        seen, waits = 0, {}
+        while seen < 5:
+            attempts, next_try = wait_for(lambda seen=seen: (found := recorded_failure(api_client))
+                                          and found[0] > seen and found, timeout=10,
+                                          message=f"attempt {seen + 1} recorded")
+            seen, waits[attempts] = attempts, next_try - clock.now()  # whole seconds: up to 1 s less
+            advance(app, clock, next_try - clock.now() + 1.5)
+        assert all(wait >= 0 for wait in waits.values()), waits  # never sooner than the second asked
+        assert all(wait >= 0.8 * 2 ** (n - 1) - 1 for n, wait in waits.items()), waits  # doubled: no 1 Hz
         server.clear_faults()
         advance(app, clock, 300)
         wait_for(lambda: reloaded_to(server, "v1"), message="reloaded once the server accepts")
+
+
+def recorded_failure(api_client: ApiClient) -> tuple[int, float] | None:
+    """(attempts, next try) of web's failure in the record the controller wrote, if any (the
+    ledger record, or the failure record that came before it)."""
+    data = {}
+    try:
+        data = call(api_client, "GET", RECORD).get("data") or {}
+    except Exception:  # 404 before the first write
+        return None
+    parsed = json.loads(data.get("ledger.json") or data.get("failures.json") or "{}")
+    for entry in parsed.get("entries", parsed.get("failures", [])):
+        failure = entry.get("fail", entry)
+        if "ns/Deployment/web" in json.dumps(entry) and "attempts" in failure:
+            return int(failure["attempts"]), float(failure["next"])
+    return None
 
 
 def test_owed_retry_after_inf_neither_stops_the_retries_nor_the_ledger_record(
