@@ -59,6 +59,7 @@ from gitops_reloader.model import (
     ObjectRef,
     Outcome,
     ReloadRequest,
+    Source,
     SourceKind,
     SourceMeta,
     SourceRef,
@@ -327,7 +328,7 @@ class Controller:
         owes: dict[SourceRef, PendingSource] = {}
         for ref, item in entry.owes.items():
             meta = self.source(ref)
-            if meta is not None and meta.hash and self._runs(record, meta):
+            if meta is not None and meta.hash and not item.raced and self._runs(record, meta):
                 continue  # written before the record caught up: the workload records it
             if meta is not None and meta.hash:
                 owes[ref] = replace(item, meta=meta, deleted=False, detected=(
@@ -479,7 +480,7 @@ class Controller:
         if self._active.is_set():
             self.pauses.schedule(record)
             if self.state is not None and self.state.loaded:
-                self._assume_current(record)
+                self._assume_current(record, created=delta.old is None and not event.initial)
             old = delta.old
             if old is not None and (old.annotations != record.annotations
                                     or old.template_annotations != record.template_annotations):
@@ -497,12 +498,17 @@ class Controller:
             log.info("annotations changed; trying the waiting reload now", extra={"object": key})
             self.queue.add(entry.queue_key)
 
-    def _assume_current(self, record: WorkloadRecord) -> None:
+    def _assume_current(self, record: WorkloadRecord, *, created: bool = False) -> None:
         """State store: a ``used-keys`` workload without an entry for a source it uses key by
-        key runs with the current keys (unless a reload for that source is pending)."""
+        key runs with the current keys (unless a reload for that source is pending); so does
+        every workload just ``created`` (its first pods read the data as it is now), so a
+        restart never takes a change made before it existed for one it missed."""
         assert self.state is not None
         pending = self.ledger.owed(record.ref.key)
-        sources = [s for s in used_key_sources(self.caches, self.reconciler, record) if s.ref not in pending]
+        sources = ([Source(meta.ref, self.reconciler.source_hash(record, meta))
+                    for meta, _ in self.reconciler.tracked(record) if meta.hash] if created
+                   else used_key_sources(self.caches, self.reconciler, record))
+        sources = [s for s in sources if s.ref not in pending]
         if sources:
             self.state.assume_current(record.ref, sources)
 
@@ -608,11 +614,14 @@ class Controller:
         record = self.workload(ObjectRef.from_key(key))
         group = self._group_of(record) if record is not None else None
         if record is not None:
-            sources = {ref: p if p.baseline else replace(p, baseline=self._baseline(record, p))
+            sources = {ref: replace(p, baseline=p.baseline or self._baseline(record, p),
+                                    raced=p.raced or (record.rolling and not p.resync))
                        for ref, p in sources.items()}
         wait = self.config.runtime.coalesce_window if delay is None else delay
         self.ledger.owe(key, sources, group=group or "", hold=Hold(Wait.COALESCING, self.clock.now() + wait))
-        self._schedule_due(group or key)
+        # When the new change is due; the rest of its group (maybe under way right now) is put
+        # back by the worker when its run ends.
+        self.queue.add_after(group or key, wait)
 
     def _baseline(self, record: WorkloadRecord, source: PendingSource) -> int:
         """The pod template's fingerprint when ``source`` changed (:mod:`gitops_reloader.syncs`)."""

@@ -87,6 +87,10 @@ class PendingSource:
     """The workload's pod-template fingerprint when the source changed (0: unknown): a template
     that differs from it when the reload is due was changed after the change (a sync); one that
     returned to it was not (:mod:`gitops_reloader.syncs`)."""
+    raced: bool = False
+    """The source changed while the workload's pods were being replaced (this change or one it
+    replaced): pods started meanwhile read data its record does not say, so the write restarts
+    them even where the record already reads the target."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,8 +214,8 @@ class Ledger:
                     continue
                 if ref in owes and not owes[ref].resync and item.resync:
                     continue  # a check never replaces a change
-                owes.pop(ref, None)  # insertion order = order of change
-                owes[ref] = item
+                replaced = owes.pop(ref, None)  # insertion order = order of change
+                owes[ref] = replace(item, raced=True) if replaced is not None and replaced.raced else item
             self._put(replace(entry, owes=owes, group=group or entry.group, hold=_sooner(entry.hold, hold)))
 
     def take(self, key: str) -> dict[SourceRef, PendingSource]:
@@ -257,6 +261,16 @@ class Ledger:
             if entry.hold != hold:
                 self._put(replace(entry, hold=hold))
             return entry.hold
+
+    def end_coalescing(self, key: str, now: float) -> None:
+        """``key``'s coalescing window is over if it ended by ``now`` (a newer change's window,
+        recorded meanwhile, still runs: its change waits for it)."""
+        with self._lock:
+            entry = self._entries.get(key)
+            hold = entry.hold if entry is not None else None
+            if entry is not None and hold is not None and hold.why is Wait.COALESCING and (
+                    hold.until is None or hold.until <= now):
+                self._put(replace(entry, hold=None))
 
     def held(self, why: Wait | None = None) -> dict[str, Hold]:
         """Workload key → its hold (of reason ``why`` only, when given)."""
@@ -427,6 +441,8 @@ def _owes_dict(entry: Entry) -> dict[str, Any]:
             fields["d"] = 1
         if item.resync:
             fields["r"] = 1
+        if item.raced:
+            fields["x"] = 1
         out[ref.local_id] = fields
     return out
 
@@ -527,7 +543,8 @@ def _pending(namespace: str, local_id: str, fields: Mapping[str, Any]) -> Pendin
         return None
     baseline = int(str(fields["fp"])[:16], 16) if fields.get("fp") else 0
     return PendingSource(SourceMeta(ref, resource_version=str(fields.get("v", ""))[:32]),
-                         deleted=bool(fields.get("d")), resync=bool(fields.get("r")), baseline=baseline)
+                         deleted=bool(fields.get("d")), resync=bool(fields.get("r")), baseline=baseline,
+                         raced=bool(fields.get("x")))
 
 
 def _failure(item: Mapping[str, Any], workload: str) -> Failure:

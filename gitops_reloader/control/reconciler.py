@@ -330,9 +330,7 @@ class Reconciler:
         """What ``record`` emits now for ``owed``; None when nothing goes now — what it no longer
         owes is discharged, what waits is held, in the ledger."""
         key = record.ref.key
-        entry = self.ledger.entry(key)
-        if entry is not None and entry.hold is not None and entry.hold.why is Wait.COALESCING:
-            self.ledger.hold(key, None)  # the window is over: it is worked now
+        self.ledger.end_coalescing(key, self.clock.now())  # the window is over: it is worked now
         items = self.items(record, owed)
         reloading = {item.source.ref for item in items}
         self.ledger.discharge(key, {ref: p for ref, p in owed.items() if ref not in reloading})
@@ -450,10 +448,13 @@ class Reconciler:
         (:attr:`~gitops_reloader.model.ReloadRequest.restart`).
 
         An item whose data the pods already run (the workload's ``synced-sources`` entry holds
-        its hash) is discharged; so is one whose change a pod-template change by someone else
-        rolled (:func:`gitops_reloader.syncs.rolled_since`: the template differs from the one in
-        effect when the source changed, and the kind's template change restarts its pods),
-        after it is recorded as synced.
+        its hash, and no pod started while it changed) is discharged; so is one whose change a
+        pod-template change by someone else rolled (:func:`gitops_reloader.syncs.rolled_since`:
+        the template differs from the one in effect when the source changed, and the kind's
+        template change restarts its pods), after it is recorded as synced. A change seen while
+        the pods were being replaced (:attr:`~gitops_reloader.ledger.PendingSource.raced`)
+        restarts them even where the record already reads the target: pods started meanwhile
+        read other data.
         """
         # A CronJob's reload runs a Job now, which no change of its template does; a Job's is immutable.
         rolls = record.rolls_on_write and record.ref.kind not in ("CronJob", "Job")
@@ -466,16 +467,18 @@ class Reconciler:
             recorded = self.record_of(record, ref, item.container)
             synced = syncs.synced_hash(record.annotations, ref, recorded)
             seen = owed.get(ref)
+            raced = seen is not None and seen.raced
+            rolled = rolls and seen is not None and syncs.rolled_since(seen.baseline,
+                                                                       record.template_fingerprint)
             if item.deleted:
                 left.append(item)
-            elif synced == item.source.hash or (rolls and seen is not None and syncs.rolled_since(
-                    seen.baseline, record.template_fingerprint)):
+            elif (synced == item.source.hash and not raced) or rolled:
                 if synced != item.source.hash:
                     newly.append((ref, item.source.hash, recorded))
                 if seen is not None:
                     current[ref] = seen
             else:
-                restart = restart or syncs.needs_restart(synced, item.source.hash)
+                restart = restart or raced or syncs.needs_restart(synced, item.source.hash)
                 left.append(item)
         if newly:
             self._record_synced(record, newly, sink)

@@ -119,6 +119,11 @@ class Informer(Generic[T]):
     def has_synced(self) -> bool:
         return self._synced.is_set()
 
+    @property
+    def handled_version(self) -> str:
+        """The resourceVersion up to which every event was stored and handed to the handler."""
+        return self._resource_version
+
     def wait_synced(self, timeout: float | None = None) -> bool:
         return self._synced.wait(timeout)
 

@@ -85,6 +85,10 @@ class WorkloadRecord:
     rolls_on_write: bool = True
     """Whether a write of its pod template rolls its pods: not for ``updateStrategy``
     ``OnDelete``, nor for a kind that does not roll (eviction restarts those, if enabled)."""
+    rolling: bool = False
+    """Whether its pods are being replaced now, by the kind's own status (its controller has
+    reported one, and its completion rule says progressing): a pod started now reads the
+    sources' data as they are now, so a change seen now may reach some pods and not others."""
 
 
 _Env = tuple[tuple[str, str | None, bool], ...]
@@ -383,7 +387,9 @@ class WorkloadAdapter:
         # The rollout marker (the budget) or a git sink's digest (the follow-up) wants the verdict.
         wanted = (MARKER_ANNOTATION in annotations or CONFIG_HASH_KEY in template_annotations
                   or EVICTION_ANNOTATION in annotations)
-        rollout = self.rollout_status(raw) if wanted else None
+        reported = "observedGeneration" in section(raw, "status")  # its controller has looked at it
+        status = self.rollout_status(raw) if wanted or reported else None
+        rollout = status if wanted else None
         on_delete = section(raw, "spec", "updateStrategy").get("type") == "OnDelete"
         raw.pop("status", None)
         ref = ObjectRef(self.kind, sys.intern(str(metadata.get("namespace", ""))),
@@ -407,6 +413,7 @@ class WorkloadAdapter:
                                   else template_fingerprint(template)),
             generation=generation,
             rolls_on_write=self.rolls and not on_delete,
+            rolling=status is not None and not status.done,
         )
 
     def _slim(self, raw: JSON, ref: ObjectRef, uid: str, annotations: Mapping[str, str],

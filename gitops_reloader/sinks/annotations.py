@@ -88,7 +88,7 @@ class AnnotationsSink:
             "containerRefs": [item.container] if item.container else [],
             "observedAt": int(request.observed_at),
         }, separators=(",", ":"))
-        return TemplateEdit(annotations={LAST_RELOADED_FROM: value})
+        return restarting(TemplateEdit(annotations={LAST_RELOADED_FROM: value}), request)
 
     def emit(self, request: ReloadRequest) -> Outcome:
         edit = self.edit_for(request)

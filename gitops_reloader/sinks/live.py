@@ -7,6 +7,7 @@ pause start recorded in ``paused-at``; the controller unpauses it when the perio
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from gitops_reloader.config import AnnotationKeys
 from gitops_reloader.kube.api import JSON, KubeApi
@@ -59,13 +60,22 @@ class LivePatcher:
             self.metrics.api_write(record.ref.kind)
 
 
-RESTART_DETAIL = "restart: the pods run data a sync brought, the record already reads the change"
+RESTART_DETAIL = ("restart: the pods run data other than the record says (a sync brought it, or they "
+                  "started while it changed), the record already reads the change")
 
 
 def restarting(edit: TemplateEdit, request: ReloadRequest) -> TemplateEdit:
-    """``edit``, or for a request that must restart pods whose record already reads the
-    target (:attr:`~gitops_reloader.model.ReloadRequest.restart`) and nothing else to write,
-    the controller's restart annotation in the pod template."""
-    if edit or not request.restart:
+    """``edit``, plus — for a request that must restart the pods whatever the record says
+    (:attr:`~gitops_reloader.model.ReloadRequest.restart`: pods run data a sync brought, or
+    started while a source changed during a rollout) — the controller's restart annotation in
+    the pod template, with a value never used before: the template is then one no ReplicaSet
+    has had, so no old pod (one started with other data) is kept when it rolls."""
+    if not request.restart:
         return edit
-    return TemplateEdit(annotations={RESTARTED_AT: rfc3339(request.observed_at)})
+    stamp = rfc3339(request.observed_at)
+    if request.workload.template_annotations.get(RESTARTED_AT, "").startswith(stamp):
+        # A second restart within the same second must still change the template (and roll).
+        previous = request.workload.template_annotations[RESTARTED_AT]
+        count = previous[len(stamp) + 1:]
+        stamp = f"{stamp}#{int(count) + 1 if count.isdigit() else 2}"
+    return replace(edit, annotations={**edit.annotations, RESTARTED_AT: stamp})

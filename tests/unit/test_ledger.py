@@ -152,6 +152,15 @@ def test_due_is_one_rule_for_every_reason(entry: Entry, expected: float | None) 
     assert due(entry, 100.0) == expected
 
 
+def test_ending_the_coalescing_window_keeps_a_newer_changes_window() -> None:
+    ledger = Ledger()
+    ledger.owe(WEB, {REF: change()}, hold=Hold(Wait.COALESCING, 102.0))
+    ledger.end_coalescing(WEB, 101.0)  # a newer change's window, recorded after the run took the entry
+    assert ledger.entry(WEB).hold == Hold(Wait.COALESCING, 102.0)  # type: ignore[union-attr]
+    ledger.end_coalescing(WEB, 102.0)
+    assert ledger.entry(WEB).hold is None  # type: ignore[union-attr]
+
+
 def test_a_new_change_replaces_a_coalescing_hold_and_brings_a_window_forward_keeping_its_reason() -> None:
     ledger = Ledger()
     ledger.owe(WEB, {REF: change()}, hold=Hold(Wait.COALESCING, 102.0))
@@ -221,14 +230,16 @@ def test_an_infinite_delay_never_makes_an_infinite_next_try() -> None:
 def test_encode_then_decode_restores_every_entry_as_recorded() -> None:
     ledger = Ledger()
     ledger.owe(WEB, {REF: change(version="10", baseline=0xABC)}, hold=Hold(Wait.WINDOW, 900.0, "nightly"))
-    ledger.owe("ns/Deployment/git", {OTHER: change(OTHER, "11", resync=True)}, group="batch|repo")
+    ledger.owe("ns/Deployment/git", {OTHER: change(OTHER, "11")}, group="batch|repo")
+    ledger.owe("ns/Deployment/check", {OTHER: change(OTHER, "11", resync=True)}, group="batch|repo")
     fail(ledger, "batch|repo", workloads=("ns/Deployment/git",), failure=FailureClass.NEEDS_PERSON)
     restored = {e.workload: e for e in decode(encode(ledger.entries()))}
     web, git = restored[WEB], restored["ns/Deployment/git"]
     assert web.hold == Hold(Wait.WINDOW, 900.0, "nightly")
     assert web.owes[REF].baseline == 0xABC and web.owes[REF].meta.resource_version == "10"
-    assert git.group == "batch|repo" and git.owes[OTHER].resync
+    assert git.group == "batch|repo" and not git.owes[OTHER].resync
     assert git.failure == ledger.failure("batch|repo")
+    assert "ns/Deployment/check" not in restored  # a check owes nothing: not recorded
     other = Ledger()
     assert other.restore(restored.values()) == 2
     assert other.members("batch|repo") == ["ns/Deployment/git"]

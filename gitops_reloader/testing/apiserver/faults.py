@@ -28,7 +28,8 @@ class Fault:
     default 1 s; text such as ``inf`` or an HTTP date is sent as it stands, as a proxy in
     between might). A 410 on a watch arrives as an ERROR event in a 200 stream, like
     the real server's "too old resource version". ``label_selector`` (exact text) picks
-    one client's list or watch among several, e.g. one shard's ``--namespace-selector``.
+    one client's list or watch among several, e.g. one shard's ``--namespace-selector``;
+    ``field_manager`` one client's writes among several.
     """
 
     verb: str
@@ -41,9 +42,11 @@ class Fault:
     retry_after: int | str | None = None
     message: str | None = None
     label_selector: str | None = None
+    field_manager: str | None = None
+    """Only writes made with this ``fieldManager`` (one client among several)."""
 
     def matches(self, verb: str, resource: str, namespace: str, name: str,
-                label_selector: str = "") -> bool:
+                label_selector: str = "", field_manager: str = "") -> bool:
         """Whether this fault applies to the request."""
         return (
             self.verb in ("*", verb)
@@ -51,6 +54,7 @@ class Fault:
             and (self.namespace is None or self.namespace == namespace)
             and (self.name is None or self.name == name)
             and (self.label_selector is None or self.label_selector == label_selector)
+            and (self.field_manager is None or self.field_manager == field_manager)
         )
 
     def error(self, *, plural: str, group: str, name: str, current_rv: int) -> ApiError:
@@ -107,14 +111,14 @@ class FaultBook:
             self._faults.clear()
 
     def take(self, verb: str, resource: str, namespace: str, name: str,
-             label_selector: str = "") -> Fault | None:
+             label_selector: str = "", field_manager: str = "") -> Fault | None:
         """Consume and return the first fault matching the request, if any."""
         with self._lock:
             if not self._faults:
                 return None
             for i, entry in enumerate(self._faults):
                 fault: Fault = entry[0]
-                if fault.matches(verb, resource, namespace, name, label_selector):
+                if fault.matches(verb, resource, namespace, name, label_selector, field_manager):
                     if entry[1] is not None:
                         entry[1] -= 1
                         if entry[1] <= 0:

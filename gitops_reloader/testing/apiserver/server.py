@@ -421,7 +421,8 @@ class _Handler(BaseHTTPRequestHandler):
             api._log_query(ListQuery(verb, resource, route.namespace, params.get("labelSelector", ""),
                                      params.get("fieldSelector", "")))
         fault = api.faults.take(verb, resource, route.namespace, route.name,
-                                params.get("labelSelector", "") if verb in ("list", "watch") else "")
+                                params.get("labelSelector", "") if verb in ("list", "watch") else "",
+                                params.get("fieldManager", ""))
         if fault is not None:
             if fault.latency > 0:
                 time.sleep(fault.latency)
