@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from gitops_reloader import policy, usedkeys
+from gitops_reloader import policy, syncs, usedkeys
 from gitops_reloader.clock import Clock, SystemClock
 from gitops_reloader.config import Config
 from gitops_reloader.control.brakes import SourceBackoff, StormBrakes
@@ -475,6 +475,7 @@ class Controller:
             if number is not None:  # owed changes made after it, seen before it: their baseline
                 self.ledger.rebase(record.ref.key, number, record.template_fingerprint,
                                    resource_version_number)
+            self._undone(record)
         self.index.update(WorkloadKey(record.ref.key), record.ref.namespace, record.refs,
                           explicit=policy.has_explicit_lists(view(record), self.config.keys))
         if self._active.is_set():
@@ -485,6 +486,22 @@ class Controller:
             if old is not None and (old.annotations != record.annotations
                                     or old.template_annotations != record.template_annotations):
                 self._retry_after_annotation_change(record.ref.key)
+
+    def _undone(self, record: WorkloadRecord) -> None:
+        """A template change back to the template a recorded sync replaced (a rollback, an
+        undo): the old ReplicaSet's pods, started before that change, come back, so the change
+        is owed again (its ``synced-sources`` entry no longer holds)."""
+        sources: dict[SourceRef, PendingSource] = {}
+        for ident in syncs.undone(record.annotations, record.template_fingerprint):
+            ref = SourceRef.from_local_id(record.ref.namespace, ident)
+            meta = self.source(ref) if ref is not None else None
+            if meta is not None and meta.hash:
+                sources[meta.ref] = PendingSource(meta, detected=self.clock.monotonic(),
+                                                  baseline=record.template_fingerprint)
+        if sources:
+            log.info("template back to the one a sync replaced; the change is owed again",
+                     extra={"object": record.ref.key, "sources": sorted(str(r) for r in sources)})
+            self._add_pending(record.ref.key, sources)
 
     def _retry_after_annotation_change(self, key: str) -> None:
         """A workload whose annotations changed, waiting for something they decide — a failure

@@ -440,7 +440,8 @@ def _source_report(api: KubeApi, config: Config, record: WorkloadRecord, view: p
             report.env_var = env_var_name(name, kind)
         recorder = getattr(sinks.get(sink or ""), "recorded_hash", None)
         written = written_record(recorder, record, meta.ref, decision.container)
-        recorded, report.synced = syncs.runs_with(record.annotations, meta.ref, written, recorder is not None)
+        recorded, report.synced = syncs.runs_with(record.annotations, meta.ref, written, recorder is not None,
+                                                  record.template_fingerprint)
         if recorded is not None:
             report.recorded_hash = _shown_hash(kind, recorded)
             report.out_of_date = recorded not in {data_hash, meta.hash}

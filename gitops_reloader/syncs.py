@@ -128,55 +128,78 @@ def record_digest(recorded: str | None) -> str:
     return hashlib.blake2b(recorded.encode(), digest_size=_RECORD_DIGEST // 2).hexdigest()
 
 
-def parse(text: str | None) -> dict[str, tuple[str, str]]:
-    """The annotation's entries, ``source id → (hash, record digest)``; malformed text or
-    entries are ignored (the annotation is on an object tenants can edit), and parsing is
+Entry = tuple[str, str, int]
+"""``(hash, record digest, baseline)``: what the pods run, the sink's record it holds for, and
+for a sync the template fingerprint before it (0: none)."""
+
+
+def parse(text: str | None) -> dict[str, Entry]:
+    """The annotation's entries, ``source id → (hash, record digest, baseline)``; malformed text
+    or entries are ignored (the annotation is on an object tenants can edit), and parsing is
     bounded (:data:`MAX_TEXT` characters, :data:`MAX_ENTRIES` entries)."""
     if not text or len(text) > MAX_TEXT:
         return {}
-    out: dict[str, tuple[str, str]] = {}
+    out: dict[str, Entry] = {}
     for part in text.split(";")[:MAX_ENTRIES]:
         ident, eq, rest = part.partition("=")
-        value, at, recorded = rest.rpartition("@")
+        value, at, tail = rest.rpartition("@")
+        recorded, tilde, base = tail.partition("~")
+        baseline = int(base, 16) if tilde and 0 < len(base) <= 16 and _hex(base) else 0
         if eq and at and ident and value and recorded:
-            out[ident.strip()] = (value, recorded)
+            out[ident.strip()] = (value, recorded, baseline)
     return out
 
 
-def render(entries: Mapping[str, tuple[str, str]]) -> str | None:
+def _hex(text: str) -> bool:
+    return all(ch in "0123456789abcdef" for ch in text)
+
+
+def render(entries: Mapping[str, Entry]) -> str | None:
     """The annotation's text (None: no entry left, the annotation is removed)."""
     kept = sorted(entries.items())[:MAX_ENTRIES]
-    return ";".join(f"{ident}={value}@{recorded}" for ident, (value, recorded) in kept) or None
+    return ";".join(f"{ident}={value}@{recorded}" + (f"~{baseline:x}" if baseline else "")
+                    for ident, (value, recorded, baseline) in kept) or None
 
 
-def synced_hash(annotations: Mapping[str, str], ref: SourceRef, recorded: str | None) -> str | None:
+def synced_hash(annotations: Mapping[str, str], ref: SourceRef, recorded: str | None,
+                fingerprint: int = 0) -> str | None:
     """The hash a sync brought ``ref`` to, if the workload says so and its sink's record for
-    ``ref`` is still ``recorded`` (the record it had when the sync was seen); else None."""
+    ``ref`` is still ``recorded`` (the record it had when the sync was seen) and its template
+    (``fingerprint``) is not back at the one before the sync (a rollback undoes the sync: the
+    old ReplicaSet's pods come back); else None."""
     entry = parse(annotations.get(SYNCED_ANNOTATION)).get(source_id(ref))
-    if entry is None or entry[1] != record_digest(recorded):
+    if entry is None or entry[1] != record_digest(recorded) or (entry[2] and entry[2] == fingerprint):
         return None
     return entry[0]
 
 
+def undone(annotations: Mapping[str, str], fingerprint: int) -> list[str]:
+    """The source ids (``Kind/name``) whose sync the template ``fingerprint`` undid: it is back
+    at the template in effect before the sync."""
+    return [ident for ident, (_, _, baseline) in parse(annotations.get(SYNCED_ANNOTATION)).items()
+            if baseline and baseline == fingerprint]
+
+
 def runs_with(annotations: Mapping[str, str], ref: SourceRef, written: str | None,
-              own_record: bool) -> tuple[str | None, bool]:
+              own_record: bool, fingerprint: int = 0) -> tuple[str | None, bool]:
     """The hash a workload runs with for ``ref`` by its records, and whether a sync brought it:
     the ``synced-sources`` entry while it holds for ``written`` (what its sink wrote in the pod
-    template), else ``written`` when that is the sink's own per-source record (``own_record``: a
-    live sink; a git digest covers every source and names none). ``(None, False)``: unknown."""
-    synced = synced_hash(annotations, ref, written)
+    template) and the template ``fingerprint``, else ``written`` when that is the sink's own
+    per-source record (``own_record``: a live sink; a git digest covers every source and names
+    none). ``(None, False)``: unknown."""
+    synced = synced_hash(annotations, ref, written, fingerprint)
     if synced is not None:
         return synced, True
     return (written if own_record else None), False
 
 
 def with_synced(annotations: Mapping[str, str],
-                synced: Iterable[tuple[SourceRef, str, str | None]]) -> str | None:
-    """The annotation's new text: ``synced`` entries ``(ref, hash, recorded)`` added to (or
-    replacing) those it holds."""
+                synced: Iterable[tuple[SourceRef, str, str | None, int]]) -> str | None:
+    """The annotation's new text: ``synced`` entries ``(ref, hash, recorded, baseline)`` added to
+    (or replacing) those it holds."""
     entries = parse(annotations.get(SYNCED_ANNOTATION))
-    for ref, value, recorded in synced:
-        entries[source_id(ref)] = (value, record_digest(recorded))
+    for ref, value, recorded, baseline in synced:
+        entries[source_id(ref)] = (value, record_digest(recorded), baseline)
     return render(entries)
 
 
@@ -188,7 +211,7 @@ def with_snapshot(annotations: Mapping[str, str], entries: Iterable[tuple[Source
     current = parse(annotations.get(SYNCED_ANNOTATION))
     updated = {k: v for k, v in current.items() if k not in {source_id(ref) for ref in recorded}}
     for ref, value, after in entries:
-        updated[source_id(ref)] = (value, record_digest(after))
+        updated[source_id(ref)] = (value, record_digest(after), 0)
     if updated == current:
         return {}
     return {SYNCED_ANNOTATION: render(updated)}

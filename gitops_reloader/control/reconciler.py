@@ -214,7 +214,8 @@ class Reconciler:
         one a sync brought (``synced-sources``) while it holds, else what its sink recorded."""
         recorder = getattr(self.sink_for(record), "recorded_hash", None)
         written = written_record(recorder, record, meta.ref, container)
-        return syncs.runs_with(record.annotations, meta.ref, written, recorder is not None)[0]
+        return syncs.runs_with(record.annotations, meta.ref, written, recorder is not None,
+                               record.template_fingerprint)[0]
 
     def record_of(self, record: WorkloadRecord, ref: SourceRef, container: str | None) -> str | None:
         """What the workload's sink wrote for ``ref`` in the pod template (:func:`written_record`)."""
@@ -459,13 +460,13 @@ class Reconciler:
         # A CronJob's reload runs a Job now, which no change of its template does; a Job's is immutable.
         rolls = record.rolls_on_write and record.ref.kind not in ("CronJob", "Job")
         left: list[ReloadItem] = []
-        newly: list[tuple[SourceRef, str, str | None]] = []
+        newly: list[tuple[SourceRef, str, str | None, int]] = []
         current: dict[SourceRef, PendingSource] = {}
         restart = False
         for item in items:
             ref = item.source.ref
             recorded = self.record_of(record, ref, item.container)
-            synced = syncs.synced_hash(record.annotations, ref, recorded)
+            synced = syncs.synced_hash(record.annotations, ref, recorded, record.template_fingerprint)
             seen = owed.get(ref)
             raced = seen is not None and seen.raced
             rolled = rolls and seen is not None and syncs.rolled_since(seen.baseline,
@@ -473,8 +474,8 @@ class Reconciler:
             if item.deleted:
                 left.append(item)
             elif (synced == item.source.hash and not raced) or rolled:
-                if synced != item.source.hash:
-                    newly.append((ref, item.source.hash, recorded))
+                if synced != item.source.hash:  # what undoes it: the template back at its baseline
+                    newly.append((ref, item.source.hash, recorded, seen.baseline if seen is not None else 0))
                 if seen is not None:
                     current[ref] = seen
             else:
@@ -507,11 +508,11 @@ class Reconciler:
                 entries.append((meta.ref, value, written))
         return syncs.with_snapshot(record.annotations, entries, recorded)
 
-    def _record_synced(self, record: WorkloadRecord, synced: list[tuple[SourceRef, str, str | None]],
+    def _record_synced(self, record: WorkloadRecord, synced: list[tuple[SourceRef, str, str | None, int]],
                        sink: str) -> None:
         """Record changes a sync rolled in the workload's ``synced-sources`` annotation (its
         metadata: no rollout, no drift), with a Normal Event, a log line and a metric."""
-        names = ", ".join(f"{ref.kind.kube_kind}/{ref.name}" for ref, _, _ in synced)
+        names = ", ".join(f"{ref.kind.kube_kind}/{ref.name}" for ref, *_ in synced)
         message = (f"{names} changed before the pod template did (a sync, an upgrade): its new pods "
                    "read the new data, so the change is recorded without a second rollout")
         if self.config.runtime.dry_run:

@@ -82,7 +82,7 @@ def test_pods_were_replaced_only_when_the_template_differs_from_the_baseline(
 
 
 def test_a_synced_entry_holds_while_the_sinks_record_is_the_one_it_was_made_with() -> None:
-    text = syncs.with_synced({}, [(CM, "h1", "recorded-v0")])
+    text = syncs.with_synced({}, [(CM, "h1", "recorded-v0", 0)])
     assert text is not None and text.startswith("ConfigMap/app-config=h1@")
     annotations = {syncs.SYNCED_ANNOTATION: text}
     assert syncs.synced_hash(annotations, CM, "recorded-v0") == "h1"
@@ -92,20 +92,31 @@ def test_a_synced_entry_holds_while_the_sinks_record_is_the_one_it_was_made_with
 
 
 def test_no_record_at_all_is_a_record_too() -> None:
-    annotations = {syncs.SYNCED_ANNOTATION: syncs.with_synced({}, [(CM, "h1", None)]) or ""}
+    annotations = {syncs.SYNCED_ANNOTATION: syncs.with_synced({}, [(CM, "h1", None, 0)]) or ""}
     assert syncs.synced_hash(annotations, CM, None) == "h1"
     assert syncs.synced_hash(annotations, CM, "") == "h1"
     assert syncs.synced_hash(annotations, CM, "now-one") is None
 
 
 def test_entries_are_added_replaced_and_dropped() -> None:
-    first = {syncs.SYNCED_ANNOTATION: syncs.with_synced({}, [(CM, "h1", "a")]) or ""}
-    both = {syncs.SYNCED_ANNOTATION: syncs.with_synced(first, [(SECRET, "h2", "b"), (CM, "h3", "a")]) or ""}
+    first = {syncs.SYNCED_ANNOTATION: syncs.with_synced({}, [(CM, "h1", "a", 0)]) or ""}
+    added = [(SECRET, "h2", "b", 0), (CM, "h3", "a", 0)]
+    both = {syncs.SYNCED_ANNOTATION: syncs.with_synced(first, added) or ""}
     assert syncs.synced_hash(both, CM, "a") == "h3" and syncs.synced_hash(both, SECRET, "b") == "h2"
     assert syncs.with_snapshot(both, [], [SourceRef(SourceKind.CONFIGMAP, "ns", "other")]) == {}
     left = {syncs.SYNCED_ANNOTATION: syncs.with_snapshot(both, [], [CM])[syncs.SYNCED_ANNOTATION] or ""}
     assert syncs.synced_hash(left, SECRET, "b") == "h2" and syncs.synced_hash(left, CM, "a") is None
     assert syncs.with_snapshot(first, [], [CM]) == {syncs.SYNCED_ANNOTATION: None}  # the last one: removed
+
+
+def test_a_sync_is_undone_when_the_template_is_back_at_the_one_before_it() -> None:
+    annotations = {syncs.SYNCED_ANNOTATION: syncs.with_synced({}, [(CM, "h1", "rec", 0xABC)]) or ""}
+    assert annotations[syncs.SYNCED_ANNOTATION].endswith("~abc")
+    assert syncs.synced_hash(annotations, CM, "rec", fingerprint=0xDEF) == "h1"  # a later template
+    assert syncs.synced_hash(annotations, CM, "rec", fingerprint=0xABC) is None  # rolled back
+    assert syncs.undone(annotations, 0xABC) == ["ConfigMap/app-config"]
+    assert syncs.undone(annotations, 0xDEF) == []
+    assert syncs.parse("ConfigMap/x=h@r~notahex") == {"ConfigMap/x": ("h", "r", 0)}
 
 
 def test_a_live_write_snapshots_what_its_pods_start_with_for_sources_it_does_not_record() -> None:
