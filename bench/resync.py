@@ -68,6 +68,9 @@ def run_once(count: int, stale_per_mille: int) -> dict[str, float]:
         app.start()
         try:
             found = app.controller.resync()  # the first pass finds the missed changes
+            store = app.controller.ledger_store
+            if store is not None:
+                store.flush()  # what it found is recorded (the ledger's own write, not a pass's)
             reset_server_requests(url)
             walls, cpus = [], []
             for _ in range(PASSES):

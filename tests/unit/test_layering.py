@@ -41,7 +41,9 @@ def uses(path: Path, prefix: str) -> bool:
 PURE = ("gitops_reloader.model", "gitops_reloader.hashing", "gitops_reloader.policy",
         "gitops_reloader.index", "gitops_reloader.control.changes", "gitops_reloader.csi",
         "gitops_reloader.shard", "gitops_reloader.membership", "gitops_reloader.rollout.completion",
-        "gitops_reloader.usedkeys", "gitops_reloader.rollout.follow", "gitops_reloader.rollout.census")
+        "gitops_reloader.usedkeys", "gitops_reloader.rollout.follow", "gitops_reloader.rollout.census",
+        "gitops_reloader.ledger", "gitops_reloader.backoff", "gitops_reloader.durations",
+        "gitops_reloader.redaction")
 IO_LIBRARIES = ("kubernetes", "git", "httpx", "ruamel", "urllib3")
 
 
@@ -91,4 +93,16 @@ def test_the_controllers_pieces_never_import_the_wiring() -> None:
     offenders = [name_of(p) for p in MODULES
                  if name_of(p).startswith("gitops_reloader.control.")
                  and uses(p, "gitops_reloader.controller")]
+    assert offenders == []
+
+
+@pytest.mark.parametrize(("lower", "upper"), [
+    ("gitops_reloader.state", "gitops_reloader.control"),
+    ("gitops_reloader.kube", "gitops_reloader.observability"),
+    ("gitops_reloader.kube", "gitops_reloader.control"),
+])
+def test_imports_never_run_back_up_the_layers(lower: str, upper: str) -> None:
+    """The record of what is owed (state/) does not reach into the controller's pieces, and the
+    API layer (kube/) into logging or the controller: what both share lives below them."""
+    offenders = [name_of(p) for p in MODULES if name_of(p).startswith(lower + ".") and uses(p, upper)]
     assert offenders == []
