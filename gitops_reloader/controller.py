@@ -43,6 +43,7 @@ from gitops_reloader.control.evictor import Evictor, Report
 from gitops_reloader.control.failing import Failing
 from gitops_reloader.control.pause import UNPAUSE_PREFIX, PauseScheduler
 from gitops_reloader.control.reconciler import Reconciler, view
+from gitops_reloader.control.restore import current_entry
 from gitops_reloader.control.resume import Resumer
 from gitops_reloader.control.retrypolicy import FailureClass, RetrySchedule
 from gitops_reloader.control.startup import deleted_while_down, out_of_date, used_key_sources
@@ -305,7 +306,10 @@ class Controller:
     def _restored(self, entries: Iterable[Entry], current_git: set[str]) -> None:
         """Put what the ledger record held back into the ledger and on the queue."""
         entries = list(entries)
-        current = [entry for entry in (self._current(e, current_git) for e in entries) if entry is not None]
+        now = self.clock.monotonic()
+        current = [entry for entry in (current_entry(e, caches=self.caches, reconciler=self.reconciler,
+                                                     committed=current_git, group_of=self._group_of, now=now)
+                                       for e in entries) if entry is not None]
         self.ledger.restore(current)
         for entry in current:
             self._schedule_due(entry.queue_key)
@@ -315,30 +319,6 @@ class Controller:
                 "workloads_pending": len(current), "gone": len(entries) - len(current),
                 "failing": sum(1 for e in current if e.failure is not None),
                 "held": sum(1 for e in current if e.hold is not None)})
-
-    def _current(self, entry: Entry, current_git: set[str]) -> Entry | None:
-        """``entry`` with each owed source at its cached state now (None: the workload is gone,
-        or none of its sources is owed any more: nothing is left to emit)."""
-        try:
-            record = self.workload(ObjectRef.from_key(entry.workload))
-        except ValueError:
-            return None
-        if record is None or entry.workload in current_git:
-            return None
-        owes: dict[SourceRef, PendingSource] = {}
-        for ref, item in entry.owes.items():
-            meta = self.source(ref)
-            if meta is not None and meta.hash and not item.raced and self._runs(record, meta):
-                continue  # written before the record caught up: the workload records it
-            if meta is not None and meta.hash:
-                owes[ref] = replace(item, meta=meta, deleted=False, detected=(
-                    None if item.resync else self.clock.monotonic()))
-            elif item.deleted:
-                owes[ref] = replace(item, detected=self.clock.monotonic())
-        if not owes:
-            return None
-        hold = entry.hold if entry.hold is not None and entry.hold.why is not Wait.COALESCING else None
-        return replace(entry, owes=owes, group=self._group_of(record) or "", hold=hold)
 
     # --- the slow resync -----------------------------------------------------------
 
@@ -371,12 +351,6 @@ class Controller:
                                     for ref, p in sources.items()})
         self.metrics.resync_pass(time.perf_counter() - started, repaired)
         return repaired
-
-    def _runs(self, record: WorkloadRecord, meta: SourceMeta) -> bool:
-        """Whether ``record``'s own records say its pods run ``meta``'s current data."""
-        decision = policy.decide(view(record), meta, self.reconciler.options)
-        recorded = self.reconciler.recorded_hash(record, meta, decision.container)
-        return recorded is not None and recorded in {self.reconciler.source_hash(record, meta), meta.hash}
 
     def _resume(self) -> set[str]:
         """Continue what an earlier instance left under way (:mod:`.control.resume`); a failure

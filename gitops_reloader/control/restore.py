@@ -1,0 +1,57 @@
+"""What the ledger record held, made current again when an instance becomes active.
+
+The record (:mod:`gitops_reloader.state.ledgerstore`) says what each workload owed when it was
+last written. :func:`current_entry` turns one entry into what the workload owes *now*: each
+source at its cached state (a deleted one only where the record owed its deletion), nothing for
+a workload or source gone since, and nothing the cluster shows was already written — the record
+may be one write behind the workloads: a live workload whose own record holds the source's data
+(unless pods started while it changed), a git workload whose manifest holds its current digest.
+Its hold and failure are kept, but not a coalescing window (the change is due now). Reads the
+caches only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import replace
+
+from gitops_reloader import policy
+from gitops_reloader.control.caches import Caches
+from gitops_reloader.control.reconciler import Reconciler, view
+from gitops_reloader.kube.workloads import WorkloadRecord
+from gitops_reloader.ledger import Entry, PendingSource, Wait
+from gitops_reloader.model import ObjectRef, SourceMeta, SourceRef
+
+__all__ = ["current_entry", "runs"]
+
+
+def current_entry(entry: Entry, *, caches: Caches, reconciler: Reconciler, committed: Collection[str],
+                  group_of: Callable[[WorkloadRecord], str | None], now: float) -> Entry | None:
+    """``entry`` as owed now (None: nothing is left to emit); ``committed``: the git workloads
+    whose manifest holds their current digest; ``now``: the monotonic time changes are seen at."""
+    try:
+        record = caches.workload(ObjectRef.from_key(entry.workload))
+    except ValueError:
+        return None
+    if record is None or entry.workload in committed:
+        return None
+    owes: dict[SourceRef, PendingSource] = {}
+    for ref, item in entry.owes.items():
+        meta = caches.source(ref)
+        if meta is not None and meta.hash and not item.raced and runs(reconciler, record, meta):
+            continue  # written before the record caught up: the workload records it
+        if meta is not None and meta.hash:
+            owes[ref] = replace(item, meta=meta, deleted=False, detected=None if item.resync else now)
+        elif item.deleted:
+            owes[ref] = replace(item, detected=now)
+    if not owes:
+        return None
+    hold = entry.hold if entry.hold is not None and entry.hold.why is not Wait.COALESCING else None
+    return replace(entry, owes=owes, group=group_of(record) or "", hold=hold)
+
+
+def runs(reconciler: Reconciler, record: WorkloadRecord, meta: SourceMeta) -> bool:
+    """Whether ``record``'s own records say its pods run ``meta``'s current data."""
+    decision = policy.decide(view(record), meta, reconciler.options)
+    recorded = reconciler.recorded_hash(record, meta, decision.container)
+    return recorded is not None and recorded in {reconciler.source_hash(record, meta), meta.hash}
