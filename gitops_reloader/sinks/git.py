@@ -104,6 +104,7 @@ from gitops_reloader.errors import (
 from gitops_reloader.gitops.digestkey import DigestKey
 from gitops_reloader.gitops.gitconfig import GitConfig, RepositoryConfig
 from gitops_reloader.gitops.handle import RepositoryHandle
+from gitops_reloader.gitops.hosts.githubapp import app_tokens
 from gitops_reloader.gitops.locate import (
     GIT_TARGET_ANNOTATION,
     Location,
@@ -564,6 +565,8 @@ class GitSink:
                         continue
                     for position, request, _ in items:
                         outcomes[position] = self._skip(request, repo_name, exc)
+                finally:
+                    tell_app_notices(self.repositories[repo_name], items, self.recorder)
         if retry is not None:
             raise retry
         return [outcomes.get(i) or Outcome(OutcomeStatus.SKIPPED, self.name, "not handled")
@@ -685,6 +688,19 @@ class GitSink:
     def _skip(self, request: ReloadRequest, repo_name: str, exc: ReloaderError) -> Outcome:
         return skip_workload(self.name, request, repo_name, exc, metrics=self.metrics,
                              recorder=self.recorder)
+
+
+def tell_app_notices(handle: RepositoryHandle, items: Sequence[tuple[int, ReloadRequest, Resolution]],
+                     recorder: EventRecorder | None) -> None:
+    """What the repository's GitHub App has to say since its last emission (it was installed
+    again, under a new installation id): a Warning Event on each workload of this emission."""
+    app = handle.config.github_app
+    if app is None:
+        return
+    for notice in app_tokens(app).notices():
+        for _, request, _ in items:
+            if recorder is not None:
+                recorder.warning(request.ref, "GitHubAppReinstalled", notice, uid=str(request.workload.uid))
 
 
 def skip_workload(sink: str, request: ReloadRequest, repo_name: str, exc: ReloaderError, *,

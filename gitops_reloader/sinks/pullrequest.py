@@ -120,6 +120,7 @@ from gitops_reloader.sinks.git import (
     ManifestPlanner,
     UnsupportedWorkload,
     skip_workload,
+    tell_app_notices,
 )
 
 __all__ = ["PullRequestNotConfigured", "PullRequestSink", "require_pull_request_settings"]
@@ -308,6 +309,8 @@ class PullRequestSink:
                         continue
                     for position, request, _ in items:
                         outcomes[position] = self._skip(request, name, exc)
+                finally:
+                    tell_app_notices(self.repositories[name], items, self.recorder)
         if retry is not None:
             raise retry
         return [outcomes.get(i) or Outcome(OutcomeStatus.SKIPPED, self.name, "not handled")

@@ -173,6 +173,24 @@ def test_azure_devops_sign_in_page_and_refused_token_are_auth_errors(
     assert missing_version.json()["typeKey"] == "VssVersionNotSpecifiedException"
 
 
+@pytest.mark.parametrize(("version", "status", "type_key"), [
+    ("1.0", 400, "VssVersionOutOfRangeException"), ("7.0", 400, "VssVersionOutOfRangeException"),
+    ("7.1", 200, None),
+])
+def test_azure_devops_server_serves_only_the_api_version_the_client_speaks(
+        azure: AzureDevOpsHost, prhost: PrHost, version: str, status: int, type_key: str | None) -> None:
+    """The test server models api-version 7.1, the one the client sends: another version is
+    refused as Azure DevOps refuses one it does not serve, so a client that sent any other
+    value would fail here instead of passing unnoticed."""
+    api = prhost.mount("azure")
+    answer = httpx.get(f"{api}/fleet/_apis/git/repositories/app/pullrequests?api-version={version}",
+                       headers={"Authorization": f"Bearer {TOKEN}"})
+    assert answer.status_code == status
+    if type_key is not None:
+        assert answer.json()["typeKey"] == type_key and "out of range" in answer.json()["message"]
+    assert azure.find_open(REPO, head="x", base="main") is None  # the client's own version passes
+
+
 def test_azure_devops_429_retry_after_is_honoured(
         azure: AzureDevOpsHost, prhost: PrHost, sleeps: list[float]) -> None:
     prhost.fail_next(1, 429, retry_after=7)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from gitops_reloader.errors import RemoteRefused
+from gitops_reloader.errors import HostAuthError, RemoteRefused
 from gitops_reloader.gitops.auth import GitAuth
 from gitops_reloader.gitops.gitconfig import parse_git_config
 from gitops_reloader.gitops.hosts import host_for
@@ -24,6 +25,7 @@ from gitops_reloader.gitops.hosts.githubapp import (
     AppTokens,
     app_jwt,
     app_tokens,
+    noreply_domain,
 )
 from gitops_reloader.gitops.remotehead import ask_remote
 from gitops_reloader.gitops.repo import Repository
@@ -198,7 +200,9 @@ def test_github_app_commits_are_authored_as_the_app(
     assert author[0] == sha
     shown = _git_show(githost, sha)
     login = "gitops-reloader[bot]"
-    assert shown == f"{login} <190001+{login}@users.noreply.github.com>|{login}"
+    # The test host is laid out as an Enterprise Server (http://127.0.0.1:PORT/api/v3): its own
+    # noreply domain, as GitHub Enterprise Server gives its bots.
+    assert shown == f"{login} <190001+{login}@users.noreply.127.0.0.1>|{login}"
     assert "ghs_" not in githost.all_history_text(REPO)
 
 
@@ -219,3 +223,127 @@ def _public_of(key_file: Path) -> bytes:
 def _app_config(url: str, key_file: Path, *, name: str = "manifests") -> str:
     return (f"repositories:\n  - name: {name}\n    url: {url}\n"
             f"    githubApp:\n      appId: {APP_ID}\n      privateKeyFile: {key_file}\n")
+
+
+# --- issue 40: the bot, a reinstalled App, Enterprise Server, the JWT checks, key rotation --------
+
+
+def test_github_app_bot_user_is_looked_up_with_the_installation_token_not_the_jwt(
+        app_host: tuple[PrHost, str, Path]) -> None:
+    """GitHub accepts a JWT only on the App's own endpoints: ``GET /app`` with the JWT, then
+    ``GET /users/<slug>[bot]`` with the installation token (as create-github-app-token does)."""
+    prhost, api, key_file = app_host
+    tokens = _tokens(api, key_file)
+    author = tokens.author()
+    assert author.name == "gitops-reloader[bot]"
+    assert author.email == "190001+gitops-reloader[bot]@users.noreply.127.0.0.1"
+    lookups = [r for r in prhost.requests if r.path.startswith("/api/v3/users/")]
+    assert [r.status for r in lookups] == [200]
+    assert lookups[0].auth == "app-token"  # not the JWT
+    assert [r.auth for r in prhost.requests if r.path == "/api/v3/app"] == ["jwt"]
+
+
+def test_github_app_server_refuses_a_jwt_on_the_users_endpoint(app_host: tuple[PrHost, str, Path]) -> None:
+    _, api, key_file = app_host
+    jwt_token = _tokens(api, key_file).jwt()
+    with httpx.Client() as client:
+        refused = client.get(f"{api}/users/gitops-reloader%5Bbot%5D",
+                             headers={"Authorization": f"Bearer {jwt_token}"})
+        anonymous = client.get(f"{api}/users/gitops-reloader%5Bbot%5D")
+    assert refused.status_code == 401 and refused.json()["message"] == "Bad credentials"
+    assert anonymous.status_code == 200 and anonymous.json()["type"] == "Bot"
+
+
+def test_github_app_reinstalled_app_is_looked_up_again_once_and_said(
+        tmp_path: Path, githost: GitHostServer, app_host: tuple[PrHost, str, Path]) -> None:
+    """After the App is uninstalled and installed again (a new installation id), the next token
+    request gets 404: the installation is looked up again, once, and a notice says so (the git
+    sinks make it a ``GitHubAppReinstalled`` Event); git keeps working without a restart."""
+    prhost, api, key_file = app_host
+    tokens, repo = _pushed_once(githost, tmp_path, api, key_file)
+    assert tokens.installation_id == 4242 and tokens.notices() == []
+    prhost.reinstall_github_app(5151)
+    sha = _commit_and_push(repo, 8)  # 401 (revoked) → mint: 404 → look up 5151 → mint
+    assert githost.branches(REPO)["main"] == sha
+    assert tokens.installation_id == 5151
+    [notice] = tokens.notices()
+    assert "installation 4242 is gone" in notice and "installation 5151 now" in notice
+    assert tokens.notices() == []  # said once
+    mints = [(r.path, r.status) for r in prhost.requests if r.path.endswith("/access_tokens")]
+    assert mints[-2:] == [("/api/v3/app/installations/4242/access_tokens", 404),
+                          ("/api/v3/app/installations/5151/access_tokens", 201)]
+
+
+def test_github_app_a_configured_installation_gone_is_looked_up_once_not_in_a_loop(
+        app_host: tuple[PrHost, str, Path]) -> None:
+    """A configured installation id that is gone: one lookup of the one that covers the repository,
+    said once; a repository no installation covers is a refusal, not a loop."""
+    prhost, api, key_file = app_host
+    tokens = _tokens(api, key_file, installation_id=999)
+    assert tokens.current().startswith("ghs_") and tokens.installation_id == 4242
+    assert len(tokens.notices()) == 1
+    stranger = AppTokens(app_id=str(APP_ID), private_key_file=str(key_file), repository="org/absent",
+                         api_url=api, installation_id=999)
+    prhost.clear_requests()
+    with pytest.raises(HostAuthError):
+        stranger.current()
+    assert [(r.method, r.status) for r in prhost.requests] == [("POST", 404), ("GET", 404)]
+
+
+@pytest.mark.parametrize(("api_url", "domain"), [
+    ("https://api.github.com", "users.noreply.github.com"),
+    ("https://ghe.example.com/api/v3", "users.noreply.ghe.example.com"),
+    ("https://GHE.Example.com:8443/api/v3", "users.noreply.ghe.example.com"),
+])
+def test_github_app_noreply_domain_follows_the_api_base_url(api_url: str, domain: str) -> None:
+    assert noreply_domain(api_url) == domain
+
+
+def _signed(private: bytes, **claims: object) -> str:
+    return jwt.encode(claims, private, algorithm="RS256")
+
+
+@pytest.mark.parametrize(("claims", "message"), [
+    ({"iss": "1"}, "Integration not found"),
+    ({"exp": 700}, "too far in the future"),
+    ({"exp": -10}, "'Expiration time' claim ('exp') must be a numeric value"),
+    ({"iat": 120}, "'Issued at' claim ('iat') must be an Integer"),
+])
+def test_github_app_server_checks_each_jwt_claim_as_github_does(
+        tmp_path: Path, githost: GitHostServer, claims: dict[str, int | str], message: str) -> None:
+    """The test server's JWT checks: ``iss`` an unknown App, ``exp`` more than 10 minutes ahead or
+    in the past, ``iat`` in the future (past GitHub's 60 s leeway) — each a 401 with GitHub's text;
+    the same JWT with sound claims is accepted."""
+    githost.create_repo(REPO, {"deploy.yaml": "kind: Deployment\n"})
+    private, public = _key_pair()
+    clock = _Clock(2_000_000_000.0)
+    prhost = PrHost(githost)
+    api = prhost.mount("github")
+    prhost.register_github_app(APP_ID, public, clock=clock)
+    now = int(clock.now)
+    sound: dict[str, int | str] = {"iss": str(APP_ID), "iat": now - 60, "exp": now + 540}
+    wrong = {**sound, **{k: (now + v if k in ("exp", "iat") else v) for k, v in claims.items()}}
+    with httpx.Client() as client:
+        good = client.get(f"{api}/app", headers={"Authorization": f"Bearer {_signed(private, **sound)}"})
+        bad = client.get(f"{api}/app", headers={"Authorization": f"Bearer {_signed(private, **wrong)}"})
+    assert good.status_code == 200
+    assert bad.status_code == 401 and message in bad.json()["message"]
+
+
+def test_github_app_private_key_rotated_in_its_file_signs_without_a_restart(
+        tmp_path: Path, githost: GitHostServer, app_host: tuple[PrHost, str, Path]) -> None:
+    """The App's key is rotated on GitHub and in the mounted Secret (the kubelet swaps the file):
+    the next exchange signs with the new key, no restart, the old JWT no longer accepted."""
+    prhost, api, key_file = app_host
+    tokens, repo = _pushed_once(githost, tmp_path, api, key_file)
+    old_jwt = tokens.jwt()
+    private, public = _key_pair()
+    prhost.register_github_app(APP_ID, public)  # GitHub holds the new key only
+    prhost.expire_app_tokens()
+    rotated = key_file.with_name("app-key.new")
+    rotated.write_bytes(private)
+    rotated.replace(key_file)  # a new file in its place, as the kubelet's atomic swap
+    sha = _commit_and_push(repo, 9)
+    assert githost.branches(REPO)["main"] == sha and tokens.exchanges == 2
+    with httpx.Client() as client:
+        assert client.get(f"{api}/app", headers={"Authorization": f"Bearer {old_jwt}"}).status_code == 401

@@ -87,9 +87,13 @@ class GitHubHost(_GitHubShaped):
         pull = self._pull(self._json(response, repo), repo)
         return self._label(repo, pull, new.labels)
 
-    def call(self, method: str, path: str, *, repo: str, json: Any = None) -> Any:
-        """One request to ``path`` under the API URL (the GitHub App endpoints); its JSON answer."""
-        return self._json(self._request(method, path, repo=repo, json=json), repo)
+    def call(self, method: str, path: str, *, repo: str, json: Any = None, missing_ok: bool = False) -> Any:
+        """One request to ``path`` under the API URL (the GitHub App endpoints); its JSON answer
+        (``None`` for a 404 with ``missing_ok``)."""
+        response = self._request(method, path, repo=repo, json=json, accept=(404,) if missing_ok else ())
+        if response.status_code == 404:
+            return None
+        return self._json(response, repo)
 
     def enable_auto_merge(self, repo: str, number: int) -> bool:
         """Always ``False``: GitHub offers auto-merge only through GraphQL (see the module)."""

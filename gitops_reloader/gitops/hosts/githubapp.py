@@ -10,7 +10,10 @@ do, from GitHub's "Authenticating as a GitHub App installation":
    with the JWT (``{"id": ...}``).
 3. ``POST /app/installations/{id}/access_tokens`` with the JWT and
    ``{"repositories": [name]}`` (the token is scoped to the one repository): 201
-   ``{"token": "ghs_...", "expires_at": "...Z"}``. A token lives an hour.
+   ``{"token": "ghs_...", "expires_at": "...Z"}``. A token lives an hour. A 404 there means
+   the App was uninstalled and installed again (a new installation id): the installation is
+   looked up once more and the exchange tried again, once; :meth:`AppTokens.notices` says so
+   (the git sinks turn it into an Event).
 
 :class:`AppTokens` caches the token and mints a new one :data:`REFRESH_MARGIN` seconds
 before ``expires_at``, so no git command or API request starts with a token about to
@@ -22,8 +25,11 @@ is read again when the kubelet replaces it (a rotated App key).
 The same token serves git over HTTPS (HTTP Basic ``x-access-token:<token>``, as GitHub
 documents) and the pull-request API (``Authorization: Bearer``). :meth:`AppTokens.author`
 is the App's bot identity, ``<slug>[bot]`` with GitHub's noreply address
-``<user id>+<slug>[bot]@users.noreply.github.com``, so commits and pull requests appear as
-the App, as with Image Updater and Renovate.
+``<user id>+<slug>[bot]@users.noreply.<host>`` (``github.com``, or the Enterprise Server's
+own host), so commits and pull requests appear as the App, as with Image Updater and
+Renovate. The slug comes from ``GET /app`` (a JWT endpoint); the bot's user id from
+``GET /users/<slug>[bot]`` with the installation token, as GitHub's own
+``create-github-app-token`` action does — GitHub accepts a JWT only on the App's endpoints.
 
 Nothing here logs or raises with a token, the JWT or key material in it.
 """
@@ -49,7 +55,8 @@ from gitops_reloader.gitops.auth import CredentialFileError
 from gitops_reloader.gitops.gitconfig import GitHubAppConfig
 from gitops_reloader.gitops.hosts.github import GitHubHost
 
-__all__ = ["JWT_LIFETIME", "REFRESH_MARGIN", "AppAuthor", "AppTokens", "app_jwt", "app_tokens"]
+__all__ = ["JWT_LIFETIME", "REFRESH_MARGIN", "AppAuthor", "AppTokens", "app_jwt", "app_tokens",
+           "noreply_domain"]
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +119,11 @@ class AppTokens:
         self.installation_id = installation_id
         self._clock = clock
         self._api = GitHubHost(api_url, "", client=client, sleep=sleep, token_source=_Jwts(self))
+        """The App's own endpoints, with a JWT."""
+        self._rest = GitHubHost(api_url, "", client=client, sleep=sleep, token_source=self)
+        """Everything else, with the installation token."""
+        self._noreply = noreply_domain(api_url)
+        self._notices: list[str] = []
         self._lock = threading.RLock()
         self._key: bytes = b""
         self._key_identity: object = None
@@ -159,25 +171,41 @@ class AppTokens:
                     "JWTs can be signed with", reason="AppKeyInvalid", path=self.private_key_file) from None
 
     def author(self) -> AppAuthor:
-        """The App's bot identity (``GET /app``, then ``GET /users/<slug>[bot]``; kept once known)."""
+        """The App's bot identity (``GET /app`` with the JWT, then ``GET /users/<slug>[bot]`` with
+        the installation token; kept once known)."""
         with self._lock:
             if self._author is None:
                 slug = str(self._call("GET", "/app").get("slug") or "")
                 if not slug:
                     raise HostError(f"github app {self.app_id}: GET /app answered without a slug")
                 login = f"{slug}[bot]"
-                user = self._call("GET", f"/users/{urllib.parse.quote(login, safe='')}")
-                self._author = AppAuthor(login, f"{int(user['id'])}+{login}@users.noreply.github.com")
+                user = self._call("GET", f"/users/{urllib.parse.quote(login, safe='')}", api=self._rest)
+                self._author = AppAuthor(login, f"{int(user['id'])}+{login}@{self._noreply}")
             return self._author
+
+    def notices(self) -> list[str]:
+        """What happened since the last call that people should hear of (a reinstalled App)."""
+        with self._lock:
+            out, self._notices = self._notices, []
+            return out
 
     # -- internals -----------------------------------------------------------------------
 
     def _mint(self) -> None:
         if not self.installation_id:
-            self.installation_id = int(self._call("GET", f"/repos/{self._quoted_repo()}/installation")["id"])
+            self.installation_id = self._installation()
         name = self.repository.rsplit("/", 1)[-1]
-        answer = self._call("POST", f"/app/installations/{self.installation_id}/access_tokens",
-                            json={"repositories": [name]})
+        path = f"/app/installations/{self.installation_id}/access_tokens"
+        answer = self._call("POST", path, json={"repositories": [name]}, missing_ok=True)
+        if answer is None:  # uninstalled and installed again: a new installation id, once
+            old, self.installation_id = self.installation_id, self._installation()
+            message = (f"GitHub App {self.app_id}: installation {old} is gone for {self.repository}; "
+                       f"it is installation {self.installation_id} now (the App was installed again)")
+            log.warning("GitHub App installation changed; looked up again", extra={
+                "repo": self.repository, "app_id": self.app_id, "installation": self.installation_id})
+            self._notices.append(message)
+            answer = self._call("POST", f"/app/installations/{self.installation_id}/access_tokens",
+                                json={"repositories": [name]})
         try:
             minted = str(answer["token"])
             expires = _dt.datetime.fromisoformat(str(answer["expires_at"]).replace("Z", "+00:00"))
@@ -201,16 +229,34 @@ class AppTokens:
         owner, _, name = self.repository.partition("/")
         return f"{urllib.parse.quote(owner, safe='')}/{urllib.parse.quote(name, safe='')}"
 
-    def _call(self, method: str, path: str, *, json: Any = None) -> dict[str, Any]:
-        """One App API call; its JSON object. 401/403/404 say which App setting to check."""
+    def _installation(self) -> int:
+        """The installation that covers the repository (``GET /repos/{o}/{r}/installation``)."""
+        return int(self._call("GET", f"/repos/{self._quoted_repo()}/installation")["id"])
+
+    def _call(self, method: str, path: str, *, json: Any = None, missing_ok: bool = False,
+              api: GitHubHost | None = None) -> Any:
+        """One App API call; its JSON object (None: 404 with ``missing_ok``). 401/403/404 say which
+        App setting to check."""
         try:
-            data = self._api.call(method, path, repo=self.repository, json=json)
+            data = (api or self._api).call(method, path, repo=self.repository, json=json,
+                                           missing_ok=missing_ok)
         except HostAuthError as exc:
             raise HostAuthError(f"github app {self.app_id}: {exc}; check the App id, its private key "
                                 f"file {self.private_key_file} and that {_INSTALLED}") from None
+        if data is None and missing_ok:
+            return None
         if not isinstance(data, dict):
             raise HostError(f"github app {self.app_id}: {method} {path} answered without a JSON object")
         return data
+
+
+def noreply_domain(api_url: str) -> str:
+    """GitHub's noreply e-mail domain for the API at ``api_url``: ``users.noreply.github.com`` for
+    github.com, ``users.noreply.<host>`` for an Enterprise Server (``https://HOST/api/v3``)."""
+    host = (urllib.parse.urlsplit(api_url).hostname or "").lower()
+    if host in ("", "api.github.com", "github.com"):
+        return "users.noreply.github.com"
+    return f"users.noreply.{host}"
 
 
 def _read_key(path: str) -> bytes:

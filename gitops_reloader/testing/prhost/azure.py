@@ -32,6 +32,7 @@ import re
 import uuid
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import parse_qs
 
 from gitops_reloader.testing.prhost.core import (
     BOT,
@@ -49,6 +50,8 @@ __all__ = ["AZURE_BODY_LIMIT", "AzureApi"]
 
 AZURE_BODY_LIMIT = 4_000
 """Longest pull request description Azure DevOps stores, in characters."""
+SERVED_VERSION = "7.1"
+"""The REST API version this server models (what the client says it speaks)."""
 _NO_ONE = "00000000-0000-0000-0000-000000000000"
 _HEADS = "refs/heads/"
 _SIGN_IN = (b"<!DOCTYPE html><html><head><title>Azure DevOps Services | Sign In</title></head>"
@@ -88,11 +91,16 @@ class AzureApi(Core):
         if not self._authorized(kind, environ):
             return _Resp(401, _az_error("TF400813: The user '' is not authorized to access this resource.",
                                         "UnauthorizedRequestException"))
-        if "api-version=" not in str(environ.get("QUERY_STRING", "")):
+        versions = parse_qs(str(environ.get("QUERY_STRING", ""))).get("api-version") or []
+        if not versions:
             return _bad(400, f'No api-version was supplied for the "{method}" request. The version must be '
                         'supplied either as part of the Accept header (e.g. "application/json; '
                         'api-version=1.0") or as a query parameter (e.g. "?api-version=1.0").',
                         "VssVersionNotSpecifiedException")
+        if versions[-1] != SERVED_VERSION:
+            return _bad(400, f"The requested REST API version of {versions[-1][:32]} is out of range for "
+                        f"this server. The latest REST API version this server supports is {SERVED_VERSION}.",
+                        "VssVersionOutOfRangeException")
         return None
 
     def _azure(self, req: _Req) -> _Resp:

@@ -60,6 +60,18 @@ class PrRequest:
     """Full path, mount prefix included, percent-decoded as WSGI hands it over."""
     query: str
     status: int
+    auth: str = ""
+    """What kind of credential came with it — ``jwt``, ``app-token`` (an installation token),
+    ``token``, or "" — never the credential itself."""
+
+
+def _credential_kind(environ: Mapping[str, Any]) -> str:
+    value = str(environ.get("HTTP_AUTHORIZATION", "")).strip().partition(" ")[2].strip()
+    if not value:
+        return "token" if environ.get("HTTP_PRIVATE_TOKEN") else ""
+    if value.count(".") == 2:
+        return "jwt"
+    return "app-token" if value.startswith("ghs_") else "token"
 
 
 @dataclass
@@ -418,6 +430,7 @@ class Core:
                     path=str(environ.get("SCRIPT_NAME", "")) + path,
                     query=query_string,
                     status=response.status,
+                    auth=_credential_kind(environ),
                 )
             )
         raw_body = isinstance(response.body, bytes)  # an HTML page (Azure's sign-in), as it is

@@ -14,7 +14,11 @@ As GitHub answers ("Authenticating as a GitHub App", "Generating a JSON Web Toke
 - ``POST /app/installations/{id}/access_tokens`` (optional ``repositories``): 201
   ``{"token": "ghs_…", "expires_at": "…Z", "permissions", "repository_selection"}``; 404
   for another installation; 422 for a repository the installation can't reach.
-- ``GET /users/{slug}[bot]``: the App's bot user (``type: Bot``).
+- ``GET /users/{slug}[bot]``: the App's bot user (``type: Bot``), without authentication or
+  with an installation token; a JWT is refused there (401), as GitHub accepts a JWT only on
+  the App's own endpoints.
+- :meth:`GitHubAppApi.reinstall_github_app`: the App uninstalled and installed again, under a
+  new installation id; the old installation's tokens are revoked and its id answers 404.
 
 An installation token is accepted by the REST API (Bearer or ``token``) and by git over
 HTTP (Basic ``x-access-token:<token>``) until it expires (``token_lifetime``) or
@@ -77,6 +81,13 @@ class GitHubAppApi(Core):
         if first:
             self._githost.accept_tokens(self._installation_token_valid)
 
+    def reinstall_github_app(self, installation_id: int) -> None:
+        """The App uninstalled and installed again as ``installation_id`` (its tokens revoked)."""
+        with self._lock:
+            if self._app is not None:
+                self._app.installation_id = installation_id
+                self._app.tokens = dict.fromkeys(self._app.tokens, 0.0)
+
     def expire_app_tokens(self) -> None:
         """Revoke every installation token issued so far (as if they expired an hour later)."""
         with self._lock:
@@ -115,7 +126,7 @@ class GitHubAppApi(Core):
         """The answer to an App or Users endpoint (``None``: not one; the REST API answers)."""
         user = _USER_PATH.match(path)
         if user is not None and method == "GET":
-            return self._bot_user(user["login"])
+            return self._bot_user(user["login"], environ)
         match = _APP_PATH.match(path)
         if match is None:
             return None
@@ -230,8 +241,12 @@ class GitHubAppApi(Core):
             "installations_count": 1,
         }
 
-    def _bot_user(self, login: str) -> _Resp:
+    def _bot_user(self, login: str, environ: Mapping[str, Any]) -> _Resp:
         app = self._app
+        credential = str(environ.get("HTTP_AUTHORIZATION", "")).strip().partition(" ")[2].strip()
+        if credential and (credential.count(".") == 2 or not self._authorized("github", environ)):
+            # A JWT is an App credential: GitHub takes it on /app endpoints only.
+            return _Resp(401, {"message": "Bad credentials", "documentation_url": _GH_DOCS, "status": "401"})
         if app is None or login != f"{app.slug}[bot]":
             return _Resp(404, _error("github", 404, "Not Found"))
         return _Resp(200, {
