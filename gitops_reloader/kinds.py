@@ -45,7 +45,7 @@ _PLURAL: Final = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 _FIELD: Final = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,62}$")
 _FIELDS: Final = ("group", "version", "kind", "plural", "podTemplatePath", "rollsOnTemplateChange",
                    "revisionNamePath", "completesLike", "pods")
-_POD_FIELDS: Final = ("selector", "ownerDepth")
+_POD_FIELDS: Final = ("selector", "ownerDepth", "replicasPath")
 MAX_OWNER_DEPTH: Final = 4
 _SELECTOR_TERM: Final = re.compile(r"^[A-Za-z0-9./_-]{1,253}=([A-Za-z0-9._{}-]{0,63})$")
 
@@ -84,6 +84,9 @@ class KindSpec:
     owner_depth: int = 1
     """A configured kind's ``pods.ownerDepth``: how many controller ``ownerReferences`` lie
     between it and its pods (1: it owns them; 2: it owns a StatefulSet that owns them)."""
+    replicas_path: tuple[str, ...] = ()
+    """A configured kind's ``pods.replicasPath``: the field that says how many pods it should
+    have (CloudNativePG ``spec.instances``); eviction never evicts while fewer exist."""
 
     def pod_selector_for(self, name: str) -> str:
         """The label selector of the pods of the object called ``name``."""
@@ -153,7 +156,7 @@ def _entry(entry: Any, where: str) -> KindSpec:
     rolls = entry.get("rollsOnTemplateChange", True)
     if not isinstance(rolls, bool):
         raise ConfigError(f"{where}: rollsOnTemplateChange must be true or false")
-    pod_selector, owner_depth = _pods(entry.get("pods"), where)
+    pod_selector, owner_depth, replicas_path = _pods(entry.get("pods"), where)
     completes_like = entry.get("completesLike", "")
     if "completesLike" in entry and (not isinstance(completes_like, str)
                                      or completes_like not in COMPLETES_LIKE):
@@ -173,13 +176,14 @@ def _entry(entry: Any, where: str) -> KindSpec:
         source=where,
         pod_selector=pod_selector,
         owner_depth=owner_depth,
+        replicas_path=replicas_path,
     )
 
 
-def _pods(value: Any, where: str) -> tuple[str, int]:
-    """``pods``: (its label selector, its owner depth); absent: ("", 1)."""
+def _pods(value: Any, where: str) -> tuple[str, int, tuple[str, ...]]:
+    """``pods``: (its label selector, its owner depth, its replicas path); absent: ("", 1, ())."""
     if value is None:
-        return "", 1
+        return "", 1, ()
     if not isinstance(value, Mapping) or set(value) - set(_POD_FIELDS):
         raise ConfigError(f"{where}: pods must be a mapping with {', '.join(_POD_FIELDS)}")
     selector = value.get("selector", "")
@@ -191,7 +195,8 @@ def _pods(value: Any, where: str) -> tuple[str, int]:
     depth = value.get("ownerDepth", 1)
     if not isinstance(depth, int) or isinstance(depth, bool) or not 1 <= depth <= MAX_OWNER_DEPTH:
         raise ConfigError(f"{where}: pods.ownerDepth must be an integer from 1 to {MAX_OWNER_DEPTH}")
-    return selector, depth
+    replicas = _path(value["replicasPath"], where, "pods.replicasPath") if "replicasPath" in value else ()
+    return selector, depth, replicas
 
 
 def parse_kinds_config(text: str, *, source: str) -> tuple[KindSpec, ...]:

@@ -10,7 +10,11 @@ left), and on each pass per workload:
    for a configured kind) and keeps the pods whose controller owner chain leads to it
    (``pods.ownerDepth`` levels, each intermediate owner read once per pass);
 2. asks :func:`~gitops_reloader.rollout.eviction.next_step` what to evict: pods created before
-   the change, a few at a time, never while a pod is missing, terminating or not Ready;
+   the change, a few at a time, those not Ready first; never while a pod is terminating or
+   missing (fewer than the spec's count: :func:`~gitops_reloader.rollout.eviction.expected_pods`),
+   nor a Ready one while a replacement is not Ready. A replacement not Ready
+   ``--rollout-timeout`` after its creation stops the eviction (``ReplacementNotReady``; a
+   ``RolloutFailed`` Warning Event, from the rollout waves under a budget);
 3. evicts them (``policy/v1`` Eviction with the pod's uid as precondition: a replacement of the
    same name is never evicted by mistake; never a DELETE). A 429 — a PodDisruptionBudget that
    allows no disruption now — waits with backoff (``Retry-After`` when the server sends one)
@@ -20,8 +24,8 @@ left), and on each pass per workload:
    ``Done`` with a Normal ``EvictionComplete`` Event.
 
 A pod with no owner that the selector matches is never evicted (nothing would re-create it)
-unless annotated ``gitops-reloader.io/evict-bare-pod: "true"``; an ``EvictionRefused`` Event
-names it once per change.
+unless annotated ``gitops-reloader.io/evict-bare-pod: "true"`` (then it is evicted, never
+counted or waited for); an ``EvictionRefused`` Event names it once per change.
 """
 
 from __future__ import annotations
@@ -47,10 +51,13 @@ from gitops_reloader.rollout.eviction import (
     EvictionRecord,
     EvictionState,
     PodView,
+    Step,
+    WorkloadPods,
     at_once,
     controller_reference,
     describe_restart,
     disruptions_allowed,
+    expected_pods,
     is_old,
     next_step,
     owned,
@@ -186,23 +193,31 @@ class Evictor:
             self.forget(ref)
             return
         uid = str(metadata.get("uid", ""))
-        pods, bare = self.finder.pods(adapter, obj)
-        self._refuse_bare(ref, uid, bare)
+        found = self.finder.pods(adapter, obj)
+        self._refuse_bare(ref, uid, found.refused)
         count, invalid = at_once(annotations, self.settings.evictions_at_once)
         if invalid is not None and self._announce(
                 ref, uid, "invalid-at-once", "InvalidAnnotation",
                 f"{AT_ONCE_ANNOTATION}={invalid!r} is not 1 to 100; evicting {count} at once"):
             self.metrics.invalid_annotation(ref.kind)
-        live = sum(1 for p in pods if not p.terminating)
-        step = next_step(pods, current.since, at_once=count, expected=current.pods or live,
-                         by_ordinal=ref.kind in _ORDINAL_KINDS, now=self.clock.now())
+        live = sum(1 for p in found.own if not p.terminating)
+        spec = adapter.spec
+        expected = expected_pods(obj, replicas_path=spec.replicas_path if spec is not None else ())
+        if expected is None:
+            expected = current.pods or live
+        step = next_step(found.own, current.since, at_once=count, expected=expected,
+                         by_ordinal=ref.kind in _ORDINAL_KINDS, now=self.clock.now(),
+                         timeout=self.settings.timeout, bare=found.bare)
         if step.done:
-            self._write(adapter, ref, text, current.progressed(pods=live, left=0, state=EvictionState.DONE))
+            finished = current.progressed(pods=expected, left=0, state=EvictionState.DONE)
+            self._write(adapter, ref, text, finished)
             self.forget(ref)
             self.metrics.eviction_completed()
             self.normal(ref, uid, "EvictionComplete",
-                        f"every pod restarted through eviction ({current.pods or live} pods) and is Ready")
+                        f"every pod restarted through eviction ({finished.pods} pods) and is Ready")
             return
+        if step.state is EvictionState.FAILED:
+            self._failed(ref, uid, step)
         state = step.state
         evicted = 0
         for pod in step.evict:
@@ -215,9 +230,22 @@ class Evictor:
             evicted += outcome == "evicted"
         if state is not EvictionState.BLOCKED:
             self._unblocked(ref)
-        progressed = current.progressed(pods=live, left=max(step.old - evicted, 0), state=state)
+        progressed = current.progressed(pods=expected, left=max(step.old - evicted, 0), state=state)
         if progressed != current:
             self._write(adapter, ref, text, progressed)
+
+    def _failed(self, ref: ObjectRef, uid: str, step: Step) -> None:
+        """A replacement not Ready within ``--rollout-timeout``: said once per eviction. Under a
+        rollout budget the waves say it (the record's state fails the rollout they track)."""
+        log.warning("eviction stopped: a replacement is not Ready",
+                    extra={"object": ref.key, "why": step.reason})
+        self._back_off(ref, None)  # read again, less often, until it is Ready or a new change comes
+        if self.settings.budgeted:
+            return
+        if self._announce(ref, uid, "rollout-failed", "RolloutFailed",
+                          f"rollout failed ({EvictionState.FAILED.value}): {step.reason}; no more pods are "
+                          "evicted for this change until it is Ready or the source changes again"):
+            self.metrics.rollout_failed(EvictionState.FAILED.value)
 
     def _refuse_bare(self, ref: ObjectRef, uid: str, bare: list[PodView]) -> None:
         if not bare:
@@ -327,8 +355,8 @@ class PodFinder:
         self.api = api
         self._plurals: dict[tuple[str, str], ResourceKind | None] = {}
 
-    def pods(self, adapter: WorkloadAdapter, obj: Mapping[str, Any]) -> tuple[list[PodView], list[PodView]]:
-        """(the workload's own pods, bare pods its selector matches that may not be evicted)."""
+    def pods(self, adapter: WorkloadAdapter, obj: Mapping[str, Any]) -> WorkloadPods:
+        """The pods the workload's selector matches: its own, and bare ones (allowed to go or not)."""
         metadata = obj.get("metadata") or {}
         spec = adapter.spec
         if spec is not None and spec.pod_selector:
@@ -338,7 +366,7 @@ class PodFinder:
         else:
             selector = ""
         if selector is None:
-            return [], []
+            return WorkloadPods()
         namespace = str(metadata.get("namespace", ""))
         views: list[PodView] = []
         token = ""
@@ -351,8 +379,10 @@ class PodFinder:
                 break
         depth = spec.owner_depth if spec is not None else 1
         owners = self._owner_uids(str(metadata.get("uid", "")), depth, views, namespace)
-        mine, bare = owned(views, owners)
-        return mine, bare if selector else []
+        found = owned(views, owners)
+        if not selector:  # the namespace's pods: a bare pod there is not the workload's
+            return WorkloadPods(own=found.own)
+        return found
 
     def _owner_uids(self, uid: str, depth: int, pods: list[PodView], namespace: str) -> frozenset[str]:
         """The uids whose pods are the workload's: its own, and with ``depth`` > 1 those of the
@@ -407,8 +437,8 @@ def restart_preview(finder: PodFinder, adapter: WorkloadAdapter, obj: Mapping[st
     with the state of an eviction under way."""
     metadata = obj.get("metadata") or {}
     annotations = metadata.get("annotations") or {}
-    pods, bare = finder.pods(adapter, obj)
-    live = [p for p in pods if not p.terminating]
+    found = finder.pods(adapter, obj)
+    live = [p for p in found.own + found.bare if not p.terminating]
     current = trusted_record(metadata)
     prefix, old = "", len(live)
     if current is not None and current.state is not EvictionState.DONE:
@@ -421,4 +451,4 @@ def restart_preview(finder: PodFinder, adapter: WorkloadAdapter, obj: Mapping[st
         except KubeError as exc:
             budget = f"PodDisruptionBudgets not readable ({exc.status or 'no answer'})"
     count, _ = at_once(annotations, default_at_once)
-    return prefix + describe_restart(old, count, budget, [p.name for p in bare])
+    return prefix + describe_restart(old, count, budget, [p.name for p in found.refused])

@@ -39,7 +39,8 @@ SINK_OUTCOMES = frozenset({"applied", "already-current", "skipped", "would-apply
 WATCH_RESTART_REASONS = frozenset({"expired", "error", "closed"})
 """Allowed ``reason`` label values of ``gitops_reloader_watch_restarts_total``."""
 
-ROLLOUT_FAILURE_REASONS = frozenset({"ProgressDeadlineExceeded", "Degraded", "RolloutTimeout", "other"})
+ROLLOUT_FAILURE_REASONS = frozenset({"ProgressDeadlineExceeded", "Degraded", "RolloutTimeout",
+                                     "ReplacementNotReady", "other"})
 """Allowed ``reason`` label values of ``gitops_reloader_rollouts_failed_total``."""
 
 _WAVE_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0)

@@ -16,9 +16,11 @@ in the same write as the reload::
 data and is evicted once; a pod created later (a replacement, or one an operator or a node
 drain replaced meanwhile) is never evicted for this change. Progress is derived from the
 pods and this record, never from memory, so a restarted controller continues where the
-last one stopped. ``state`` and ``left`` are progress for people and for the rollout
-budget (:func:`eviction_status`); ``sources`` (a kind with no pod template only) is what
-its pods run with, the record its reloads compare with.
+last one stopped. ``pods`` is how many pods the workload should have (its spec's count:
+:func:`expected_pods`); ``state`` and ``left`` are progress for people and for the rollout
+budget (:func:`eviction_status`: ``ReplacementNotReady`` fails the rollout); ``sources``
+(a kind with no pod template only) is what its pods run with, the record its reloads
+compare with.
 
 Annotations are tenant text: parsing is bounded and anything unexpected reads as no record;
 only a record the controller's own field manager wrote counts (see the workload adapter).
@@ -65,6 +67,8 @@ class EvictionState(StrEnum):
     EVICTING = "Evicting"
     WAITING = "WaitingForReplacement"
     BLOCKED = "BlockedByPDB"
+    FAILED = "ReplacementNotReady"
+    """A replacement was not Ready within ``--rollout-timeout``: nothing more is evicted."""
     DONE = "Done"
 
 
@@ -87,9 +91,9 @@ class EvictionRecord:
         return json.dumps(doc, separators=(",", ":"))
 
     def progressed(self, *, pods: int, left: int, state: EvictionState) -> EvictionRecord:
-        """The record with new progress; ``pods`` (how many the workload had when eviction
-        began) is kept from the first time it is known."""
-        return replace(self, pods=self.pods or pods, left=left, state=state)
+        """The record with new progress; ``pods``: how many pods the workload should have (its
+        spec's count, else the first count known)."""
+        return replace(self, pods=pods, left=left, state=state)
 
 
 def parse_record(text: Any) -> EvictionRecord | None:
@@ -124,6 +128,9 @@ def eviction_status(annotations: Mapping[str, Any]) -> RolloutStatus | None:
         return None
     message = (f"{record.left} of {record.pods} pods left to evict" if record.pods
                else "waiting for the controller to evict the pods")
+    if record.state is EvictionState.FAILED:
+        return RolloutStatus(Phase.FAILED, record.state.value,
+                             f"a replacement pod is not Ready within --rollout-timeout; {message}")
     return RolloutStatus(Phase.PROGRESSING, record.state.value, message)
 
 
@@ -246,7 +253,7 @@ class Step:
     """Pods still to evict (created before the change, not being deleted)."""
     state: EvictionState = EvictionState.EVICTING
     reason: str = ""
-    """Why nothing is evicted now (a waiting step)."""
+    """Why nothing is evicted now (a waiting or failed step)."""
 
     @property
     def done(self) -> bool:
@@ -254,48 +261,93 @@ class Step:
 
 
 def next_step(pods: Sequence[PodView], since: int, *, at_once: int, expected: int,
-              by_ordinal: bool, now: float) -> Step:
+              by_ordinal: bool, now: float, timeout: float = 0.0,
+              bare: Sequence[PodView] = ()) -> Step:
     """The next pods to evict of a workload whose change was written at ``since``.
 
-    ``pods``: the workload's own pods (bare ones left out); ``expected``: how many it had
-    when eviction began (a replacement not created yet is a missing pod). Nothing is
-    evicted while a pod is being deleted, missing or not Ready (each replacement is Ready
-    before the next goes), nor before the clock has left the write's second (so that a
-    replacement is never taken for an old pod). The order is the StatefulSet controller's
-    (highest ordinal first) with ``by_ordinal``, else oldest first.
+    ``pods``: the workload's own pods; ``expected``: how many it should have (its spec's
+    replicas: a replacement not created yet is a missing pod); ``bare``: pods with no owner
+    annotated ``evict-bare-pod`` — evicted, never counted or waited for (nothing re-creates
+    them). Nothing is evicted while a pod is being deleted or missing, nor before the clock
+    has left the write's second (a replacement is never taken for an old pod). Old pods that
+    are not Ready go first, even while a replacement is still starting: they serve nothing,
+    and a crash-looping pod is the one that needs the new data. An old Ready pod goes only
+    once every replacement is Ready. A replacement not Ready ``timeout`` seconds (> 0) after
+    it was created fails the eviction: nothing more is evicted for this change. The order
+    is the StatefulSet controller's (highest ordinal first) with ``by_ordinal``, else oldest first.
     """
-    old = [p for p in pods if is_old(p, since) and not p.terminating]
     live = [p for p in pods if not p.terminating]
+    old = [p for p in live if is_old(p, since)]
+    old_bare = [p for p in bare if is_old(p, since) and not p.terminating]
+    left = len(old) + len(old_bare)
+    starting = sorted((p for p in live if not is_old(p, since) and not p.ready), key=lambda p: p.created)
+    if timeout > 0 and starting and now - starting[0].created >= timeout:
+        late = starting[0]
+        return Step(old=left, state=EvictionState.FAILED,
+                    reason=f"pod {late.name} not Ready {now - late.created:.0f}s after it was created "
+                           f"(--rollout-timeout {timeout:.0f}s)")
     terminating = sorted(p.name for p in pods if p.terminating)
-    unready = sorted(p.name for p in live if not p.ready)
     if terminating:
-        return Step(old=len(old), state=EvictionState.WAITING, reason=f"pod {terminating[0]} is terminating")
+        return Step(old=left, state=EvictionState.WAITING, reason=f"pod {terminating[0]} is terminating")
     if len(live) < expected:
-        return Step(old=len(old), state=EvictionState.WAITING,
-                    reason=f"{len(live)} of {expected} pods exist: waiting for the replacement")
-    if unready:
-        return Step(old=len(old), state=EvictionState.WAITING, reason=f"pod {unready[0]} is not Ready")
-    if not old:
+        return Step(old=left, state=EvictionState.WAITING,
+                    reason=f"{len(live)} of {expected} pods exist: waiting for the missing one")
+    if not left and not starting:
         return Step(state=EvictionState.DONE)
-    if now < since + 1:
-        return Step(old=len(old), reason="waiting for the clock to leave the write's second")
+    if now < since + 1 and left:
+        return Step(old=left, reason="waiting for the clock to leave the write's second")
+    broken = _in_order([p for p in old if not p.ready], by_ordinal)
+    if broken:
+        return Step(evict=tuple(broken[:at_once]), old=left)
+    if starting:
+        return Step(old=left, state=EvictionState.WAITING, reason=f"pod {starting[0].name} is not Ready")
+    return Step(evict=tuple((_in_order(old, by_ordinal) + _in_order(old_bare, False))[:at_once]), old=left)
+
+
+def _in_order(pods: list[PodView], by_ordinal: bool) -> list[PodView]:
+    """``pods`` in eviction order: highest ordinal first with ``by_ordinal``, else oldest first."""
     if by_ordinal:
-        old.sort(key=lambda p: (-(p.ordinal if p.ordinal is not None else -1), p.name))
-    else:
-        old.sort(key=lambda p: (p.created, p.name))
-    return Step(evict=tuple(old[:at_once]), old=len(old))
+        return sorted(pods, key=lambda p: (-(p.ordinal if p.ordinal is not None else -1), p.name))
+    return sorted(pods, key=lambda p: (p.created, p.name))
 
 
-def owned(pods: Iterable[PodView], owner_uids: frozenset[str]) -> tuple[list[PodView], list[PodView]]:
-    """(pods whose controller owner is one of ``owner_uids``, bare pods not allowed to go)."""
-    mine: list[PodView] = []
-    bare: list[PodView] = []
+@dataclass(frozen=True, slots=True)
+class WorkloadPods:
+    """The pods a workload's selector matches, as eviction sorts them."""
+
+    own: list[PodView] = field(default_factory=list)
+    """Pods whose controller owner chain leads to the workload."""
+    bare: list[PodView] = field(default_factory=list)
+    """Pods with no owner annotated ``evict-bare-pod: "true"`` (evicted, never waited for)."""
+    refused: list[PodView] = field(default_factory=list)
+    """Pods with no owner and no such annotation (never evicted)."""
+
+
+def owned(pods: Iterable[PodView], owner_uids: frozenset[str]) -> WorkloadPods:
+    """``pods`` sorted into the workload's own (controller owner one of ``owner_uids``), bare
+    pods allowed to go and bare pods that are not; pods of other owners are dropped."""
+    found = WorkloadPods()
     for pod in pods:
         if pod.owner_uid and pod.owner_uid in owner_uids:
-            mine.append(pod)
+            found.own.append(pod)
         elif not pod.owner_uid:
-            (mine if pod.bare_allowed else bare).append(pod)
-    return mine, bare
+            (found.bare if pod.bare_allowed else found.refused).append(pod)
+    return found
+
+
+def expected_pods(obj: Mapping[str, Any], *, replicas_path: Sequence[str] = ()) -> int | None:
+    """How many pods a workload should have, from its spec: ``replicas_path`` (a configured
+    kind's ``pods.replicasPath``), else ``spec.replicas``, else a DaemonSet's
+    ``status.desiredNumberScheduled`` (None: the object says none of these)."""
+    paths = (tuple(replicas_path),) if replicas_path else (("spec", "replicas"),
+                                                          ("status", "desiredNumberScheduled"))
+    for path in paths:
+        value: Any = obj
+        for part in path:
+            value = value.get(part) if isinstance(value, Mapping) else None
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 1_000_000:
+            return value
+    return None
 
 
 # --- label selectors and disruption budgets ------------------------------------------

@@ -10,7 +10,8 @@
 - A pod deleted (an eviction, ``kubectl delete``) is re-created through its owner: the same
   name for a StatefulSet or a custom resource (stable identity), a new name for a ReplicaSet;
   ready again after ``ready_after``. Names passed to :meth:`PodPlayer.hold_unready` stay
-  unready when re-created (a replacement that never becomes Ready).
+  unready when re-created (a replacement that never becomes Ready); :meth:`PodPlayer.crash_loop`
+  turns a running pod into one in ``CrashLoopBackOff`` (its replacement starts normally).
 
 It records the order in which pods were deleted and re-created (``deleted``, ``recreated``),
 read by tests as ``kubectl get pods -w`` would show it. Runs on its own thread over a watch.
@@ -50,12 +51,12 @@ class PodPlayer(BackgroundPlayer):
     # --- what tests call ------------------------------------------------------------
 
     def start(self, owner: dict[str, Any], count: int, template: dict[str, Any], *,
-              revision: str = "1") -> list[str]:
+              revision: str = "1", first: int = 0) -> list[str]:
         """Create ``count`` pods of ``owner`` (a workload or custom resource as the API server
-        holds it) from pod ``template``; their names."""
+        holds it) from pod ``template``, ordinals from ``first`` on; their names."""
         kind, name = owner["kind"], owner["metadata"]["name"]
         names = [f"{name}-{i}" if kind != "ReplicaSet" else f"{name}-{secrets.token_hex(3)}"
-                 for i in range(count)]
+                 for i in range(first, first + count)]
         reference = {"apiVersion": owner["apiVersion"], "kind": kind, "name": name,
                      "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
         for pod in names:
@@ -72,6 +73,13 @@ class PodPlayer(BackgroundPlayer):
         """Keep these pods unready from their next creation on."""
         with self._lock:
             self._unready.update(names)
+
+    def crash_loop(self, *names: str) -> None:
+        """These pods, as they are now, crash and restart over and over (``CrashLoopBackOff``,
+        not Ready), as a container does on bad configuration; a replacement starts normally."""
+        for name in names:
+            pod = self.core.read_namespaced_pod(name, self.namespace)
+            self._report(name, pod.metadata.uid, ready=False, restarts=5)
 
     def release(self, *names: str) -> None:
         """Let these pods become Ready (now, if they exist)."""
@@ -154,8 +162,9 @@ class PodPlayer(BackgroundPlayer):
                 unready = name in self._unready
             self._report(name, uid, ready=not unready)
 
-    def _report(self, name: str, uid: str, *, ready: bool) -> None:
-        """The kubelet's status: Running since now, Ready or not."""
+    def _report(self, name: str, uid: str, *, ready: bool, restarts: int = 0) -> None:
+        """The kubelet's status: Running since now, Ready or not; with ``restarts``, its
+        container waits in ``CrashLoopBackOff`` after as many failed starts."""
         now = rfc3339(time.time())
         try:
             current = self.core.read_namespaced_pod(name, self.namespace)
@@ -167,9 +176,13 @@ class PodPlayer(BackgroundPlayer):
                 "phase": "Running", "startTime": started,
                 "conditions": [{"type": "Ready", "status": "True" if ready else "False",
                                 "lastTransitionTime": now}],
-                "containerStatuses": [{"name": c.name, "ready": ready, "restartCount": 0, "image": c.image,
-                                       "imageID": "", "started": True,
-                                       "state": {"running": {"startedAt": started}}}
+                "containerStatuses": [{"name": c.name, "ready": ready, "restartCount": restarts,
+                                       "image": c.image, "imageID": "", "started": not restarts,
+                                       "state": {"waiting": {
+                                           "reason": "CrashLoopBackOff",
+                                           "message": f"back-off 5m0s restarting failed container={c.name} "
+                                                      f"pod={name}_{self.namespace}({uid})"}}
+                                       if restarts else {"running": {"startedAt": started}}}
                                       for c in current.spec.containers]}})
         except ApiException as exc:
             if exc.status != 404:

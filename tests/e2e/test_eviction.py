@@ -11,6 +11,7 @@ Every test waits on what the cluster shows (pods, records, Events), never on a s
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,8 +42,10 @@ def pods(api_client: ApiClient) -> Iterator[PodPlayer]:
 
 
 def statefulset(api_client: ApiClient, pods: PodPlayer, name: str, replicas: int, *,
-                annotations: dict[str, str] | None = None, strategy: str = "OnDelete") -> dict[str, Any]:
-    """An ``apps/v1`` StatefulSet with ``replicas`` Ready pods, reloaded for ``db-config``."""
+                annotations: dict[str, str] | None = None, strategy: str = "OnDelete",
+                running: int | None = None) -> dict[str, Any]:
+    """An ``apps/v1`` StatefulSet with ``replicas`` Ready pods (the first ``running`` of them
+    only, when given), reloaded for ``db-config``."""
     template = {"metadata": {"labels": {"app": name}}, "spec": POD_SPEC}
     owner = create(api_client, {
         "apiVersion": "apps/v1", "kind": "StatefulSet",
@@ -50,8 +53,9 @@ def statefulset(api_client: ApiClient, pods: PodPlayer, name: str, replicas: int
                      "annotations": {"reloader.stakater.com/auto": "true", **(annotations or {})}},
         "spec": {"replicas": replicas, "serviceName": name, "selector": {"matchLabels": {"app": name}},
                  "updateStrategy": {"type": strategy}, "template": template}})
-    pods.start(owner, replicas, template)
-    wait_for(lambda: all(pods.ready(f"{name}-{i}") for i in range(replicas)), message=f"{name}'s pods Ready")
+    started = replicas if running is None else running
+    pods.start(owner, started, template)
+    wait_for(lambda: all(pods.ready(f"{name}-{i}") for i in range(started)), message=f"{name}'s pods Ready")
     return owner
 
 
@@ -371,3 +375,78 @@ def test_an_evict_the_api_server_refuses_otherwise_gets_an_event_and_is_retried(
         wait_for(lambda: done(api_client, "db"), timeout=30, message="evicted once one budget is left")
     assert pods.deleted == ["db-1", "db-0"]
     assert reasons(api_client, "db").count("EvictionFailed") == 1
+
+
+# --- issue 40: eviction as real clusters behave --------------------------------------
+
+
+def test_a_crash_looping_pod_is_evicted_first_when_its_config_is_fixed(
+        api_client: ApiClient, pods: PodPlayer) -> None:
+    """db-1 crash-loops on a bad ConfigMap; the fix must restart it first, not wait for it forever."""
+    create(api_client, configmap("db-config", {"v": "1"}))
+    statefulset(api_client, pods, "db", 3)
+    pods.crash_loop("db-1")
+    wait_for(lambda: not pods.ready("db-1"), message="db-1 crash-looping")
+    with running_controller(api_client, ["--eviction=on-delete", *FAST]):
+        change(api_client)
+        wait_for(lambda: done(api_client, "db"), timeout=30, message="every pod evicted, db-1 first")
+        wait_event(api_client, "db", "EvictionComplete")
+    assert pods.deleted == ["db-1", "db-2", "db-0"]
+    assert "RolloutFailed" not in reasons(api_client, "db")
+
+
+def test_an_opted_in_bare_pod_is_evicted_and_the_evict_completes_without_waiting_for_it(
+        api_client: ApiClient, pods: PodPlayer) -> None:
+    create(api_client, configmap("db-config", {"v": "1"}))
+    statefulset(api_client, pods, "db", 2)
+    CoreV1Api(api_client).create_namespaced_pod(NS, {
+        "metadata": {"name": "db-tool", "labels": {"app": "db"},
+                     "annotations": {"gitops-reloader.io/evict-bare-pod": "true"}},
+        "spec": POD_SPEC})
+    pods.release("db-tool")  # the kubelet reports it Ready
+    wait_for(lambda: pods.ready("db-tool"), message="the bare pod Ready")
+    with running_controller(api_client, ["--eviction=on-delete", *FAST]):
+        change(api_client)
+        wait_for(lambda: done(api_client, "db"), timeout=30, message="done without the bare pod's return")
+    assert sorted(pods.deleted) == ["db-0", "db-1", "db-tool"]
+    assert pods.recreated == ["db-1", "db-0"]  # nothing re-creates the bare pod
+    assert record_of(api_client, "db").pods == 2  # the spec's replicas, not the pods seen
+    assert "EvictionRefused" not in reasons(api_client, "db")
+
+
+def test_no_evict_while_a_pod_the_spec_asks_for_is_missing(api_client: ApiClient, pods: PodPlayer) -> None:
+    """Three replicas, db-2 not (yet) created: the first pass must not take two for the count."""
+    create(api_client, configmap("db-config", {"v": "1"}))
+    owner = statefulset(api_client, pods, "db", 3, running=2)
+    with running_controller(api_client, ["--eviction=on-delete", *FAST]):
+        change(api_client)
+        wait_for(lambda: (r := record_of(api_client, "db")) is not None and r.state is EvictionState.WAITING
+                 and (r.pods, r.left) == (3, 2), timeout=30, message="waiting for the missing pod, 2 left")
+        assert pods.deleted == []
+        # The StatefulSet controller creates db-2, a second after the change: it runs the new
+        # data (a pod of the change's own second would count as old and be restarted too).
+        since = record_of(api_client, "db").since
+        wait_for(lambda: time.time() >= since + 1.05, message="the change's second over")
+        pods.start(owner, 1, owner["spec"]["template"], first=2)
+        wait_for(lambda: done(api_client, "db"), timeout=30, message="the old pods evicted")
+    assert pods.deleted == ["db-1", "db-0"]
+
+
+def test_a_replacement_not_ready_within_the_rollout_timeout_fails_the_evict_with_an_event(
+        api_client: ApiClient, pods: PodPlayer) -> None:
+    create(api_client, configmap("db-config", {"v": "1"}))
+    statefulset(api_client, pods, "db", 3)
+    pods.hold_unready("db-2")  # its replacement never becomes Ready
+    with running_controller(api_client, ["--eviction=on-delete", *FAST, "--rollout-timeout=2s"]) as app:
+        change(api_client)
+        event = wait_event(api_client, "db", "RolloutFailed")
+        assert event["type"] == "Warning" and "db-2 not Ready" in event["message"]
+        wait_for(lambda: (r := record_of(api_client, "db")) is not None and r.state is EvictionState.FAILED,
+                 message="the record says failed")
+        assert pods.deleted == ["db-2"]  # the rest of the change is not spread
+        assert app.metrics.registry.get_sample_value("gitops_reloader_rollouts_failed_total",
+                                                     {"reason": "ReplacementNotReady"}) == 1
+        pods.release("db-2")  # it becomes Ready after all: the eviction goes on
+        wait_for(lambda: done(api_client, "db"), timeout=30, message="the eviction finished")
+    assert pods.deleted == ["db-2", "db-1", "db-0"]
+    assert reasons(api_client, "db").count("RolloutFailed") == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -23,6 +24,7 @@ from gitops_reloader.rollout.eviction import (
     describe_restart,
     disruptions_allowed,
     eviction_status,
+    expected_pods,
     is_old,
     next_step,
     owned,
@@ -43,9 +45,9 @@ def pod(name: str, created: float = SINCE - 100, *, ready: bool = True, terminat
 
 
 def step(pods: list[PodView], *, count: int = 1, expected: int | None = None, by_ordinal: bool = True,
-         now: float = SINCE + 5):
+         now: float = SINCE + 5, timeout: float = 0.0, bare: tuple[PodView, ...] = ()):
     return next_step(pods, SINCE, at_once=count, expected=len(pods) if expected is None else expected,
-                     by_ordinal=by_ordinal, now=now)
+                     by_ordinal=by_ordinal, now=now, timeout=timeout, bare=bare)
 
 
 def test_evict_the_highest_ordinal_first_for_a_statefulset_one_at_a_time() -> None:
@@ -62,8 +64,10 @@ def test_evict_the_oldest_first_otherwise_and_as_many_as_allowed_at_once() -> No
 
 @pytest.mark.parametrize(("pods", "expected", "reason"), [
     ([pod("db-0"), pod("db-1", terminating=True)], 2, "pod db-1 is terminating"),
-    ([pod("db-0")], 2, "1 of 2 pods exist: waiting for the replacement"),
+    ([pod("db-0")], 2, "1 of 2 pods exist: waiting for the missing one"),
     ([pod("db-0"), pod("db-1", SINCE + 3, ready=False)], 2, "pod db-1 is not Ready"),
+    ([pod("db-0", ready=False), pod("db-1", terminating=True)], 2, "pod db-1 is terminating"),
+    ([pod("db-0", ready=False)], 2, "1 of 2 pods exist: waiting for the missing one"),
 ])
 def test_no_evict_while_a_replacement_is_missing_terminating_or_unready(
         pods: list[PodView], expected: int, reason: str) -> None:
@@ -88,11 +92,74 @@ def test_a_pod_of_the_write_second_is_old_one_a_second_later_is_not() -> None:
     assert not is_old(pod("a", SINCE + 1), SINCE)
 
 
-def test_bare_pods_are_kept_apart_unless_annotated_and_foreign_pods_dropped() -> None:
+def test_bare_pods_are_kept_apart_allowed_or_not_and_foreign_pods_dropped() -> None:
     bare = pod("debug", owner="")
     allowed = PodView("tool", "u", SINCE, True, False, "", bare_allowed=True)
-    mine, refused = owned([pod("db-0"), bare, allowed, pod("other", owner="x")], frozenset({"sts-uid"}))
-    assert [p.name for p in mine] == ["db-0", "tool"] and [p.name for p in refused] == ["debug"]
+    found = owned([pod("db-0"), bare, allowed, pod("other", owner="x")], frozenset({"sts-uid"}))
+    assert [p.name for p in found.own] == ["db-0"]
+    assert [p.name for p in found.bare] == ["tool"] and [p.name for p in found.refused] == ["debug"]
+
+
+def test_an_old_pod_that_is_not_ready_is_evicted_first_even_while_a_replacement_starts() -> None:
+    """Issue 40 case 1: a crash-looping pod serves nothing and is the one that needs the new data."""
+    crashing = [pod("db-0"), pod("db-1", ready=False), pod("db-2")]
+    assert [p.name for p in step(crashing).evict] == ["db-1"]
+    starting = [pod("db-0", ready=False), pod("db-1"), pod("db-2", SINCE + 2, ready=False)]
+    assert [p.name for p in step(starting).evict] == ["db-0"]
+    assert [p.name for p in step(starting[1:]).evict] == []  # only Ready old pods: wait for db-2
+
+
+def test_no_evict_of_any_pod_while_fewer_exist_than_the_spec_asks() -> None:
+    """Issue 40 case 3: the count is the spec's, not what the first pass happened to see."""
+    chosen = step([pod("db-0"), pod("db-1")], expected=3)
+    assert chosen.evict == () and chosen.state is EvictionState.WAITING and chosen.old == 2
+    assert [p.name for p in step([pod("db-0"), pod("db-1")], expected=2).evict] == ["db-1"]
+
+
+def test_an_opted_in_bare_pod_is_evicted_and_never_waited_for() -> None:
+    """Issue 40 case 2: nothing re-creates a bare pod, so its absence is no missing replacement."""
+    tool = PodView("tool", "u", SINCE - 50, True, False, "", bare_allowed=True)
+    new = [pod("db-0", SINCE + 2), pod("db-1", SINCE + 3)]
+    chosen = step(new, expected=2, bare=(tool,))
+    assert [p.name for p in chosen.evict] == ["tool"] and chosen.old == 1
+    assert step(new, expected=2, bare=(replace(tool, terminating=True),)).done
+    assert step(new, expected=2).done
+    first = step([pod("db-0")], expected=1, bare=(tool,), count=2)
+    assert [p.name for p in first.evict] == ["db-0", "tool"]  # the workload's own pods first
+
+
+def test_a_replacement_not_ready_within_the_timeout_fails_the_evict_and_evicts_nothing_more() -> None:
+    pods = [pod("db-0"), pod("db-1", ready=False), pod("db-2", SINCE + 2, ready=False)]
+    assert step(pods, timeout=600, now=SINCE + 601).evict == (pods[1],)  # 599 s: still starting
+    failed = step(pods, timeout=600, now=SINCE + 603)
+    assert (failed.state, failed.evict, failed.old) == (EvictionState.FAILED, (), 2)
+    assert failed.reason == "pod db-2 not Ready 601s after it was created (--rollout-timeout 600s)"
+    assert step(pods, timeout=0, now=SINCE + 10_000).evict == (pods[1],)  # no timeout: never fails
+    recovered = [pod("db-0"), pod("db-1", ready=False), pod("db-2", SINCE + 2)]
+    assert step(recovered, timeout=600, now=SINCE + 603).evict == (recovered[1],)
+
+
+@pytest.mark.parametrize(("obj", "path", "expected"), [
+    ({"spec": {"replicas": 3}}, (), 3),
+    ({"spec": {"replicas": 0}}, (), 0),
+    ({"spec": {}, "status": {"desiredNumberScheduled": 5}}, (), 5),  # a DaemonSet
+    ({"spec": {"instances": 3, "replicas": 9}}, ("spec", "instances"), 3),  # pods.replicasPath
+    ({"spec": {"replicas": 9}}, ("spec", "instances"), None),
+    ({"spec": {"replicas": "3"}}, (), None),
+    ({"spec": {"replicas": True}}, (), None),
+    ({"spec": {"replicas": -1}}, (), None),
+    ({"spec": "x"}, (), None),
+])
+def test_the_pods_an_evict_expects_come_from_the_spec(obj: dict, path: tuple[str, ...],
+                                                      expected: int | None) -> None:
+    assert expected_pods(obj, replicas_path=path) == expected
+
+
+def test_a_failed_evict_fails_the_rollout() -> None:
+    failed = EvictionRecord(SINCE, 3, 2, EvictionState.FAILED).encode()
+    status = eviction_status({EVICTION_ANNOTATION: failed})
+    assert status is not None and status.phase is Phase.FAILED
+    assert status.reason == "ReplacementNotReady" and "2 of 3 pods left to evict" in status.message
 
 
 def test_pod_view_reads_what_the_api_server_returns() -> None:
@@ -182,13 +249,15 @@ def test_the_budget_covering_a_pod_and_the_line_explain_prints() -> None:
 def test_kinds_config_pods_names_a_kind_without_a_pod_template() -> None:
     [spec] = parse_kinds_config("kinds:\n- {group: postgresql.cnpg.io, version: v1, kind: Cluster, "
                                 "plural: clusters, pods: {selector: 'cnpg.io/cluster={name}', "
-                                "ownerDepth: 1}}\n",
+                                "ownerDepth: 1, replicasPath: spec.instances}}\n",
                                 source="f")
     assert spec.template_path == () and spec.pod_selector_for("pg") == "cnpg.io/cluster=pg"
+    assert spec.replicas_path == ("spec", "instances")
     with pytest.raises(ConfigError, match="podTemplatePath"):
         parse_kinds_config("kinds:\n- {group: a.io, version: v1, kind: A, plural: as}\n", source="f")
     for pods, message in (("{ownerDepth: 5}", "ownerDepth"), ("{selector: 'a in (b)'}", "selector"),
-                          ("{other: 1}", "pods must be")):
+                          ("{other: 1}", "pods must be"), ("{replicasPath: status.x}", "must start at spec"),
+                          ("{replicasPath: 3}", "pods.replicasPath")):
         with pytest.raises(ConfigError, match=message):
             parse_kinds_config(f"kinds:\n- {{group: a.io, version: v1, kind: A, plural: as, pods: {pods}}}\n",
                                source="f")

@@ -1165,3 +1165,23 @@ def test_pod_evict_rbac_is_granted_only_when_eviction_is_enabled(helm: Path, hel
     assert verbs_for(docs, "", "pods") == ({"get", "list"} if enabled else set())
     assert verbs_for(docs, "core.strimzi.io", "strimzipodsets") == ({"get"} if enabled else set())
     assert "delete" not in verbs_for(docs, "", "pods")
+
+
+def test_evict_interval_and_an_unquoted_off_mode_in_a_values_file(helm: Path, helm_home: Path,
+                                                                    tmp_path: Path) -> None:
+    """Issue 40: ``interval`` is --eviction-interval; YAML reads an unquoted ``off`` as false (taken
+    as off, no pods RBAC) and an unquoted ``on`` as true (refused, saying to quote the mode)."""
+    unquoted = tmp_path / "off.yaml"
+    unquoted.write_text("reloader:\n  eviction:\n    mode: off\n    interval: 500ms\n")
+    docs = render(helm, CHART_DIR, home=helm_home, values_files=[unquoted])
+    config = load_config(args_of(docs), environ={"POD_NAMESPACE": NAMESPACE})
+    assert config.rollouts.eviction == "off" and config.rollouts.eviction_interval == 0.5
+    assert verbs_for(docs, "", "pods/eviction") == set()
+    assert not any(arg.startswith("--eviction=") for arg in args_of(docs))
+    enabled = render(helm, CHART_DIR, home=helm_home, set_values={"reloader.eviction.mode": "on-delete"})
+    assert not any(arg.startswith("--eviction-interval") for arg in args_of(enabled))  # the flag's 2s
+    on = tmp_path / "on.yaml"
+    on.write_text("reloader:\n  eviction:\n    mode: on\n")
+    result = run_helm(helm, ["template", "r", str(CHART_DIR), "--values", str(on)], home=helm_home)
+    assert result.returncode != 0
+    assert "reloader.eviction.mode is the boolean true" in result.stderr and "quoted" in result.stderr

@@ -318,7 +318,7 @@ live in the namespaced "-self" Role (role-self.yaml), never here.
 {{- $rules = append $rules (dict "apiGroups" (list "batch") "resources" (list "jobs") "verbs" (list "get")) }}
 {{- end }}
 {{- end }}
-{{- if ne (toString $r.eviction.mode) "off" }}
+{{- if ne (include "gitops-reloader.evictionMode" .) "off" }}
 {{- /* --eviction: a workload's pods, and the Eviction API (never delete on pods). */}}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "pods") "verbs" (list "get" "list")) }}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "pods/eviction") "verbs" (list "create")) }}
@@ -476,7 +476,9 @@ Called with (dict "root" $ "shard" <an entry of gitops-reloader.shards>).
 {{- if kindIs "bool" .holdOnFailedRollout }}{{ $args = append $args (printf "--hold-on-failed-rollout=%t" .holdOnFailedRollout) }}{{ end }}
 {{- end }}
 {{- with $r.eviction }}
-{{- if ne (toString .mode) "off" }}{{ $args = append $args (printf "--eviction=%s" .mode) }}{{ end }}
+{{- $mode := include "gitops-reloader.evictionMode" $root }}
+{{- if ne $mode "off" }}{{ $args = append $args (printf "--eviction=%s" $mode) }}{{ end }}
+{{- with .interval }}{{ $args = append $args (printf "--eviction-interval=%s" (toString .)) }}{{ end }}
 {{- if ne (int .atOnce) 1 }}{{ $args = append $args (printf "--evictions-at-once=%d" (int .atOnce)) }}{{ end }}
 {{- end }}
 {{- if include "gitops-reloader.gitEnabled" $root }}
@@ -497,4 +499,20 @@ Called with (dict "root" $ "shard" <an entry of gitops-reloader.shards>).
 {{- range $r.extraArgs }}{{ $args = append $args (toString .) }}{{ end }}
 {{- range $shard.extraArgs }}{{ $args = append $args (toString .) }}{{ end }}
 {{- toYaml $args }}
+{{- end }}
+
+{{/*
+reloader.eviction.mode as the flag reads it. YAML 1.1 (Helm's) reads an unquoted off as the
+boolean false, taken as "off"; an unquoted on/yes/true is no mode and is refused.
+*/}}
+{{- define "gitops-reloader.evictionMode" -}}
+{{- $mode := .Values.reloader.eviction.mode -}}
+{{- if kindIs "bool" $mode -}}
+{{- if $mode -}}
+{{- fail "reloader.eviction.mode is the boolean true (YAML reads an unquoted on, yes or true so): write \"annotated\" or \"on-delete\", quoted" -}}
+{{- end -}}
+off
+{{- else -}}
+{{- $mode -}}
+{{- end -}}
 {{- end }}
