@@ -14,6 +14,10 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from git_setup import GitSetup, deployment_manifest
+from kubernetes.client import ApiClient
+from reload_helpers import configmap, create, events
+from test_git_sink import git_controller, git_workload, put_data, wait_event
 
 from gitops_reloader.errors import HostAuthError, RemoteRefused
 from gitops_reloader.gitops.auth import GitAuth
@@ -31,6 +35,7 @@ from gitops_reloader.gitops.remotehead import ask_remote
 from gitops_reloader.gitops.repo import Repository
 from gitops_reloader.sinks.gitwiring import open_repository
 from gitops_reloader.testing.githost import GitHostServer
+from gitops_reloader.testing.harness import wait_for
 from gitops_reloader.testing.prhost import PrHost
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("isolated_git")]
@@ -347,3 +352,28 @@ def test_github_app_private_key_rotated_in_its_file_signs_without_a_restart(
     assert githost.branches(REPO)["main"] == sha and tokens.exchanges == 2
     with httpx.Client() as client:
         assert client.get(f"{api}/app", headers={"Authorization": f"Bearer {old_jwt}"}).status_code == 401
+
+
+def test_github_app_reinstalled_is_said_in_an_event_on_the_workload_it_reloads(
+        tmp_path: Path, githost: GitHostServer, app_host: tuple[PrHost, str, Path],
+        api_client: ApiClient) -> None:
+    """The git sink, an App reinstalled between two reloads: the second reload's commit lands
+    without a restart and the workload gets a ``GitHubAppReinstalled`` Warning Event."""
+    prhost, _, key_file = app_host
+    githost.create_repo("org/web", {"web.yaml": deployment_manifest("web")})
+    setup = GitSetup(tmp_path, githost)
+    setup.config_path.write_text(
+        f"defaultRepository: web\nrepositories:\n  - name: web\n    url: {githost.repo_url('org/web')}\n"
+        f"    branch: main\n    githubApp:\n      appId: {APP_ID}\n      privateKeyFile: {key_file}\n")
+    create(api_client, configmap("app-config", {"k": "1"}))
+    create(api_client, git_workload("web"))
+    with git_controller(api_client, setup):
+        put_data(api_client, "ConfigMap", "app-config", {"k": "2"})
+        wait_for(lambda: len(githost.log("org/web")) == 2, timeout=30, message="the first reload's commit")
+        prhost.reinstall_github_app(5151)  # uninstalled and installed again: its tokens revoked
+        put_data(api_client, "ConfigMap", "app-config", {"k": "3"})
+        wait_for(lambda: len(githost.log("org/web")) == 3, timeout=30, message="the second reload's commit")
+        event = wait_event(api_client, "web", "GitHubAppReinstalled")
+    assert event["type"] == "Warning"
+    assert "installation 5151 now" in event["message"] and "ghs_" not in event["message"]
+    assert [e["reason"] for e in events(api_client, "web")].count("GitHubAppReinstalled") == 1
