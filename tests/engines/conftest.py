@@ -1,0 +1,54 @@
+"""Fixtures of the ``-m engines`` tier: a real control plane per test session (and worker).
+
+Where the engines are not built (``.ci/build-engines.sh`` has not run, or Go is missing) every
+test of the tier is skipped with one line saying why; with ``REQUIRE_ENGINE_TESTS=1`` (set by
+``.ci/run``) that is a failure instead, so CI cannot go green without having run them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+from collections.abc import Iterator
+
+import pytest
+from controlplane import ControlPlane, EngineMissing, running_control_plane
+from kubernetes.client import ApiClient, CoreV1Api
+
+_numbers = itertools.count(1)
+
+
+def require(why: str) -> None:
+    """Skip for ``why``, or fail under ``REQUIRE_ENGINE_TESTS=1``."""
+    if os.environ.get("REQUIRE_ENGINE_TESTS") == "1":
+        pytest.fail(f"REQUIRE_ENGINE_TESTS=1 but {why}")
+    pytest.skip(why)
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """etcd, kube-apiserver, kube-controller-manager and kwok (one fake node), for the session."""
+    try:
+        with running_control_plane(tmp_path_factory.mktemp("engines") / "cp", kwok=True) as plane:
+            yield plane
+    except EngineMissing as why:
+        require(str(why))
+
+
+@pytest.fixture
+def real_client(control_plane: ControlPlane) -> Iterator[ApiClient]:
+    client = control_plane.api_client()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def namespace(real_client: ApiClient, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace for one test (deleted after it: the real namespace controller empties it)."""
+    words = re.sub(r"[^a-z0-9]+", "-", request.node.name.removeprefix("test_").lower())
+    name = f"t{next(_numbers)}-{words[:40].strip('-')}-{os.getpid() % 10000}"
+    core = CoreV1Api(real_client)
+    core.create_namespace({"metadata": {"name": name}})
+    yield name
+    core.delete_namespace(name)

@@ -1,0 +1,221 @@
+"""The git and pull-request sinks under the real Flux (issue 41): source-controller fetches the
+controller's commit from the project's git test server over HTTPS, kustomize-controller applies
+it to the real kube-apiserver, the real Deployment controller rolls the pods (kwok runs them),
+and the follow loop reads the real Kustomization's status.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import require
+from controlplane import FAKE_NODE, ControlPlane, EngineMissing
+from flux import Flux, ready, running_flux
+from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api, CustomObjectsApi
+from tls_certs import TlsFiles, make_tls_files
+
+from gitops_reloader.testing.githost import GitHostServer
+from gitops_reloader.testing.harness import running_controller, wait_for
+from gitops_reloader.testing.prhost import PrHost
+
+pytestmark = [pytest.mark.engines, pytest.mark.xdist_group("engines"),
+              pytest.mark.usefixtures("isolated_git")]
+
+TOKEN = "flux-test-token"
+REPO = "org/fleet"
+TIMEOUT = 90.0
+KUSTOMIZE = ("kustomize.toolkit.fluxcd.io", "kustomizations")
+SOURCE = ("source.toolkit.fluxcd.io", "gitrepositories")
+
+
+@pytest.fixture(scope="session")
+def flux(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flux]:
+    try:
+        with running_flux(control_plane, tmp_path_factory.mktemp("flux")) as running:
+            yield running
+    except EngineMissing as why:
+        require(str(why))
+
+
+@pytest.fixture
+def tls(tmp_path: Path) -> TlsFiles:
+    return make_tls_files(tmp_path / "tls")
+
+
+@pytest.fixture
+def githost(tmp_path: Path, tls: TlsFiles, monkeypatch: pytest.MonkeyPatch) -> Iterator[GitHostServer]:
+    """The git test server over HTTPS; the controller's git and httpx trust its CA."""
+    monkeypatch.setenv("GIT_SSL_CAINFO", str(tls.ca_cert))
+    monkeypatch.setenv("SSL_CERT_FILE", str(tls.ca_cert))
+    with GitHostServer(tmp_path / "git", token=TOKEN, tls=tls.server_context()) as host:
+        yield host
+
+
+def web_manifest(namespace: str, sink: str) -> str:
+    """The Deployment as the fleet repository holds it (run on kwok's node)."""
+    return textwrap.dedent(f"""\
+        # web: reloaded through {sink}
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata:
+          name: web
+          namespace: {namespace}
+          annotations:
+            gitops-reloader.io/sink: {sink}
+            configmap.reloader.stakater.com/reload: web-config
+        spec:
+          replicas: 2
+          selector:
+            matchLabels: {{app: web}}
+          template:
+            metadata:
+              labels: {{app: web}}
+              annotations:
+                team: platform
+            spec:
+              nodeName: {FAKE_NODE}
+              terminationGracePeriodSeconds: 0
+              containers:
+                - name: app
+                  image: registry.example/web:1
+                  envFrom:
+                    - configMapRef: {{name: web-config}}
+        """)
+
+
+def flux_objects(api: ApiClient, namespace: str, githost: GitHostServer, tls: TlsFiles, *,
+                 interval: str = "10m") -> None:
+    """The Secret, GitRepository (fetching every ``interval``) and Kustomization a platform team
+    writes for the fleet repository."""
+    CoreV1Api(api).create_namespaced_secret(namespace, {
+        "metadata": {"name": "fleet-auth"}, "type": "Opaque",
+        "stringData": {"username": "git", "password": TOKEN, "ca.crt": tls.ca_cert.read_text()}})
+    custom = CustomObjectsApi(api)
+    custom.create_namespaced_custom_object(*SOURCE[:1], "v1", namespace, SOURCE[1], {
+        "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
+        "metadata": {"name": "fleet"},
+        "spec": {"url": githost.repo_url(REPO), "interval": interval, "ref": {"branch": "main"},
+                 "secretRef": {"name": "fleet-auth"}}})
+    custom.create_namespaced_custom_object(*KUSTOMIZE[:1], "v1", namespace, KUSTOMIZE[1], {
+        "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+        "metadata": {"name": "apps"},
+        "spec": {"interval": "10m", "path": "./apps", "prune": False,
+                 "sourceRef": {"kind": "GitRepository", "name": "fleet"}}})
+
+
+def ready_pods(core: CoreV1Api, namespace: str) -> list[Any]:
+    pods = core.list_namespaced_pod(namespace, label_selector="app=web").items
+    return [p for p in pods if p.metadata.deletion_timestamp is None
+            and any(c.type == "Ready" and c.status == "True" for c in (p.status.conditions or ()))]
+
+
+def deployed(api: ApiClient, namespace: str, githost: GitHostServer, tls: TlsFiles, sink: str, *,
+             interval: str = "10m") -> set[str]:
+    """The fleet repository on the git server, Flux pointed at it, the web Deployment applied by
+    the real kustomize-controller and its pods Ready; their names."""
+    githost.create_repo(REPO, {"apps/web.yaml": web_manifest(namespace, sink)})
+    core = CoreV1Api(api)
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "web-config"}, "data": {"mode": "a"}})
+    flux_objects(api, namespace, githost, tls, interval=interval)
+    wait_for(lambda: ready(CustomObjectsApi(api), *KUSTOMIZE, namespace, "apps"), timeout=TIMEOUT,
+             message="the Kustomization applied")
+    wait_for(lambda: len(ready_pods(core, namespace)) == 2, timeout=TIMEOUT, message="web's pods Ready")
+    return {p.metadata.name for p in ready_pods(core, namespace)}
+
+
+def controller_flags(tmp_path: Path, githost: GitHostServer, namespace: str, *, pull_request: str = "",
+                     ) -> list[str]:
+    """The controller's flags: the fleet repository in its git config (``pull_request``: that
+    repository's ``pullRequest`` block), watching ``namespace`` only."""
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    config = tmp_path / "git.yaml"
+    config.write_text(textwrap.dedent(f"""\
+        repositories:
+          - name: fleet
+            url: {githost.repo_url(REPO)}
+            branch: main
+            tokenFile: {token_file}
+            author: {{name: Reloader Bot, email: reloader@example.com}}
+        """) + pull_request)
+    return [f"--git-config={config}", f"--git-cache-dir={tmp_path / 'cache'}", f"--namespaces={namespace}",
+            "--coalesce-window=1s", "--git-follow-interval=1s"]
+
+
+def events_of(core: CoreV1Api, namespace: str, reason: str) -> list[Any]:
+    return [e for e in core.list_namespaced_event(namespace).items
+            if e.involved_object.name == "web" and e.reason == reason]
+
+
+def rolled(core: CoreV1Api, namespace: str, first: set[str]) -> bool:
+    pods = ready_pods(core, namespace)
+    return len(pods) == 2 and not first & {p.metadata.name for p in pods} and all(
+        "gitops-reloader.io/config-hash" in (p.metadata.annotations or {}) for p in pods)
+
+
+def test_real_flux_applies_the_git_sink_commit_and_the_follow_loop_reports_applied(
+        flux: Flux, real_client: ApiClient, namespace: str, githost: GitHostServer, tls: TlsFiles,
+        tmp_path: Path) -> None:
+    core = CoreV1Api(real_client)
+    first = deployed(real_client, namespace, githost, tls, "git")
+    flags = controller_flags(tmp_path, githost, namespace)
+    with running_controller(real_client, flags, environ={"HOME": str(tmp_path), "POD_NAMESPACE": namespace}):
+        core.patch_namespaced_config_map("web-config", namespace, {"data": {"mode": "b"}})
+        wait_for(lambda: len(githost.log(REPO)) == 2, timeout=TIMEOUT, message="the reload's commit")
+        wait_for(lambda: rolled(core, namespace, first), timeout=TIMEOUT,
+                 message="Flux applied the commit and the real Deployment controller rolled the pods")
+        [applied] = wait_for(lambda: events_of(core, namespace, "Applied"), timeout=TIMEOUT,
+                             message="the follow loop's Applied Event")
+    sha = githost.log(REPO)[0][0]
+    assert applied.type == "Normal" and sha[:12] in applied.message
+    kustomization = CustomObjectsApi(real_client).get_namespaced_custom_object(
+        KUSTOMIZE[0], "v1", namespace, KUSTOMIZE[1], "apps")
+    assert kustomization["status"]["lastAppliedRevision"] == f"main@sha1:{sha}"
+    live = AppsV1Api(real_client).read_namespaced_deployment("web", namespace)
+    assert live.metadata.labels["kustomize.toolkit.fluxcd.io/name"] == "apps"  # what the sink followed
+
+
+def test_real_flux_suspended_kustomization_is_reported_not_applied(
+        flux: Flux, real_client: ApiClient, namespace: str, githost: GitHostServer, tls: TlsFiles,
+        tmp_path: Path) -> None:
+    """A suspended Kustomization applies nothing: the follow loop says so (NotApplied), read from
+    the real object's ``spec.suspend``, and the pods keep running."""
+    core = CoreV1Api(real_client)
+    first = deployed(real_client, namespace, githost, tls, "git")
+    CustomObjectsApi(real_client).patch_namespaced_custom_object(
+        KUSTOMIZE[0], "v1", namespace, KUSTOMIZE[1], "apps", {"spec": {"suspend": True}})
+    flags = controller_flags(tmp_path, githost, namespace)
+    with running_controller(real_client, flags, environ={"HOME": str(tmp_path), "POD_NAMESPACE": namespace}):
+        core.patch_namespaced_config_map("web-config", namespace, {"data": {"mode": "b"}})
+        wait_for(lambda: len(githost.log(REPO)) == 2, timeout=TIMEOUT, message="the reload's commit")
+        [event] = wait_for(lambda: events_of(core, namespace, "NotApplied"), timeout=TIMEOUT,
+                           message="the follow loop's NotApplied Event")
+    assert event.type == "Warning" and "suspend" in event.message.lower()
+    assert {p.metadata.name for p in ready_pods(core, namespace)} == first
+
+
+def test_real_flux_applies_the_merged_pull_request_and_the_follow_loop_reports_applied(
+        flux: Flux, real_client: ApiClient, namespace: str, githost: GitHostServer, tls: TlsFiles,
+        tmp_path: Path) -> None:
+    core = CoreV1Api(real_client)
+    prhost = PrHost(githost)
+    api_url = prhost.mount("github")
+    # Nothing asks Flux to fetch a merge made on the host: it finds it at its interval (or
+    # through a webhook Receiver, with notification-controller).
+    first = deployed(real_client, namespace, githost, tls, "pull-request", interval="3s")
+    block = f"    pullRequest: {{host: github, apiUrl: {api_url}}}\n"
+    flags = controller_flags(tmp_path, githost, namespace, pull_request=block)
+    with running_controller(real_client, flags, environ={"HOME": str(tmp_path), "POD_NAMESPACE": namespace}):
+        core.patch_namespaced_config_map("web-config", namespace, {"data": {"mode": "b"}})
+        [pull] = wait_for(lambda: prhost.pulls(REPO), timeout=TIMEOUT, message="the reload's pull request")
+        assert len(githost.log(REPO)) == 1 and {p.metadata.name for p in ready_pods(core, namespace)} == first
+        prhost.merge(REPO, pull["number"])  # a reviewer merges it
+        wait_for(lambda: rolled(core, namespace, first), timeout=TIMEOUT,
+                 message="Flux applied the merge and the pods rolled")
+        [applied] = wait_for(lambda: events_of(core, namespace, "Applied"), timeout=TIMEOUT,
+                             message="the follow loop's Applied Event")
+    assert applied.type == "Normal"
