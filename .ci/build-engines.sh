@@ -9,7 +9,7 @@
 # refuses) is reported and the others are built; the tier then fails for it under
 # REQUIRE_ENGINE_TESTS=1.
 set -uo pipefail
-cd "$(dirname "$0")/engines"
+cd "$(dirname "$0")/engines" || exit 1
 GO="${GO:-$(command -v go || echo /usr/local/go/bin/go)}"
 CACHE="${ENGINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gitops-reloader/engines}"
 mkdir -p "${CACHE}"
