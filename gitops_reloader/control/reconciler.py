@@ -295,10 +295,11 @@ class Reconciler:
                 self.ledger.drop(key)  # the workload is gone
                 return
             raise
+        else:  # before the grant goes back: the rollout counts (waves.started) without a gap
+            self._finish(key, record, plan, outcome)
         finally:
             if self.waves is not None:
                 self.waves.release(record.ref)  # a grant no write used goes back
-        self._finish(key, record, plan, outcome)
 
     def sync_batch(self, group: str) -> None:
         """One emission for every workload of a batch group (e.g. one git commit)."""

@@ -256,9 +256,12 @@ def test_in_cluster_github_app_opens_the_pull_request_with_signing_key_ssh_signe
     bare = githost.bare_path("org/fleet")
     shown = subprocess.run(["git", f"--git-dir={bare}", "show", "-s", "--format=%an <%ae>", head],
                            capture_output=True, text=True, check=True).stdout.strip()
-    assert shown == "fleet-reloader[bot] <190001+fleet-reloader[bot]@users.noreply.github.com>"
+    # The PR host is laid out as a GitHub Enterprise Server (https://127.0.0.1:PORT/api/v3): the
+    # bot's noreply domain is that server's own.
+    email = "190001+fleet-reloader[bot]@users.noreply.127.0.0.1"
+    assert shown == f"fleet-reloader[bot] <{email}>"
     signers = tmp_path / "allowed_signers"
-    signers.write_text(f'fleet-reloader[bot]@users.noreply.github.com namespaces="git" '
+    signers.write_text(f'{email} namespaces="git" '
                        f'{(keys / "sign.pub").read_text().strip()}\n')
     verified = subprocess.run(["git", "-c", f"gpg.ssh.allowedSignersFile={signers}", f"--git-dir={bare}",
                                "verify-commit", head], capture_output=True, text=True)

@@ -229,3 +229,26 @@ def test_argo_rollouts_count_until_healthy(server, api_client) -> None:
         healthy("b")
         wait_for(lambda: not app.controller.waves.tracker.rollouts(time.time()), message="b done")
         settle(app)
+
+
+def test_a_dispatch_right_after_a_write_never_grants_past_the_budget(api_client) -> None:
+    """The worst interleaving, forced: the waves dispatch again the moment a write's grant goes
+    back (another worker's dispatch running in between). The written rollout must count by
+    then, or a second one starts with a budget of one (a gap the ledger refactor opened)."""
+    create(api_client, secret("db", {"password": "0"}))
+    for name in ("a", "b", "c"):
+        create(api_client, deployment(name, annotations={"secret.reloader.stakater.com/auto": "true"},
+                                      containers=[env_from_secret("db")]))
+    with DeploymentPlayer(api_client, complete_after=0.3) as player, \
+            running_controller(api_client, ["--max-concurrent-rollouts=1"]) as app:
+        waves = app.controller.waves
+        release = waves.release
+
+        def release_then_dispatch(ref) -> None:
+            release(ref)
+            waves.dispatch()
+        waves.release = release_then_dispatch
+        change_secret(api_client, "1")
+        wait_for(lambda: len(player.order) == 3 and not player.under_way(), timeout=30,
+                 message="every rollout done")
+    assert player.peak == 1
