@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Build the real engines the `-m engines` test tier runs (kube-apiserver, kube-controller-manager,
-# etcd, Flux's kustomize-controller, kwok) from the Go module proxy, by module name: one wrapper
+# Build the real engines the `-m engines` test tier runs (etcd, kube-apiserver,
+# kube-controller-manager, kwok, Flux's source- and kustomize-controller, Argo CD) from the Go
+# module proxy, by module name: one wrapper
 # module per engine in .ci/engines/<engine> (go.mod + go.sum pin the release; `binaries` lists
 # "<binary> <main package> [-ldflags ...]"; an optional `data` lists files taken as data from a
 # module in the module cache, such as kwok's stages and the engines' CRDs). Each engine is built into
@@ -13,6 +14,11 @@ cd "$(dirname "$0")/engines" || exit 1
 GO="${GO:-$(command -v go || echo /usr/local/go/bin/go)}"
 CACHE="${ENGINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gitops-reloader/engines}"
 mkdir -p "${CACHE}"
+# Argo CD's cache: Debian's redis-server, run by the tier on a free port.
+if ! command -v redis-server >/dev/null && [[ "$(id -u)" == 0 ]]; then
+  echo "redis-server missing: installing it with apt-get"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >/dev/null
+fi
 export GOFLAGS="${GOFLAGS:--mod=readonly}" GOTOOLCHAIN=local CGO_ENABLED=0
 failed=()
 for engine in */; do

@@ -1,0 +1,179 @@
+"""The live sinks and the git sink under the real Argo CD (issue 41): an Application with
+automated sync and self-heal deploys the web Deployment from the git test server (HTTPS);
+the real application-controller compares, syncs and reports health, the real Deployment
+controller rolls the pods and kwok runs them.
+
+What users rely on: a live reload (``annotations`` or ``env-vars`` sink) leaves the
+Application Synced and Healthy, with the default diff and with server-side diff, and self-heal
+does not revert it; a git-sink commit is synced by Argo CD and the follow loop says Applied.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from argocd import ArgoCd, app_status, application, repository, running_argocd, trust, wait_synced
+from conftest import require
+from controlplane import FAKE_NODE, ControlPlane, EngineMissing
+from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api
+from tls_certs import TlsFiles, make_tls_files
+
+from gitops_reloader.testing.githost import GitHostServer
+from gitops_reloader.testing.harness import running_controller, wait_for
+
+pytestmark = [pytest.mark.engines, pytest.mark.xdist_group("engines"),
+              pytest.mark.usefixtures("isolated_git")]
+
+TOKEN = "argocd-test-token"
+REPO = "org/apps"
+TIMEOUT = 120.0
+
+
+@pytest.fixture(scope="session")
+def argo(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ArgoCd]:
+    try:
+        with running_argocd(control_plane, tmp_path_factory.mktemp("argocd")) as running:
+            yield running
+    except EngineMissing as why:
+        require(str(why))
+
+
+@pytest.fixture
+def tls(tmp_path: Path) -> TlsFiles:
+    return make_tls_files(tmp_path / "tls")
+
+
+@pytest.fixture
+def githost(tmp_path: Path, tls: TlsFiles, monkeypatch: pytest.MonkeyPatch) -> Iterator[GitHostServer]:
+    monkeypatch.setenv("GIT_SSL_CAINFO", str(tls.ca_cert))
+    monkeypatch.setenv("SSL_CERT_FILE", str(tls.ca_cert))
+    with GitHostServer(tmp_path / "git", token=TOKEN, tls=tls.server_context()) as host:
+        yield host
+
+
+def web_manifest(namespace: str, sink: str) -> str:
+    return textwrap.dedent(f"""\
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata:
+          name: web
+          namespace: {namespace}
+          annotations:
+            gitops-reloader.io/sink: {sink}
+            configmap.reloader.stakater.com/reload: web-config
+        spec:
+          replicas: 2
+          selector:
+            matchLabels: {{app: web}}
+          template:
+            metadata:
+              labels: {{app: web}}
+            spec:
+              nodeName: {FAKE_NODE}
+              terminationGracePeriodSeconds: 0
+              containers:
+                - name: app
+                  image: registry.example/web:1
+                  envFrom:
+                    - configMapRef: {{name: web-config}}
+        """)
+
+
+def ready_pods(core: CoreV1Api, namespace: str) -> list[Any]:
+    pods = core.list_namespaced_pod(namespace, label_selector="app=web").items
+    return [p for p in pods if p.metadata.deletion_timestamp is None
+            and any(c.type == "Ready" and c.status == "True" for c in (p.status.conditions or ()))]
+
+
+def deployed(argo: ArgoCd, api: ApiClient, namespace: str, githost: GitHostServer, tls: TlsFiles, sink: str,
+             *, server: str, server_side_diff: bool = False) -> tuple[str, set[str]]:
+    """The apps repository, an Application for it (named after ``namespace``), synced and healthy
+    with two Ready pods; (the Application's name, the pods' names)."""
+    githost.create_repo(REPO, {"web/web.yaml": web_manifest(namespace, sink)})
+    CoreV1Api(api).create_namespaced_config_map(namespace, {"metadata": {"name": "web-config"},
+                                                            "data": {"mode": "a"}})
+    trust(argo, tls.ca_cert.read_text())
+    repository(api, githost.repo_url(REPO), "git", TOKEN)
+    name = namespace
+    application(api, name, githost.repo_url(REPO), "web", namespace, server,
+                server_side_diff=server_side_diff)
+    wait_synced(api, name, timeout=TIMEOUT)
+    core = CoreV1Api(api)
+    wait_for(lambda: len(ready_pods(core, namespace)) == 2, timeout=TIMEOUT, message="web's pods Ready")
+    return name, {p.metadata.name for p in ready_pods(core, namespace)}
+
+
+def rolled(core: CoreV1Api, namespace: str, first: set[str]) -> list[Any]:
+    pods = ready_pods(core, namespace)
+    return pods if len(pods) == 2 and not first & {p.metadata.name for p in pods} else []
+
+
+def reconciled_after(api: ApiClient, name: str, since: str) -> dict[str, Any] | None:
+    """The Application's status once Argo CD compared it again after ``since`` (its
+    ``reconciledAt``, RFC 3339 seconds)."""
+    status = app_status(api, name)
+    return status if (status.get("reconciledAt") or "") > since else None
+
+
+@pytest.mark.parametrize("server_side_diff", [False, True], ids=["default-diff", "server-side-diff"])
+@pytest.mark.parametrize("sink", ["annotations", "env-vars"])
+def test_real_argocd_live_reload_leaves_the_application_synced_and_is_not_reverted(
+        argo: ArgoCd, control_plane: ControlPlane, real_client: ApiClient, namespace: str,
+        githost: GitHostServer, tls: TlsFiles, tmp_path: Path, sink: str, server_side_diff: bool) -> None:
+    core, apps = CoreV1Api(real_client), AppsV1Api(real_client)
+    name, first = deployed(argo, real_client, namespace, githost, tls, sink, server=control_plane.url,
+                           server_side_diff=server_side_diff)
+    with running_controller(real_client, [f"--namespaces={namespace}"],
+                            environ={"HOME": str(tmp_path), "POD_NAMESPACE": namespace}):
+        core.patch_namespaced_config_map("web-config", namespace, {"data": {"mode": "b"}})
+        pods = wait_for(lambda: rolled(core, namespace, first), timeout=TIMEOUT,
+                        message="the real Deployment controller rolled the pods")
+        live = apps.read_namespaced_deployment("web", namespace)
+        written, generation = live.spec.template, live.metadata.generation
+        since = app_status(real_client, name).get("reconciledAt") or ""
+        status = wait_for(lambda: reconciled_after(real_client, name, since), timeout=TIMEOUT,
+                          message="Argo CD compared the Application again after the reload")
+    assert (status["sync"]["status"], status["health"]["status"]) == ("Synced", "Healthy")
+    after = apps.read_namespaced_deployment("web", namespace)
+    template = after.spec.template
+    assert template == written and after.metadata.generation == generation  # self-heal reverted nothing
+    if sink == "annotations":
+        assert "reloader.stakater.com/last-reloaded-from" in (template.metadata.annotations or {})
+    else:
+        assert any(e.name == "STAKATER_WEB_CONFIG_CONFIGMAP" for e in template.spec.containers[0].env or ())
+    sets = apps.list_namespaced_replica_set(namespace, label_selector="app=web").items
+    assert sorted(rs.spec.replicas for rs in sets) == [0, 2] and len(pods) == 2
+
+
+def test_real_argocd_syncs_the_git_sink_commit_and_the_follow_loop_reports_applied(
+        argo: ArgoCd, control_plane: ControlPlane, real_client: ApiClient, namespace: str,
+        githost: GitHostServer, tls: TlsFiles, tmp_path: Path) -> None:
+    core = CoreV1Api(real_client)
+    name, first = deployed(argo, real_client, namespace, githost, tls, "git", server=control_plane.url)
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    config = tmp_path / "git.yaml"
+    config.write_text(textwrap.dedent(f"""\
+        repositories:
+          - name: apps
+            url: {githost.repo_url(REPO)}
+            branch: main
+            tokenFile: {token_file}
+            author: {{name: Reloader Bot, email: reloader@example.com}}
+        """))
+    flags = [f"--git-config={config}", f"--git-cache-dir={tmp_path / 'cache'}", f"--namespaces={namespace}",
+             "--coalesce-window=1s", "--git-follow-interval=1s"]
+    with running_controller(real_client, flags, environ={"HOME": str(tmp_path), "POD_NAMESPACE": namespace}):
+        core.patch_namespaced_config_map("web-config", namespace, {"data": {"mode": "b"}})
+        wait_for(lambda: len(githost.log(REPO)) == 2, timeout=TIMEOUT, message="the reload's commit")
+        sha = githost.log(REPO)[0][0]
+        wait_synced(real_client, name, revision=sha, timeout=TIMEOUT)
+        wait_for(lambda: rolled(core, namespace, first), timeout=TIMEOUT, message="the pods rolled")
+        applied = wait_for(lambda: [e for e in core.list_namespaced_event(namespace).items
+                                    if e.involved_object.name == "web" and e.reason == "Applied"],
+                           timeout=TIMEOUT, message="the follow loop's Applied Event")
+    assert applied[0].type == "Normal" and sha[:12] in applied[0].message
