@@ -112,6 +112,23 @@ def rolled(core: CoreV1Api, namespace: str, first: set[str]) -> list[Any]:
     return pods if len(pods) == 2 and not first & {p.metadata.name for p in pods} else []
 
 
+def git_flags(tmp_path: Path, githost: GitHostServer, namespace: str) -> list[str]:
+    """The controller's flags for the git sink on the apps repository, watching ``namespace``."""
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    config = tmp_path / "git.yaml"
+    config.write_text(textwrap.dedent(f"""\
+        repositories:
+          - name: apps
+            url: {githost.repo_url(REPO)}
+            branch: main
+            tokenFile: {token_file}
+            author: {{name: Reloader Bot, email: reloader@example.com}}
+        """))
+    return [f"--git-config={config}", f"--git-cache-dir={tmp_path / 'cache'}", f"--namespaces={namespace}",
+            "--coalesce-window=1s", "--git-follow-interval=1s"]
+
+
 def reconciled_after(api: ApiClient, name: str, since: str) -> dict[str, Any] | None:
     """The Application's status once Argo CD compared it again after ``since`` (its
     ``reconciledAt``, RFC 3339 seconds)."""
@@ -154,20 +171,8 @@ def test_real_argocd_syncs_the_git_sink_commit_and_the_follow_loop_reports_appli
         githost: GitHostServer, tls: TlsFiles, tmp_path: Path) -> None:
     core = CoreV1Api(real_client)
     name, first = deployed(argo, real_client, namespace, githost, tls, "git", server=control_plane.url)
-    token_file = tmp_path / "token"
-    token_file.write_text(TOKEN + "\n")
-    config = tmp_path / "git.yaml"
-    config.write_text(textwrap.dedent(f"""\
-        repositories:
-          - name: apps
-            url: {githost.repo_url(REPO)}
-            branch: main
-            tokenFile: {token_file}
-            author: {{name: Reloader Bot, email: reloader@example.com}}
-        """))
-    flags = [f"--git-config={config}", f"--git-cache-dir={tmp_path / 'cache'}", f"--namespaces={namespace}",
-             "--coalesce-window=1s", "--git-follow-interval=1s"]
-    with running_controller(real_client, flags, environ={"HOME": str(tmp_path), "POD_NAMESPACE": namespace}):
+    with running_controller(real_client, git_flags(tmp_path, githost, namespace),
+                            environ={"HOME": str(tmp_path), "POD_NAMESPACE": namespace}):
         core.patch_namespaced_config_map("web-config", namespace, {"data": {"mode": "b"}})
         wait_for(lambda: len(githost.log(REPO)) == 2, timeout=TIMEOUT, message="the reload's commit")
         sha = githost.log(REPO)[0][0]
@@ -177,3 +182,73 @@ def test_real_argocd_syncs_the_git_sink_commit_and_the_follow_loop_reports_appli
                                     if e.involved_object.name == "web" and e.reason == "Applied"],
                            timeout=TIMEOUT, message="the follow loop's Applied Event")
     assert applied[0].type == "Normal" and sha[:12] in applied[0].message
+
+
+CHART = {
+    "charts/web/Chart.yaml": "apiVersion: v2\nname: web\nversion: 0.1.0\n",
+    "charts/web/values.yaml": textwrap.dedent("""\
+        # Values for the web chart.
+        replicas: 2
+        podAnnotations:
+          team: platform
+        """),
+}
+
+
+def chart_template(namespace: str) -> str:
+    """The chart's Deployment: its pod annotations come from the values file the sink edits."""
+    return textwrap.dedent(f"""\
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata:
+          name: web
+          namespace: {namespace}
+          annotations:
+            gitops-reloader.io/sink: git
+            gitops-reloader.io/git-target: "charts/web/values.yaml#podAnnotations"
+            configmap.reloader.stakater.com/reload: web-config
+        spec:
+          replicas: {{{{ .Values.replicas }}}}
+          selector:
+            matchLabels: {{app: web}}
+          template:
+            metadata:
+              labels: {{app: web}}
+              annotations:
+                {{{{- toYaml .Values.podAnnotations | nindent 8 }}}}
+            spec:
+              nodeName: {FAKE_NODE}
+              terminationGracePeriodSeconds: 0
+              containers:
+                - name: app
+                  image: registry.example/web:1
+                  envFrom:
+                    - configMapRef: {{name: web-config}}
+        """)
+
+
+def test_real_argocd_renders_the_helm_values_the_git_sink_changed_into_the_template(
+        argo: ArgoCd, control_plane: ControlPlane, real_client: ApiClient, namespace: str,
+        githost: GitHostServer, tls: TlsFiles, tmp_path: Path) -> None:
+    """A Helm source: the sink writes the hash into values.yaml (``git-target``), the real
+    repo-server renders it with helm into the pod template, Argo CD syncs, the pods roll."""
+    core, apps = CoreV1Api(real_client), AppsV1Api(real_client)
+    githost.create_repo(REPO, {**CHART, "charts/web/templates/deployment.yaml": chart_template(namespace)})
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "web-config"}, "data": {"mode": "a"}})
+    trust(argo, tls.ca_cert.read_text())
+    repository(real_client, githost.repo_url(REPO), "git", TOKEN)
+    application(real_client, namespace, githost.repo_url(REPO), "charts/web", namespace, control_plane.url)
+    wait_synced(real_client, namespace, timeout=TIMEOUT)
+    wait_for(lambda: len(ready_pods(core, namespace)) == 2, timeout=TIMEOUT, message="web's pods Ready")
+    first = {p.metadata.name for p in ready_pods(core, namespace)}
+    with running_controller(real_client, git_flags(tmp_path, githost, namespace),
+                            environ={"HOME": str(tmp_path), "POD_NAMESPACE": namespace}):
+        core.patch_namespaced_config_map("web-config", namespace, {"data": {"mode": "b"}})
+        wait_for(lambda: len(githost.log(REPO)) == 2, timeout=TIMEOUT, message="the reload's commit")
+        sha = githost.log(REPO)[0][0]
+        wait_synced(real_client, namespace, revision=sha, timeout=TIMEOUT)
+        pods = wait_for(lambda: rolled(core, namespace, first), timeout=TIMEOUT, message="the pods rolled")
+    annotations = apps.read_namespaced_deployment("web", namespace).spec.template.metadata.annotations
+    assert annotations["team"] == "platform" and len(annotations["gitops-reloader.io/config-hash"]) == 64
+    assert all(p.metadata.annotations["gitops-reloader.io/config-hash"] == annotations[
+        "gitops-reloader.io/config-hash"] for p in pods)
