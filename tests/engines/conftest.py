@@ -11,10 +11,15 @@ import itertools
 import os
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from controlplane import ControlPlane, EngineMissing, running_control_plane
+from fleet import TOKEN
 from kubernetes.client import ApiClient, CoreV1Api
+from tls_certs import TlsFiles, make_tls_files
+
+from gitops_reloader.testing.githost import GitHostServer
 
 _numbers = itertools.count(1)
 
@@ -52,3 +57,18 @@ def namespace(real_client: ApiClient, request: pytest.FixtureRequest) -> Iterato
     core.create_namespace({"metadata": {"name": name}})
     yield name
     core.delete_namespace(name)
+
+
+@pytest.fixture
+def tls(tmp_path: Path) -> TlsFiles:
+    return make_tls_files(tmp_path / "tls")
+
+
+@pytest.fixture
+def githost(tmp_path: Path, tls: TlsFiles, monkeypatch: pytest.MonkeyPatch) -> Iterator[GitHostServer]:
+    """The git test server over HTTPS; the controller's git and httpx trust its CA (the engines
+    are given it in their own ways)."""
+    monkeypatch.setenv("GIT_SSL_CAINFO", str(tls.ca_cert))
+    monkeypatch.setenv("SSL_CERT_FILE", str(tls.ca_cert))
+    with GitHostServer(tmp_path / "git", token=TOKEN, tls=tls.server_context()) as host:
+        yield host

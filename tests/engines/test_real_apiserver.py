@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from controlplane import FAKE_NODE, ControlPlane
+from fleet import ready_pods
 from helm_tools import CHART_DIR, render, require_helm
 from kubernetes.client import (
     ApiClient,
@@ -43,12 +44,6 @@ def pod_template(app: str, source: str) -> dict[str, Any]:
             "spec": {"nodeName": FAKE_NODE, "terminationGracePeriodSeconds": 0,
                      "containers": [{"name": "app", "image": "registry.example/app:1",
                                      "envFrom": [{"configMapRef": {"name": source}}]}]}}
-
-
-def ready_pods(core: CoreV1Api, namespace: str, app: str) -> list[Any]:
-    pods = core.list_namespaced_pod(namespace, label_selector=f"app={app}").items
-    return [p for p in pods if p.metadata.deletion_timestamp is None
-            and any(c.type == "Ready" and c.status == "True" for c in (p.status.conditions or ()))]
 
 
 def events_of(core: CoreV1Api, namespace: str, name: str) -> list[Any]:

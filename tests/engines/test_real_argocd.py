@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 from argocd import ArgoCd, app_status, application, repository, running_argocd, trust, wait_synced
 from conftest import require
-from controlplane import FAKE_NODE, ControlPlane, EngineMissing
+from controlplane import ControlPlane, EngineMissing
+from fleet import TOKEN, controller_flags, ready_pods, rolled, web_manifest
 from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api
-from tls_certs import TlsFiles, make_tls_files
+from tls_certs import TlsFiles
 
 from gitops_reloader.testing.githost import GitHostServer
 from gitops_reloader.testing.harness import running_controller, wait_for
@@ -28,7 +29,6 @@ from gitops_reloader.testing.harness import running_controller, wait_for
 pytestmark = [pytest.mark.engines, pytest.mark.xdist_group("engines"),
               pytest.mark.usefixtures("isolated_git")]
 
-TOKEN = "argocd-test-token"
 REPO = "org/apps"
 TIMEOUT = 120.0
 
@@ -40,53 +40,6 @@ def argo(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) 
             yield running
     except EngineMissing as why:
         require(str(why))
-
-
-@pytest.fixture
-def tls(tmp_path: Path) -> TlsFiles:
-    return make_tls_files(tmp_path / "tls")
-
-
-@pytest.fixture
-def githost(tmp_path: Path, tls: TlsFiles, monkeypatch: pytest.MonkeyPatch) -> Iterator[GitHostServer]:
-    monkeypatch.setenv("GIT_SSL_CAINFO", str(tls.ca_cert))
-    monkeypatch.setenv("SSL_CERT_FILE", str(tls.ca_cert))
-    with GitHostServer(tmp_path / "git", token=TOKEN, tls=tls.server_context()) as host:
-        yield host
-
-
-def web_manifest(namespace: str, sink: str) -> str:
-    return textwrap.dedent(f"""\
-        apiVersion: apps/v1
-        kind: Deployment
-        metadata:
-          name: web
-          namespace: {namespace}
-          annotations:
-            gitops-reloader.io/sink: {sink}
-            configmap.reloader.stakater.com/reload: web-config
-        spec:
-          replicas: 2
-          selector:
-            matchLabels: {{app: web}}
-          template:
-            metadata:
-              labels: {{app: web}}
-            spec:
-              nodeName: {FAKE_NODE}
-              terminationGracePeriodSeconds: 0
-              containers:
-                - name: app
-                  image: registry.example/web:1
-                  envFrom:
-                    - configMapRef: {{name: web-config}}
-        """)
-
-
-def ready_pods(core: CoreV1Api, namespace: str) -> list[Any]:
-    pods = core.list_namespaced_pod(namespace, label_selector="app=web").items
-    return [p for p in pods if p.metadata.deletion_timestamp is None
-            and any(c.type == "Ready" and c.status == "True" for c in (p.status.conditions or ()))]
 
 
 def deployed(argo: ArgoCd, api: ApiClient, namespace: str, githost: GitHostServer, tls: TlsFiles, sink: str,
@@ -105,28 +58,6 @@ def deployed(argo: ArgoCd, api: ApiClient, namespace: str, githost: GitHostServe
     core = CoreV1Api(api)
     wait_for(lambda: len(ready_pods(core, namespace)) == 2, timeout=TIMEOUT, message="web's pods Ready")
     return name, {p.metadata.name for p in ready_pods(core, namespace)}
-
-
-def rolled(core: CoreV1Api, namespace: str, first: set[str]) -> list[Any]:
-    pods = ready_pods(core, namespace)
-    return pods if len(pods) == 2 and not first & {p.metadata.name for p in pods} else []
-
-
-def git_flags(tmp_path: Path, githost: GitHostServer, namespace: str) -> list[str]:
-    """The controller's flags for the git sink on the apps repository, watching ``namespace``."""
-    token_file = tmp_path / "token"
-    token_file.write_text(TOKEN + "\n")
-    config = tmp_path / "git.yaml"
-    config.write_text(textwrap.dedent(f"""\
-        repositories:
-          - name: apps
-            url: {githost.repo_url(REPO)}
-            branch: main
-            tokenFile: {token_file}
-            author: {{name: Reloader Bot, email: reloader@example.com}}
-        """))
-    return [f"--git-config={config}", f"--git-cache-dir={tmp_path / 'cache'}", f"--namespaces={namespace}",
-            "--coalesce-window=1s", "--git-follow-interval=1s"]
 
 
 def reconciled_after(api: ApiClient, name: str, since: str) -> dict[str, Any] | None:
@@ -171,7 +102,7 @@ def test_real_argocd_syncs_the_git_sink_commit_and_the_follow_loop_reports_appli
         githost: GitHostServer, tls: TlsFiles, tmp_path: Path) -> None:
     core = CoreV1Api(real_client)
     name, first = deployed(argo, real_client, namespace, githost, tls, "git", server=control_plane.url)
-    with running_controller(real_client, git_flags(tmp_path, githost, namespace),
+    with running_controller(real_client, controller_flags(tmp_path, githost, REPO, namespace),
                             environ={"HOME": str(tmp_path), "POD_NAMESPACE": namespace}):
         core.patch_namespaced_config_map("web-config", namespace, {"data": {"mode": "b"}})
         wait_for(lambda: len(githost.log(REPO)) == 2, timeout=TIMEOUT, message="the reload's commit")
@@ -197,34 +128,9 @@ CHART = {
 
 def chart_template(namespace: str) -> str:
     """The chart's Deployment: its pod annotations come from the values file the sink edits."""
-    return textwrap.dedent(f"""\
-        apiVersion: apps/v1
-        kind: Deployment
-        metadata:
-          name: web
-          namespace: {namespace}
-          annotations:
-            gitops-reloader.io/sink: git
-            gitops-reloader.io/git-target: "charts/web/values.yaml#podAnnotations"
-            configmap.reloader.stakater.com/reload: web-config
-        spec:
-          replicas: {{{{ .Values.replicas }}}}
-          selector:
-            matchLabels: {{app: web}}
-          template:
-            metadata:
-              labels: {{app: web}}
-              annotations:
-                {{{{- toYaml .Values.podAnnotations | nindent 8 }}}}
-            spec:
-              nodeName: {FAKE_NODE}
-              terminationGracePeriodSeconds: 0
-              containers:
-                - name: app
-                  image: registry.example/web:1
-                  envFrom:
-                    - configMapRef: {{name: web-config}}
-        """)
+    target = 'gitops-reloader.io/git-target: "charts/web/values.yaml#podAnnotations"'
+    return web_manifest(namespace, "git", replicas="{{ .Values.replicas }}", annotations=(target,),
+                        pod_annotations="{{- toYaml .Values.podAnnotations | nindent 8 }}")
 
 
 def test_real_argocd_renders_the_helm_values_the_git_sink_changed_into_the_template(
@@ -241,7 +147,7 @@ def test_real_argocd_renders_the_helm_values_the_git_sink_changed_into_the_templ
     wait_synced(real_client, namespace, timeout=TIMEOUT)
     wait_for(lambda: len(ready_pods(core, namespace)) == 2, timeout=TIMEOUT, message="web's pods Ready")
     first = {p.metadata.name for p in ready_pods(core, namespace)}
-    with running_controller(real_client, git_flags(tmp_path, githost, namespace),
+    with running_controller(real_client, controller_flags(tmp_path, githost, REPO, namespace),
                             environ={"HOME": str(tmp_path), "POD_NAMESPACE": namespace}):
         core.patch_namespaced_config_map("web-config", namespace, {"data": {"mode": "b"}})
         wait_for(lambda: len(githost.log(REPO)) == 2, timeout=TIMEOUT, message="the reload's commit")
@@ -252,3 +158,35 @@ def test_real_argocd_renders_the_helm_values_the_git_sink_changed_into_the_templ
     assert annotations["team"] == "platform" and len(annotations["gitops-reloader.io/config-hash"]) == 64
     assert all(p.metadata.annotations["gitops-reloader.io/config-hash"] == annotations[
         "gitops-reloader.io/config-hash"] for p in pods)
+
+
+def test_real_argocd_shows_drift_when_the_manifest_sets_an_empty_pod_annotations_map(
+        argo: ArgoCd, control_plane: ControlPlane, real_client: ApiClient, namespace: str,
+        githost: GitHostServer, tls: TlsFiles, tmp_path: Path) -> None:
+    """What the real Argo CD says where it differs: a manifest whose pod template sets
+    ``annotations: {}`` owns that map in the default (three-way) diff, so the ``annotations``
+    sink's reload shows as OutOfSync (docs/argocd.md says so; server-side diff does not)."""
+    core, apps = CoreV1Api(real_client), AppsV1Api(real_client)
+    githost.create_repo(REPO, {"web/web.yaml": web_manifest(namespace, "annotations", pod_annotations="{}")})
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "web-config"}, "data": {"mode": "a"}})
+    trust(argo, tls.ca_cert.read_text())
+    repository(real_client, githost.repo_url(REPO), "git", TOKEN)
+    application(real_client, namespace, githost.repo_url(REPO), "web", namespace, control_plane.url)
+    wait_synced(real_client, namespace, timeout=TIMEOUT)
+    with running_controller(real_client, [f"--namespaces={namespace}"],
+                            environ={"HOME": str(tmp_path), "POD_NAMESPACE": namespace}):
+        core.patch_namespaced_config_map("web-config", namespace, {"data": {"mode": "b"}})
+        wait_for(lambda: "reloader.stakater.com/last-reloaded-from" in (
+            apps.read_namespaced_deployment("web", namespace).spec.template.metadata.annotations or {}),
+            timeout=TIMEOUT, message="the reload written")
+        status = wait_for(lambda: (s := app_status(real_client, namespace)).get("sync", {}).get("status")
+                          == "OutOfSync" and s, timeout=TIMEOUT, message="Argo CD reports the drift")
+        # Self-heal syncs the drift: a client-side apply of ``annotations: {}`` removes nothing
+        # it never applied, so the reload stays and so does the drift.
+        healed = wait_for(lambda: (app_status(real_client, namespace).get("operationState") or {}).get(
+            "finishedAt"), timeout=TIMEOUT, message="self-heal's sync")
+    template = apps.read_namespaced_deployment("web", namespace).spec.template
+    assert "reloader.stakater.com/last-reloaded-from" in template.metadata.annotations
+    after = app_status(real_client, namespace)
+    assert healed and after["sync"]["status"] == "OutOfSync"
+    assert [r["status"] for r in status["resources"] if r["kind"] == "Deployment"] == ["OutOfSync"]

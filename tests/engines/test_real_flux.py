@@ -6,17 +6,17 @@ and the follow loop reads the real Kustomization's status.
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import require
-from controlplane import FAKE_NODE, ControlPlane, EngineMissing
+from controlplane import ControlPlane, EngineMissing
+from fleet import TOKEN, controller_flags, ready_pods, rolled, web_manifest
 from flux import Flux, ready, running_flux
 from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api, CustomObjectsApi
-from tls_certs import TlsFiles, make_tls_files
+from tls_certs import TlsFiles
 
 from gitops_reloader.testing.githost import GitHostServer
 from gitops_reloader.testing.harness import running_controller, wait_for
@@ -25,7 +25,6 @@ from gitops_reloader.testing.prhost import PrHost
 pytestmark = [pytest.mark.engines, pytest.mark.xdist_group("engines"),
               pytest.mark.usefixtures("isolated_git")]
 
-TOKEN = "flux-test-token"
 REPO = "org/fleet"
 TIMEOUT = 90.0
 KUSTOMIZE = ("kustomize.toolkit.fluxcd.io", "kustomizations")
@@ -39,52 +38,6 @@ def flux(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) 
             yield running
     except EngineMissing as why:
         require(str(why))
-
-
-@pytest.fixture
-def tls(tmp_path: Path) -> TlsFiles:
-    return make_tls_files(tmp_path / "tls")
-
-
-@pytest.fixture
-def githost(tmp_path: Path, tls: TlsFiles, monkeypatch: pytest.MonkeyPatch) -> Iterator[GitHostServer]:
-    """The git test server over HTTPS; the controller's git and httpx trust its CA."""
-    monkeypatch.setenv("GIT_SSL_CAINFO", str(tls.ca_cert))
-    monkeypatch.setenv("SSL_CERT_FILE", str(tls.ca_cert))
-    with GitHostServer(tmp_path / "git", token=TOKEN, tls=tls.server_context()) as host:
-        yield host
-
-
-def web_manifest(namespace: str, sink: str) -> str:
-    """The Deployment as the fleet repository holds it (run on kwok's node)."""
-    return textwrap.dedent(f"""\
-        # web: reloaded through {sink}
-        apiVersion: apps/v1
-        kind: Deployment
-        metadata:
-          name: web
-          namespace: {namespace}
-          annotations:
-            gitops-reloader.io/sink: {sink}
-            configmap.reloader.stakater.com/reload: web-config
-        spec:
-          replicas: 2
-          selector:
-            matchLabels: {{app: web}}
-          template:
-            metadata:
-              labels: {{app: web}}
-              annotations:
-                team: platform
-            spec:
-              nodeName: {FAKE_NODE}
-              terminationGracePeriodSeconds: 0
-              containers:
-                - name: app
-                  image: registry.example/web:1
-                  envFrom:
-                    - configMapRef: {{name: web-config}}
-        """)
 
 
 def flux_objects(api: ApiClient, namespace: str, githost: GitHostServer, tls: TlsFiles, *,
@@ -107,17 +60,12 @@ def flux_objects(api: ApiClient, namespace: str, githost: GitHostServer, tls: Tl
                  "sourceRef": {"kind": "GitRepository", "name": "fleet"}}})
 
 
-def ready_pods(core: CoreV1Api, namespace: str) -> list[Any]:
-    pods = core.list_namespaced_pod(namespace, label_selector="app=web").items
-    return [p for p in pods if p.metadata.deletion_timestamp is None
-            and any(c.type == "Ready" and c.status == "True" for c in (p.status.conditions or ()))]
-
-
 def deployed(api: ApiClient, namespace: str, githost: GitHostServer, tls: TlsFiles, sink: str, *,
              interval: str = "10m") -> set[str]:
     """The fleet repository on the git server, Flux pointed at it, the web Deployment applied by
     the real kustomize-controller and its pods Ready; their names."""
-    githost.create_repo(REPO, {"apps/web.yaml": web_manifest(namespace, sink)})
+    githost.create_repo(REPO, {"apps/web.yaml": "# web: reloaded through the sink it names\n"
+                                                + web_manifest(namespace, sink)})
     core = CoreV1Api(api)
     core.create_namespaced_config_map(namespace, {"metadata": {"name": "web-config"}, "data": {"mode": "a"}})
     flux_objects(api, namespace, githost, tls, interval=interval)
@@ -127,34 +75,9 @@ def deployed(api: ApiClient, namespace: str, githost: GitHostServer, tls: TlsFil
     return {p.metadata.name for p in ready_pods(core, namespace)}
 
 
-def controller_flags(tmp_path: Path, githost: GitHostServer, namespace: str, *, pull_request: str = "",
-                     ) -> list[str]:
-    """The controller's flags: the fleet repository in its git config (``pull_request``: that
-    repository's ``pullRequest`` block), watching ``namespace`` only."""
-    token_file = tmp_path / "token"
-    token_file.write_text(TOKEN + "\n")
-    config = tmp_path / "git.yaml"
-    config.write_text(textwrap.dedent(f"""\
-        repositories:
-          - name: fleet
-            url: {githost.repo_url(REPO)}
-            branch: main
-            tokenFile: {token_file}
-            author: {{name: Reloader Bot, email: reloader@example.com}}
-        """) + pull_request)
-    return [f"--git-config={config}", f"--git-cache-dir={tmp_path / 'cache'}", f"--namespaces={namespace}",
-            "--coalesce-window=1s", "--git-follow-interval=1s"]
-
-
 def events_of(core: CoreV1Api, namespace: str, reason: str) -> list[Any]:
     return [e for e in core.list_namespaced_event(namespace).items
             if e.involved_object.name == "web" and e.reason == reason]
-
-
-def rolled(core: CoreV1Api, namespace: str, first: set[str]) -> bool:
-    pods = ready_pods(core, namespace)
-    return len(pods) == 2 and not first & {p.metadata.name for p in pods} and all(
-        "gitops-reloader.io/config-hash" in (p.metadata.annotations or {}) for p in pods)
 
 
 def test_real_flux_applies_the_git_sink_commit_and_the_follow_loop_reports_applied(
@@ -162,16 +85,17 @@ def test_real_flux_applies_the_git_sink_commit_and_the_follow_loop_reports_appli
         tmp_path: Path) -> None:
     core = CoreV1Api(real_client)
     first = deployed(real_client, namespace, githost, tls, "git")
-    flags = controller_flags(tmp_path, githost, namespace)
+    flags = controller_flags(tmp_path, githost, REPO, namespace)
     with running_controller(real_client, flags, environ={"HOME": str(tmp_path), "POD_NAMESPACE": namespace}):
         core.patch_namespaced_config_map("web-config", namespace, {"data": {"mode": "b"}})
         wait_for(lambda: len(githost.log(REPO)) == 2, timeout=TIMEOUT, message="the reload's commit")
-        wait_for(lambda: rolled(core, namespace, first), timeout=TIMEOUT,
-                 message="Flux applied the commit and the real Deployment controller rolled the pods")
+        pods = wait_for(lambda: rolled(core, namespace, first), timeout=TIMEOUT,
+                        message="Flux applied the commit and the real Deployment controller rolled the pods")
         [applied] = wait_for(lambda: events_of(core, namespace, "Applied"), timeout=TIMEOUT,
                              message="the follow loop's Applied Event")
     sha = githost.log(REPO)[0][0]
     assert applied.type == "Normal" and sha[:12] in applied.message
+    assert all("gitops-reloader.io/config-hash" in p.metadata.annotations for p in pods)
     kustomization = CustomObjectsApi(real_client).get_namespaced_custom_object(
         KUSTOMIZE[0], "v1", namespace, KUSTOMIZE[1], "apps")
     assert kustomization["status"]["lastAppliedRevision"] == f"main@sha1:{sha}"
@@ -188,7 +112,7 @@ def test_real_flux_suspended_kustomization_is_reported_not_applied(
     first = deployed(real_client, namespace, githost, tls, "git")
     CustomObjectsApi(real_client).patch_namespaced_custom_object(
         KUSTOMIZE[0], "v1", namespace, KUSTOMIZE[1], "apps", {"spec": {"suspend": True}})
-    flags = controller_flags(tmp_path, githost, namespace)
+    flags = controller_flags(tmp_path, githost, REPO, namespace)
     with running_controller(real_client, flags, environ={"HOME": str(tmp_path), "POD_NAMESPACE": namespace}):
         core.patch_namespaced_config_map("web-config", namespace, {"data": {"mode": "b"}})
         wait_for(lambda: len(githost.log(REPO)) == 2, timeout=TIMEOUT, message="the reload's commit")
@@ -208,7 +132,7 @@ def test_real_flux_applies_the_merged_pull_request_and_the_follow_loop_reports_a
     # through a webhook Receiver, with notification-controller).
     first = deployed(real_client, namespace, githost, tls, "pull-request", interval="3s")
     block = f"    pullRequest: {{host: github, apiUrl: {api_url}}}\n"
-    flags = controller_flags(tmp_path, githost, namespace, pull_request=block)
+    flags = controller_flags(tmp_path, githost, REPO, namespace, pull_request=block)
     with running_controller(real_client, flags, environ={"HOME": str(tmp_path), "POD_NAMESPACE": namespace}):
         core.patch_namespaced_config_map("web-config", namespace, {"data": {"mode": "b"}})
         [pull] = wait_for(lambda: prhost.pulls(REPO), timeout=TIMEOUT, message="the reload's pull request")
