@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
-from tls_certs import make_authority, write_pem
+from tls_certs import Authority, make_authority, write_pem
 
 _CACHE_HOME = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
 ENGINE_CACHE = Path(os.environ.get("ENGINE_CACHE") or _CACHE_HOME / "gitops-reloader" / "engines")
@@ -100,7 +100,21 @@ class ControlPlane:
     url: str
     kubeconfig: Path
     ca_file: Path
+    authority: Authority
     processes: dict[str, Process] = field(default_factory=dict)
+
+    @property
+    def audit_log(self) -> Path:
+        """The apiserver's audit log (every request's metadata; with ``audit=True``)."""
+        return self.directory / "audit.log"
+
+    def user_kubeconfig(self, user: str, group: str = "system:masters") -> Path:
+        """A kubeconfig for a client certificate of its own (``CN=user``, ``O=group``), so that
+        the audit log tells its requests apart."""
+        pki = self.directory / "pki"
+        cert, key = self.authority.issue(user, organization=group)
+        return _kubeconfig(self.directory / f"{user}.kubeconfig", self.url, self.ca_file,
+                           write_pem(pki / f"{user}.crt", cert), write_pem(pki / f"{user}.key", key))
 
     def api_client(self) -> k8s.ApiClient:
         """An official client as the cluster's admin (``system:masters``)."""
@@ -149,9 +163,11 @@ def _kubeconfig(path: Path, url: str, ca: Path, cert: Path, key: Path) -> Path:
 
 
 @contextmanager
-def running_control_plane(directory: Path, *, kwok: bool = False) -> Iterator[ControlPlane]:
-    """etcd, kube-apiserver and kube-controller-manager (and kwok with ``kwok``) on free
-    ports under ``directory``; stopped, by PID, at the end."""
+def running_control_plane(directory: Path, *, kwok: bool = False, audit: bool = False,
+                          ) -> Iterator[ControlPlane]:
+    """etcd, kube-apiserver and kube-controller-manager (and kwok with ``kwok``; an audit log of
+    every request's metadata with ``audit``) on free ports under ``directory``; stopped, by PID,
+    at the end."""
     etcd_bin = engine_binary("etcd", "etcd")
     apiserver_bin = engine_binary("kube", "kube-apiserver")
     manager_bin = engine_binary("kube", "kube-controller-manager")
@@ -173,7 +189,14 @@ def running_control_plane(directory: Path, *, kwok: bool = False) -> Iterator[Co
     etcd_port, etcd_peer, api_port = free_port(), free_port(), free_port()
     url = f"https://127.0.0.1:{api_port}"
     kubeconfig = _kubeconfig(directory / "kubeconfig", url, ca, admin_cert, admin_pem)
-    plane = ControlPlane(directory, url, kubeconfig, ca)
+    plane = ControlPlane(directory, url, kubeconfig, ca, authority)
+    auditing: list[str | Path] = []
+    if audit:
+        policy = directory / "audit-policy.yaml"
+        policy.write_text("apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\n"
+                          "rules:\n- level: Metadata\n")
+        auditing = [f"--audit-policy-file={policy}", f"--audit-log-path={plane.audit_log}",
+                    "--audit-log-format=json", "--audit-log-mode=blocking"]
     context = ssl.create_default_context(cafile=str(ca))
     context.load_cert_chain(admin_cert, admin_pem)
     with ExitStack() as stack:
@@ -202,7 +225,7 @@ def running_control_plane(directory: Path, *, kwok: bool = False) -> Iterator[Co
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             "--service-cluster-ip-range=10.96.0.0/16", "--disable-admission-plugins=ServiceAccount",
             "--endpoint-reconciler-type=none", "--enable-priority-and-fairness=false", "--profiling=false",
-            "--v=1"])
+            "--v=1", *auditing])
         wait_ready(f"{url}/readyz", context, apiserver, "kube-apiserver")
         manager = run("kube-controller-manager", [
             manager_bin, f"--kubeconfig={kubeconfig}", f"--controllers={_CONTROLLERS}",
