@@ -38,6 +38,7 @@ from gitops_reloader.control.reconciler import EVICTING_SINKS, choose_sink, evic
 from gitops_reloader.csi import pod_status_record, spc_record
 from gitops_reloader.durations import parse_duration
 from gitops_reloader.errors import ConfigError, KubeError, KubeNotFound, ReloaderError
+from gitops_reloader.gitops.argodiff import annotations_sink_drift
 from gitops_reloader.gitops.auth import display_url
 from gitops_reloader.hashing import env_var_name
 from gitops_reloader.kube.api import KubeApi
@@ -139,6 +140,9 @@ class Explanation:
     ("evict 3 pods, one at a time, PDB db allows 1 now"), or why none is done; "" otherwise."""
     sources: list[SourceReport] = field(default_factory=list)
     manifest: dict[str, Any] | None = None
+    drift: str = ""
+    """Where the real Argo CD would show this sink's live write as drift (an empty pod
+    ``annotations: {}`` its last apply recorded); "" otherwise."""
 
 
 # --- pure: words for the rules ------------------------------------------------------
@@ -599,6 +603,8 @@ def explain(api: KubeApi, config: Config, kind: str, namespace: str, name: str, 
     sinks = build_live_sinks(config, api, adapters, metrics=Metrics(CollectorRegistry()))
     sink, result.sink_reason = choose_sink(config, record)
     result.sink = str(sink) if sink is not None else None
+    if sink is SinkName.ANNOTATIONS:
+        result.drift = annotations_sink_drift(fetched, record.template_path if record.has_template else None)
     result.restart = restart_state(api, config, chosen, fetched, record, result.sink)
     result.pause = pause_state(record, config)
     result.timing = timing_state(record, config, time.time(), _namespace_window(api, config, namespace))
@@ -683,6 +689,8 @@ def render_text(result: Explanation) -> str:
     if result.note:
         lines.append(f"  NOT WATCHED: {result.note}")
     lines.append(f"  sink: {result.sink or 'none'} ({result.sink_reason})")
+    if result.drift:
+        lines.append(f"  drift: {result.drift}")
     if result.restart:
         lines.append(f"  restart: {result.restart}")
     if result.reload_on and result.reload_on != ReloadOn.ANY_CHANGE:

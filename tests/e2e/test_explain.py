@@ -227,3 +227,30 @@ def test_text_output_and_kubeconfig_discovery(server: Any, api_client: Any, tmp_
                              env=env, capture_output=True, text=True, timeout=60, check=False)
     assert (missing.returncode, missing.stderr.strip()) == (
         1, "gitops-reloader explain: deployment ns/nope not found")
+
+
+def test_explain_says_where_argocd_shows_the_annotations_sink_as_drift(
+        server: Any, api_client: Any, tmp_path: Any, capsys: Any) -> None:
+    """Argo CD's client-side apply recorded an empty pod ``annotations: {}``: the real Argo CD
+    then shows the annotations sink's reload as OutOfSync (tests/engines), and explain says so;
+    not for the env-vars sink, nor once the manifest drops the empty map."""
+    create(api_client, cm())
+    manifest = web(AUTO)
+    manifest["spec"]["template"]["metadata"]["annotations"] = {}
+    tracked = {**AUTO, "argocd.argoproj.io/tracking-id": "web:apps/Deployment:ns/web",
+               "kubectl.kubernetes.io/last-applied-configuration": json.dumps(manifest)}
+    create(api_client, web(tracked))
+    annotations_sink = ("deploy/web", "-n", "ns", "--reload-strategy", "annotations")
+    kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig"))
+    result = explain(capsys, kubeconfig, *annotations_sink)
+    assert result["sink"] == "annotations"
+    assert result["drift"].startswith("Argo CD manages it (argocd.argoproj.io/tracking-id): its last "
+                                      "apply set the pod template's annotations to an empty map")
+    code = cli.main(["explain", *annotations_sink, "--kubeconfig", kubeconfig])
+    assert code == 0 and "  drift: Argo CD manages it" in capsys.readouterr().out
+    assert explain(capsys, kubeconfig, "deploy/web", "-n", "ns")["drift"] == ""  # env-vars
+    del manifest["spec"]["template"]["metadata"]["annotations"]
+    tracked_key = "kubectl.kubernetes.io/last-applied-configuration"
+    call(api_client, "PATCH", "/apis/apps/v1/namespaces/ns/deployments/web",
+         {"metadata": {"annotations": {tracked_key: json.dumps(manifest)}}}, "application/merge-patch+json")
+    assert explain(capsys, kubeconfig, *annotations_sink)["drift"] == ""

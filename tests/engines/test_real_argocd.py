@@ -10,6 +10,7 @@ does not revert it; a git-sink commit is synced by Argo CD and the follow loop s
 
 from __future__ import annotations
 
+import json
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from fleet import TOKEN, controller_flags, ready_pods, rolled, web_manifest
 from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api
 from tls_certs import TlsFiles
 
+from gitops_reloader import cli
 from gitops_reloader.testing.githost import GitHostServer
 from gitops_reloader.testing.harness import running_controller, wait_for
 
@@ -60,6 +62,16 @@ def deployed(argo: ArgoCd, api: ApiClient, namespace: str, githost: GitHostServe
     return name, {p.metadata.name for p in ready_pods(core, namespace)}
 
 
+def explained(control_plane: ControlPlane, namespace: str,
+              capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    """``gitops-reloader explain deploy/web --output json`` against the real apiserver."""
+    code = cli.main(["explain", "deploy/web", "-n", namespace, "--kubeconfig", str(control_plane.kubeconfig),
+                     "--output", "json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return json.loads(out.out)
+
+
 def reconciled_after(api: ApiClient, name: str, since: str) -> dict[str, Any] | None:
     """The Application's status once Argo CD compared it again after ``since`` (its
     ``reconciledAt``, RFC 3339 seconds)."""
@@ -71,10 +83,12 @@ def reconciled_after(api: ApiClient, name: str, since: str) -> dict[str, Any] | 
 @pytest.mark.parametrize("sink", ["annotations", "env-vars"])
 def test_real_argocd_live_reload_leaves_the_application_synced_and_is_not_reverted(
         argo: ArgoCd, control_plane: ControlPlane, real_client: ApiClient, namespace: str,
-        githost: GitHostServer, tls: TlsFiles, tmp_path: Path, sink: str, server_side_diff: bool) -> None:
+        githost: GitHostServer, tls: TlsFiles, tmp_path: Path, sink: str, server_side_diff: bool,
+        capsys: pytest.CaptureFixture[str]) -> None:
     core, apps = CoreV1Api(real_client), AppsV1Api(real_client)
     name, first = deployed(argo, real_client, namespace, githost, tls, sink, server=control_plane.url,
                            server_side_diff=server_side_diff)
+    assert explained(control_plane, namespace, capsys)["drift"] == ""  # what Argo CD's apply recorded
     with running_controller(real_client, [f"--namespaces={namespace}"],
                             environ={"HOME": str(tmp_path), "POD_NAMESPACE": namespace}):
         core.patch_namespaced_config_map("web-config", namespace, {"data": {"mode": "b"}})
@@ -162,10 +176,11 @@ def test_real_argocd_renders_the_helm_values_the_git_sink_changed_into_the_templ
 
 def test_real_argocd_shows_drift_when_the_manifest_sets_an_empty_pod_annotations_map(
         argo: ArgoCd, control_plane: ControlPlane, real_client: ApiClient, namespace: str,
-        githost: GitHostServer, tls: TlsFiles, tmp_path: Path) -> None:
+        githost: GitHostServer, tls: TlsFiles, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """What the real Argo CD says where it differs: a manifest whose pod template sets
     ``annotations: {}`` owns that map in the default (three-way) diff, so the ``annotations``
-    sink's reload shows as OutOfSync (docs/argocd.md says so; server-side diff does not)."""
+    sink's reload shows as OutOfSync (server-side diff does not). docs/troubleshooting.md says
+    so, and ``explain`` says it before the reload, from what Argo CD's apply recorded."""
     core, apps = CoreV1Api(real_client), AppsV1Api(real_client)
     githost.create_repo(REPO, {"web/web.yaml": web_manifest(namespace, "annotations", pod_annotations="{}")})
     core.create_namespaced_config_map(namespace, {"metadata": {"name": "web-config"}, "data": {"mode": "a"}})
@@ -173,6 +188,9 @@ def test_real_argocd_shows_drift_when_the_manifest_sets_an_empty_pod_annotations
     repository(real_client, githost.repo_url(REPO), "git", TOKEN)
     application(real_client, namespace, githost.repo_url(REPO), "web", namespace, control_plane.url)
     wait_synced(real_client, namespace, timeout=TIMEOUT)
+    said = explained(control_plane, namespace, capsys)
+    assert said["sink"] == "annotations" and said["drift"].startswith(
+        "Argo CD manages it (argocd.argoproj.io/tracking-id): its last apply set the pod template's")
     with running_controller(real_client, [f"--namespaces={namespace}"],
                             environ={"HOME": str(tmp_path), "POD_NAMESPACE": namespace}):
         core.patch_namespaced_config_map("web-config", namespace, {"data": {"mode": "b"}})
