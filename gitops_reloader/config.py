@@ -196,7 +196,7 @@ class GitOps:
     digest_key_namespace: str = "default"
     pr_grouping: str = "workload"
     request_refresh: bool = True
-    """After a push, ask Argo CD / Flux to reconcile now."""
+    """After a push, or once a pull request is seen merged, ask Argo CD / Flux to reconcile now."""
     apply_timeout: float = 900.0
     """``--git-apply-timeout``: how long a pushed (or merged) emission may take to reach a
     completed rollout before it is reported ``NotApplied`` (``0``: follow-up off)."""
@@ -355,7 +355,8 @@ FLAGS: tuple[FlagSpec, ...] = (
     FlagSpec(("--git-cache-dir",), "Directory for working clones (an emptyDir in the chart).", "/var/cache/gitops-reloader", stakater=False),
     FlagSpec(("--digest-key-secret",), "Secret holding the HMAC key for digests written to git (created if missing).", "gitops-reloader-digest-key", stakater=False),
     FlagSpec(("--pr-grouping",), "One pull request per workload or per repository.", "workload", stakater=False),
-    FlagSpec(("--request-refresh",), "After a push, ask Argo CD / Flux to reconcile now.", "true", True, stakater=False),
+    FlagSpec(("--request-refresh",), "After a push, or once a pull request is seen merged, ask Argo CD / Flux "
+             "to reconcile now.", "true", True, stakater=False),
     FlagSpec(("--git-apply-timeout",), "How long a pushed or merged git emission may take to be applied by Argo CD / Flux and rolled out before a NotApplied Event (0: do not follow emissions).", "15m", stakater=False),
     FlagSpec(("--git-follow-interval",), "Interval between two reads of the statuses of a followed git emission (engine, pod template, rollout).", "5s", stakater=False),
     FlagSpec(("--dry-run",), "Decide every reload as usual but write nothing to the cluster or git; record each as a WouldReload Event, a log line and a metric.", "false", True, stakater=False),

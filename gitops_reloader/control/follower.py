@@ -36,6 +36,11 @@ rendered into the pod template, the engine is suspended, its sync failed, auto-s
 or nothing within ``--git-apply-timeout``) or a Warning ``RolloutFailed``; metric
 ``git_follow_outcomes_total{sink, outcome, reason}``.
 
+**Pull requests.** A pull request's edit waits until the base branch holds its digest
+(a person merges it). The round that sees the merge asks what deploys the file to reconcile
+now (``--request-refresh``, as the git sink does after its push;
+:mod:`gitops_reloader.gitops.refresh`), so the engine does not wait for its own interval.
+
 **Restarts.** Nothing is kept only here: every activation of an instance (any flags: a
 restart or a take-over; :mod:`gitops_reloader.control.resume`) hands every git workload
 whose value is already committed to :meth:`Follower.resume`,
@@ -68,6 +73,7 @@ from gitops_reloader.gitops.locate import (
     parse_tracking_id,
     workload_identity,
 )
+from gitops_reloader.gitops.refresh import RefreshRequester, RefreshTarget
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.events import EventRecorder
 from gitops_reloader.kube.resources import (
@@ -135,6 +141,9 @@ class Followed:
     """The commit carried the rollout marker: the rollout budget's tracker reports a failed rollout."""
     waiting: bool = False
     """A pull request not merged yet: ``commit`` is empty until the base branch holds the digest."""
+    refresh: tuple[RefreshTarget, ...] = ()
+    """What deploys the file (the Argo CD Application, Flux's source and Kustomization or
+    HelmRelease): asked to reconcile once the pull request is seen merged."""
     state: FollowState = field(default_factory=lambda: FollowState(Stage.PUSHED))
 
 
@@ -205,8 +214,11 @@ class Follower:
     def __init__(self, *, api: KubeApi, repositories: Mapping[str, RepositoryHandle], metrics: Metrics,
                  recorder: EventRecorder | None, argocd_namespace: str, timeout: float, interval: float,
                  clock: Clock | None = None, workloads: WorkloadLookup | None = None,
-                 adapters: Mapping[str, WorkloadAdapter] | None = None) -> None:
+                 adapters: Mapping[str, WorkloadAdapter] | None = None,
+                 refresher: RefreshRequester | None = None) -> None:
         self.api = api
+        self.refresher = refresher
+        """Asks the engine to reconcile a merged pull request now (``--request-refresh``)."""
         self.live = ApiWorkloads(api, adapters if adapters is not None else _ADAPTERS)
         """Reads a workload from the API server (confirms what the caches say was not applied)."""
         self.workloads: WorkloadLookup = workloads if workloads is not None else self.live
@@ -290,7 +302,8 @@ class Follower:
                         repo_name=location.repo_name, target=target, digest=digest, commit=commit,
                         changed_at=changed_at, started=self.clock.monotonic(),
                         engine=engine_of(request.workload, self.argocd_namespace), path=location.path,
-                        resumed=resumed, waiting=waiting, budgeted=bool(request.workload_annotations))
+                        resumed=resumed, waiting=waiting, budgeted=bool(request.workload_annotations),
+                        refresh=tuple(location.refresh))
 
     def _add(self, request: ReloadRequest, location: Location, digest: str, commit: str, *, sink: str,
              changed_at: float, resumed: bool, waiting: bool = False) -> None:
@@ -355,6 +368,8 @@ class Follower:
         log.info("pull request merged, following its commit", extra={
             "object": entry.ref.key, "commit": found[0][:12], "waited_seconds": round(age)})
         entry.commit, entry.waiting, entry.started = found[0], False, self.clock.monotonic()
+        if self.refresher is not None and entry.refresh:
+            self.refresher.request(entry.refresh)  # else the engine finds the merge at its interval
         return self._assess(entry, shared)
 
     def assess(self, entry: Followed) -> FollowState:
@@ -493,4 +508,5 @@ def build_follower(config: Config, api: KubeApi, *, repositories: Mapping[str, R
         return None
     return Follower(api=api, repositories=repositories, metrics=metrics, recorder=recorder,
                     argocd_namespace=argocd_namespace, timeout=gitops.apply_timeout,
-                    interval=gitops.follow_interval, clock=clock, workloads=workloads, adapters=adapters)
+                    interval=gitops.follow_interval, clock=clock, workloads=workloads, adapters=adapters,
+                    refresher=RefreshRequester(api, clock=clock) if gitops.request_refresh else None)

@@ -40,6 +40,7 @@ from test_pull_request_sink import PrSetup, pr_controller, wait_open_pull
 from gitops_reloader import cli
 from gitops_reloader.app import App
 from gitops_reloader.control.follower import Followed
+from gitops_reloader.gitops.refresh import FLUX_REQUESTED_AT_ANNOTATION
 from gitops_reloader.model import ObjectRef
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.testing.apiserver import ApiServer
@@ -350,6 +351,17 @@ def pr_setup(tmp_path: Path, githost: GitHostServer, prhost: PrHost) -> PrSetup:
     return PrSetup(tmp_path, githost, prhost, "github")
 
 
+def requested_at(api_client: ApiClient, flux: EnginePlayer) -> tuple[str | None, str | None]:
+    """The ``reconcile.fluxcd.io/requestedAt`` of the player's GitRepository and of its
+    Kustomization ``web``."""
+    found = []
+    for path in (f"/apis/source.toolkit.fluxcd.io/v1/namespaces/flux-system/gitrepositories/{flux.source}",
+                 "/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/flux-system/kustomizations/web"):
+        annotations = call(api_client, "GET", path)["metadata"].get("annotations") or {}
+        found.append(annotations.get(FLUX_REQUESTED_AT_ANNOTATION))
+    return found[0], found[1]
+
+
 def test_pull_request_waits_for_its_merge_then_follows_the_merge_into_the_cluster(
         api_client: ApiClient, pr_setup: PrSetup, githost: GitHostServer, prhost: PrHost,
         tmp_path: Path) -> None:
@@ -369,7 +381,11 @@ def test_pull_request_waits_for_its_merge_then_follows_the_merge_into_the_cluste
                            == "waiting-for-merge" and entry.state, timeout=20)
         assert "pull request open for" in waiting.message
         assert reasons(api_client) == []  # people decide: no timeout while the pull request is open
+        assert requested_at(api_client, flux) == (None, None)  # an open pull request deploys nothing
         merged = prhost.merge(PR_REPO, pull["number"])
+        # The round that sees the merge asks Flux to reconcile now, as the git sink does after a push.
+        wait_for(lambda: None not in requested_at(api_client, flux), timeout=20,
+                 message="requestedAt on the GitRepository and the Kustomization after the merge")
         flux.reconcile_kustomization("web", "apps/web")
         complete_rollout(api_client, "web")
         event = wait_event(api_client, "web", "Applied")

@@ -128,9 +128,9 @@ def test_real_flux_applies_the_merged_pull_request_and_the_follow_loop_reports_a
     core = CoreV1Api(real_client)
     prhost = PrHost(githost)
     api_url = prhost.mount("github")
-    # Nothing asks Flux to fetch a merge made on the host: it finds it at its interval (or
-    # through a webhook Receiver, with notification-controller).
-    first = deployed(real_client, namespace, githost, tls, "pull-request", interval="3s")
+    # The GitRepository fetches every 10 minutes: only the follow loop's reconcile request,
+    # made when it sees the merge, brings the merge in within the test's timeout.
+    first = deployed(real_client, namespace, githost, tls, "pull-request")
     block = f"    pullRequest: {{host: github, apiUrl: {api_url}}}\n"
     flags = controller_flags(tmp_path, githost, REPO, namespace, pull_request=block)
     with running_controller(real_client, flags, environ={"HOME": str(tmp_path), "POD_NAMESPACE": namespace}):
