@@ -18,6 +18,11 @@ one :class:`FollowState`:
     ``0.1.0``) the commit is the HelmChart's ``status.observedSourceArtifactRevision``,
     counted only while the HelmRelease's deployed chart version is the HelmChart's
     artifact. ``Ready`` ``False`` is a failed install/upgrade; ``spec.suspend``.
+  - Flux retries a failed attempt by itself (kustomize-controller and helm-controller:
+    ``finalizeStatus`` keeps ``Reconciling`` ``True`` with reason ``ProgressingWithRetry``
+    and requeues after ``spec.retryInterval``) unless it marked the object ``Stalled``:
+    such a failure is the engine *retrying* (:attr:`EngineReport.retrying`), as kstatus and
+    the ``flux`` CLI read it, not the end.
   - Argo CD Application: ``status.sync.revision`` (``status.sync.revisions`` for several
     sources) while ``status.sync.status`` is ``Synced``; ``status.operationState.phase``
     ``Failed``/``Error`` is a failed sync (its ``message``; the revision from
@@ -82,7 +87,8 @@ class EngineReport:
     """What a deploying engine says about the branch (every field already bounded).
 
     ``applied``: the commits it reports applied (hex, full or a prefix); ``attempted`` and
-    ``failure``: the commit of a failed attempt and the failure's message; ``suspended``;
+    ``failure``: the commit of a failed attempt and the failure's message; ``retrying``: the
+    engine tries that attempt again by itself (Flux, not stalled); ``suspended``;
     ``auto_sync``: ``False`` when the engine applies commits only when someone asks.
     """
 
@@ -90,6 +96,7 @@ class EngineReport:
     applied: tuple[str, ...] = ()
     attempted: str | None = None
     failure: str | None = None
+    retrying: bool = False
     suspended: bool = False
     auto_sync: bool = True
 
@@ -159,6 +166,14 @@ def _flux_failure(obj: JSON) -> str | None:
     return f"{reason}: {_message(ready.get('message'))}".rstrip(": ")
 
 
+def _flux_retrying(obj: JSON) -> bool:
+    """Flux tries again by itself: ``Reconciling`` ``True`` and not ``Stalled``."""
+    status = section(obj, "status")
+    reconciling = condition(status, "Reconciling", limit=MAX_REVISIONS) or {}
+    stalled = condition(status, "Stalled", limit=MAX_REVISIONS) or {}
+    return reconciling.get("status") == "True" and stalled.get("status") != "True"
+
+
 def kustomization_report(obj: JSON) -> EngineReport:
     """A Flux Kustomization's report (``kustomize.toolkit.fluxcd.io/v1``)."""
     status = section(obj, "status")
@@ -169,6 +184,7 @@ def kustomization_report(obj: JSON) -> EngineReport:
         applied=(applied,) if applied else (),
         attempted=commit_of_revision(status.get("lastAttemptedRevision")) if failure else None,
         failure=failure,
+        retrying=bool(failure) and _flux_retrying(obj),
         suspended=section(obj, "spec").get("suspend") is True)
 
 
@@ -200,6 +216,7 @@ def helmrelease_report(release: JSON, chart: JSON | None = None) -> EngineReport
         applied=(applied,) if applied else (),
         attempted=chart_version_commit(status.get("lastAttemptedRevision")) if failure else None,
         failure=failure,
+        retrying=bool(failure) and _flux_retrying(release),
         suspended=section(release, "spec").get("suspend") is True)
 
 
@@ -238,12 +255,13 @@ def decide(*, engine: EngineReport | None, counts: Callable[[str], bool], in_tem
     In order: a pull request not merged yet is ``WAITING_FOR_MERGE`` (people decide: no
     timeout). Once the live template carries the digest, the rollout decides (``rollout``,
     from :mod:`~gitops_reloader.rollout.completion`; still progressing at ``timeout`` is a
-    failure). Otherwise: a suspended engine, a failed attempt of a counted commit, or a
-    counted commit reported applied (the target is not rendered into the pod template:
-    said at once, not at the timeout) end it as ``NOT_APPLIED``; at ``timeout`` it is
-    ``NOT_APPLIED`` with ``AutoSyncOff`` or ``Timeout``. ``counts(commit)`` says whether a
-    reported commit is the pushed one or a descendant on the branch; ``target`` names the
-    file (and YAML path) the digest was written to.
+    failure). Otherwise: a suspended engine, a failed attempt of a counted commit that the
+    engine does not retry, or a counted commit reported applied (the target is not rendered
+    into the pod template: said at once, not at the timeout) end it as ``NOT_APPLIED``; a
+    failed attempt the engine retries waits, and is ``SyncFailed`` (its last message) at
+    ``timeout``; else at ``timeout`` it is ``NOT_APPLIED`` with ``AutoSyncOff`` or ``Timeout``.
+    ``counts(commit)`` says whether a reported commit is the pushed one or a descendant on the
+    branch; ``target`` names the file (and YAML path) the digest was written to.
     """
     if waiting_for_merge:
         return FollowState(Stage.WAITING_FOR_MERGE, message=f"pull request open for {elapsed:.0f}s")
@@ -261,8 +279,13 @@ def decide(*, engine: EngineReport | None, counts: Callable[[str], bool], in_tem
             return FollowState(Stage.NOT_APPLIED, Reason.SUSPENDED,
                                f"{engine.engine} is suspended: it applies no commit")
         if engine.failure and engine.attempted and counts(engine.attempted):
-            return FollowState(Stage.NOT_APPLIED, Reason.SYNC_FAILED,
-                               f"{engine.engine} failed to apply {engine.attempted[:12]}: {engine.failure}")
+            failed = f"{engine.engine} failed to apply {engine.attempted[:12]}: {engine.failure}"
+            if not engine.retrying:
+                return FollowState(Stage.NOT_APPLIED, Reason.SYNC_FAILED, failed)
+            if timeout > 0 and elapsed >= timeout:
+                return FollowState(Stage.NOT_APPLIED, Reason.SYNC_FAILED,
+                                   f"{failed} (retried by the engine for {timeout:.0f}s)")
+            return FollowState(Stage.PUSHED, message=f"{failed}; the engine retries it")
         applied = next((commit for commit in engine.applied if counts(commit)), None)
         if applied is not None:
             return FollowState(Stage.NOT_APPLIED, Reason.TARGET_NOT_RENDERED,

@@ -132,6 +132,22 @@ class EnginePlayer:
             "conditions": [ready("True", "ReconciliationSucceeded", f"Applied revision: {revision}")]})
         return sha
 
+    def fail_kustomization(self, name: str, message: str, *, stalled: bool = False) -> str:
+        """kustomize-controller failing to build the tip: ``Ready`` ``False`` (``BuildFailed``),
+        ``Reconciling`` ``True`` (``ProgressingWithRetry``: it tries again after
+        ``retryInterval``, its ``finalizeStatus``) and, when ``stalled``, ``Stalled`` ``True``
+        (it does not). The revision applied before stays."""
+        sha = self.host.log(self.repo)[0][0]
+        path = KUSTOMIZATIONS.format(ns="flux-system") + f"/{name}"
+        status = call(self.api_client, "GET", path).get("status") or {}
+        reconciling = {**ready("True", "ProgressingWithRetry", message), "type": "Reconciling"}
+        conditions = [ready("False", "BuildFailed", message), reconciling]
+        if stalled:
+            conditions.append({**ready("True", "BuildFailed", message), "type": "Stalled"})
+        self._status(path, {"observedGeneration": 1, "lastAppliedRevision": status.get("lastAppliedRevision"),
+                            "lastAttemptedRevision": f"main@sha1:{sha}", "conditions": conditions})
+        return sha
+
     def helm_release(self, name: str, namespace: str = "ns") -> None:
         """Create the HelmRelease ``<namespace>/<name>`` (chart from the GitRepository, strategy Revision)."""
         body = {"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",

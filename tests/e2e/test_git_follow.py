@@ -271,6 +271,39 @@ def test_suspended_kustomization_is_not_applied_with_that_reason(
         assert "Kustomization flux-system/web is suspended" in event["message"]
 
 
+def test_a_failed_flux_apply_that_flux_retries_is_followed_until_it_is_applied(
+        api_client: ApiClient, git: GitSetup, host: GitHostServer, player: EnginePlayer) -> None:
+    """kustomize-controller keeps ``Reconciling`` (``ProgressingWithRetry``) after a failed
+    attempt and tries again: not the end of the emission (the real Flux showed one such
+    transient failure in the engines tier). A stalled one is (next test)."""
+    flux_web(api_client, git, player)
+    with git_controller(api_client, git, *FOLLOW) as (app, _):
+        sha = change_config(api_client, host)
+        player.fail_kustomization("web", "kustomize build failed: must build at directory")
+        retrying = wait_for(lambda: (entry := followed(app)) is not None
+                            and "retries it" in entry.state.message and entry.state,
+                            timeout=20, message="the follow-up sees Flux retrying")
+        assert retrying.stage.value == "pushed" and not retrying.done
+        assert f"failed to apply {sha[:12]}: BuildFailed: kustomize build failed" in retrying.message
+        player.reconcile_kustomization("web", "apps/web")  # Flux's retry succeeds
+        complete_rollout(api_client, "web")
+        event = wait_event(api_client, "web", "Applied")
+        assert f"commit {sha[:12]}" in event["message"]
+        settle(app)
+        assert reasons(api_client) == ["Applied"]
+
+
+def test_a_failed_flux_apply_flux_stalled_on_is_reported_at_once(
+        api_client: ApiClient, git: GitSetup, host: GitHostServer, player: EnginePlayer) -> None:
+    flux_web(api_client, git, player)
+    with git_controller(api_client, git, *FOLLOW):
+        sha = change_config(api_client, host)
+        player.fail_kustomization("web", "invalid expression", stalled=True)
+        event = wait_event(api_client, "web", "NotApplied")
+        assert f"commit {sha[:12]}" in event["message"] and "SyncFailed" in event["message"]
+        assert "Kustomization flux-system/web failed to apply" in event["message"]
+
+
 @pytest.mark.parametrize("fail", ["", "one or more objects failed to apply: admission denied"])
 def test_argocd_sync_applied_and_rolled_or_failed_with_its_message(
         api_client: ApiClient, git: GitSetup, host: GitHostServer,

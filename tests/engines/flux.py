@@ -70,7 +70,11 @@ def running_flux(plane: ControlPlane, directory: Path) -> Iterator[Flux]:
         except ApiException as exc:
             if exc.status != 409:
                 raise
-    env = {"KUBECONFIG": str(plane.kubeconfig), "RUNTIME_NAMESPACE": RUNTIME_NAMESPACE}
+    # Each engine keeps its scratch space (kustomize-controller unpacks every artifact into a
+    # kustomization-* directory) in its own directory, not in the machine's shared /tmp.
+    (directory / "tmp").mkdir(exist_ok=True)
+    env = {"KUBECONFIG": str(plane.kubeconfig), "RUNTIME_NAMESPACE": RUNTIME_NAMESPACE,
+           "TMPDIR": str(directory / "tmp")}
     storage, source_health, kustomize_health = free_port(), free_port(), free_port()
     (directory / "artifacts").mkdir(exist_ok=True)
     with ExitStack() as stack:

@@ -40,10 +40,11 @@ def flux(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) 
         require(str(why))
 
 
-def flux_objects(api: ApiClient, namespace: str, githost: GitHostServer, tls: TlsFiles, *,
-                 interval: str = "10m") -> None:
-    """The Secret, GitRepository (fetching every ``interval``) and Kustomization a platform team
-    writes for the fleet repository."""
+def flux_objects(api: ApiClient, namespace: str, githost: GitHostServer, tls: TlsFiles) -> None:
+    """The Secret, GitRepository and Kustomization a platform team writes for the fleet
+    repository: both reconcile every 10 minutes, so only the controller's reconcile requests
+    bring a commit in within a test; a failed apply is retried after 5 s (``retryInterval``,
+    which Flux otherwise takes from ``interval``)."""
     CoreV1Api(api).create_namespaced_secret(namespace, {
         "metadata": {"name": "fleet-auth"}, "type": "Opaque",
         "stringData": {"username": "git", "password": TOKEN, "ca.crt": tls.ca_cert.read_text()}})
@@ -51,24 +52,23 @@ def flux_objects(api: ApiClient, namespace: str, githost: GitHostServer, tls: Tl
     custom.create_namespaced_custom_object(*SOURCE[:1], "v1", namespace, SOURCE[1], {
         "apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "GitRepository",
         "metadata": {"name": "fleet"},
-        "spec": {"url": githost.repo_url(REPO), "interval": interval, "ref": {"branch": "main"},
+        "spec": {"url": githost.repo_url(REPO), "interval": "10m", "ref": {"branch": "main"},
                  "secretRef": {"name": "fleet-auth"}}})
     custom.create_namespaced_custom_object(*KUSTOMIZE[:1], "v1", namespace, KUSTOMIZE[1], {
         "apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
         "metadata": {"name": "apps"},
-        "spec": {"interval": "10m", "path": "./apps", "prune": False,
+        "spec": {"interval": "10m", "retryInterval": "5s", "path": "./apps", "prune": False,
                  "sourceRef": {"kind": "GitRepository", "name": "fleet"}}})
 
 
-def deployed(api: ApiClient, namespace: str, githost: GitHostServer, tls: TlsFiles, sink: str, *,
-             interval: str = "10m") -> set[str]:
+def deployed(api: ApiClient, namespace: str, githost: GitHostServer, tls: TlsFiles, sink: str) -> set[str]:
     """The fleet repository on the git server, Flux pointed at it, the web Deployment applied by
     the real kustomize-controller and its pods Ready; their names."""
     githost.create_repo(REPO, {"apps/web.yaml": "# web: reloaded through the sink it names\n"
                                                 + web_manifest(namespace, sink)})
     core = CoreV1Api(api)
     core.create_namespaced_config_map(namespace, {"metadata": {"name": "web-config"}, "data": {"mode": "a"}})
-    flux_objects(api, namespace, githost, tls, interval=interval)
+    flux_objects(api, namespace, githost, tls)
     wait_for(lambda: ready(CustomObjectsApi(api), *KUSTOMIZE, namespace, "apps"), timeout=TIMEOUT,
              message="the Kustomization applied")
     wait_for(lambda: len(ready_pods(core, namespace)) == 2, timeout=TIMEOUT, message="web's pods Ready")

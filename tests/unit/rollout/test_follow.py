@@ -40,8 +40,13 @@ def ready(status: str, reason: str, message: str = "") -> dict[str, Any]:
     }
 
 
+def condition_of(kind: str, status: str, reason: str) -> dict[str, Any]:
+    return {**ready(status, reason, "retrying after 2m0s"), "type": kind}
+
+
 def kustomization(
-    *, applied: str = "", attempted: str = "", condition: dict | None = None, suspend: bool | None = None
+    *, applied: str = "", attempted: str = "", condition: dict | None = None, suspend: bool | None = None,
+    more: tuple[dict, ...] = (),
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "interval": "5m",
@@ -51,7 +56,8 @@ def kustomization(
     }
     if suspend is not None:
         spec["suspend"] = suspend
-    status: dict[str, Any] = {"observedGeneration": 1, "conditions": [condition] if condition else []}
+    status: dict[str, Any] = {"observedGeneration": 1,
+                              "conditions": ([condition] if condition else []) + list(more)}
     if applied:
         status["lastAppliedRevision"] = applied
     if attempted:
@@ -137,6 +143,29 @@ KUSTOMIZATION_CASES = [
         kustomization(applied=f"main@sha1:{OLDER}", suspend=True),
         EngineReport("Kustomization flux-system/apps", applied=(OLDER,), suspended=True),
     ),
+    (
+        "failed apply Flux retries (kustomize-controller's finalizeStatus)",
+        kustomization(
+            applied=f"main@sha1:{OLDER}",
+            attempted=f"main@sha1:{OURS}",
+            condition=ready("False", "BuildFailed", "kustomize build failed"),
+            more=(condition_of("Reconciling", "True", "ProgressingWithRetry"),),
+        ),
+        EngineReport("Kustomization flux-system/apps", applied=(OLDER,), attempted=OURS,
+                     failure="BuildFailed: kustomize build failed", retrying=True),
+    ),
+    (
+        "failed apply Flux stalled on",
+        kustomization(
+            applied=f"main@sha1:{OLDER}",
+            attempted=f"main@sha1:{OURS}",
+            condition=ready("False", "InvalidCELExpression", "bad expression"),
+            more=(condition_of("Reconciling", "True", "ProgressingWithRetry"),
+                  condition_of("Stalled", "True", "InvalidCELExpression")),
+        ),
+        EngineReport("Kustomization flux-system/apps", applied=(OLDER,), attempted=OURS,
+                     failure="InvalidCELExpression: bad expression"),
+    ),
     ("nothing yet", kustomization(), EngineReport("Kustomization flux-system/apps")),
 ]
 
@@ -149,7 +178,8 @@ def test_kustomization_report(case: str, obj: dict, report: EngineReport) -> Non
 
 
 def helmrelease(
-    *, history: list[dict] | None = None, attempted: str = "0.1.0", condition: dict | None = None
+    *, history: list[dict] | None = None, attempted: str = "0.1.0", condition: dict | None = None,
+    more: tuple[dict, ...] = (),
 ) -> dict[str, Any]:
     return {
         "apiVersion": "helm.toolkit.fluxcd.io/v2",
@@ -168,7 +198,7 @@ def helmrelease(
         "status": {
             "lastAttemptedRevision": attempted,
             "history": history or [],
-            "conditions": [condition] if condition else [],
+            "conditions": ([condition] if condition else []) + list(more),
             "helmChart": "ns/ns-web",
         },
     }
@@ -209,6 +239,29 @@ HELM_CASES = [
             history=[snapshot(f"0.1.0+{OURS[:12]}", "failed"), snapshot(f"0.1.0+{OLDER[:12]}", "superseded")],
             attempted=f"0.1.0+{OURS[:12]}",
             condition=ready("False", "UpgradeFailed", "timed out waiting"),
+        ),
+        None,
+        EngineReport("HelmRelease ns/web", attempted=OURS[:12], failure="UpgradeFailed: timed out waiting"),
+    ),
+    (
+        "failed upgrade helm-controller retries (remediation left)",
+        helmrelease(
+            history=[snapshot(f"0.1.0+{OURS[:12]}", "failed")],
+            attempted=f"0.1.0+{OURS[:12]}",
+            condition=ready("False", "UpgradeFailed", "timed out waiting"),
+            more=(condition_of("Reconciling", "True", "ProgressingWithRetry"),),
+        ),
+        None,
+        EngineReport("HelmRelease ns/web", attempted=OURS[:12], failure="UpgradeFailed: timed out waiting",
+                     retrying=True),
+    ),
+    (
+        "failed upgrade, retries exceeded (Stalled)",
+        helmrelease(
+            history=[snapshot(f"0.1.0+{OURS[:12]}", "failed")],
+            attempted=f"0.1.0+{OURS[:12]}",
+            condition=ready("False", "UpgradeFailed", "timed out waiting"),
+            more=(condition_of("Stalled", "True", "RetriesExceeded"),),
         ),
         None,
         EngineReport("HelmRelease ns/web", attempted=OURS[:12], failure="UpgradeFailed: timed out waiting"),
@@ -316,6 +369,7 @@ K = "Kustomization flux-system/apps"
 TARGET = "manifests:envs/prod/values.yaml#annotations"
 
 APPLIED_OURS, APPLIED_OLDER = EngineReport(K, applied=(OURS,)), EngineReport(K, applied=(OLDER,))
+RETRIED = EngineReport(K, applied=(OLDER,), attempted=OURS, failure="BuildFailed: x", retrying=True)
 W, P, T, R, F, N = (Stage.WAITING_FOR_MERGE, Stage.PUSHED, Stage.IN_TEMPLATE, Stage.ROLLED, Stage.FAILED,
                     Stage.NOT_APPLIED)
 
@@ -336,6 +390,9 @@ DECIDE_CASES = [
      Reason.SUSPENDED),
     ("failed apply of our commit", EngineReport(K, attempted=OURS, failure="ReconciliationFailed: x"), False,
      None, 1.0, False, N, Reason.SYNC_FAILED),
+    ("failed apply the engine retries: followed on", RETRIED, False, None, 1.0, False, P, ""),
+    ("failed apply the engine retries, at the timeout", RETRIED, False, None, 60.0, False, N,
+     Reason.SYNC_FAILED),
     ("failed apply of an older commit is not ours", EngineReport(K, attempted=OLDER, failure="x"), False,
      None, 1.0, False, P, ""),
     ("timeout", APPLIED_OLDER, False, None, 60.0, False, N, Reason.TIMEOUT),
@@ -399,3 +456,12 @@ def test_tenant_written_status_is_bounded() -> None:
         )
     )
     assert report.applied == () and report.failure is not None and len(report.failure) < 300
+
+
+def test_a_failure_the_engine_retries_is_said_while_followed_and_named_at_the_timeout() -> None:
+    waiting = decide(engine=RETRIED, counts=counts, in_template=False, rollout=None, elapsed=5.0,
+                     timeout=60.0, target=TARGET)
+    assert waiting.message == f"{K} failed to apply {OURS[:12]}: BuildFailed: x; the engine retries it"
+    ended = decide(engine=RETRIED, counts=counts, in_template=False, rollout=None, elapsed=60.0, timeout=60.0,
+                   target=TARGET)
+    assert ended.message == f"{K} failed to apply {OURS[:12]}: BuildFailed: x (retried by the engine for 60s)"
