@@ -32,6 +32,9 @@ from gitops_reloader.testing.harness import running_controller, wait_for
 pytestmark = [pytest.mark.engines, pytest.mark.xdist_group("engines")]
 
 TIMEOUT = 60.0
+DISRUPTION_DELETION_TIMEOUT = 120.0
+"""``pkg/controller/disruption`` ``DeletionTimeout``: how long a PodDisruptionBudget counts a
+pod it let go as disrupted while a pod of that name exists and is not being deleted."""
 
 
 def configmap(namespace: str, name: str, data: dict[str, str]) -> dict[str, Any]:
@@ -107,8 +110,11 @@ def test_real_apiserver_evict_waits_on_a_real_disruption_budget_then_restarts_ea
         def record() -> Any:
             annotations = apps.read_namespaced_stateful_set("db", namespace).metadata.annotations or {}
             return parse_record(annotations.get(EVICTION_ANNOTATION))
-        wait_for(lambda: (r := record()) is not None and r.state is EvictionState.DONE, timeout=TIMEOUT * 2,
-                 message="every pod evicted")
+        # The real disruption controller keys its disruptedPods by pod name: a StatefulSet pod
+        # re-created under the same name before it saw the deletion stays counted as disrupted
+        # for its DeletionTimeout (2 minutes), and the budget allows nothing meanwhile.
+        wait_for(lambda: (r := record()) is not None and r.state is EvictionState.DONE,
+                 timeout=DISRUPTION_DELETION_TIMEOUT + TIMEOUT * 2, interval=0.2, message="every pod evicted")
     after = {p.metadata.name: p.metadata.uid for p in ready_pods(core, namespace, "db")}
     assert sorted(after) == ["db-0", "db-1", "db-2"]
     assert not set(after.values()) & set(before.values())  # each pod restarted once, by the real controllers
