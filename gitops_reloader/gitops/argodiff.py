@@ -19,6 +19,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gitops_reloader.documents import value_at
+
 __all__ = ["LAST_APPLIED_ANNOTATION", "MAX_LAST_APPLIED_BYTES", "annotations_sink_drift"]
 
 LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
@@ -27,14 +29,6 @@ MAX_LAST_APPLIED_BYTES = 262_144
 
 _TRACKING_ANNOTATION = "argocd.argoproj.io/tracking-id"
 _INSTANCE_LABEL = "app.kubernetes.io/instance"
-
-
-def _at(document: Any, path: Sequence[str]) -> Any:
-    for step in path:
-        if not isinstance(document, Mapping):
-            return None
-        document = document.get(step)
-    return document
 
 
 def _last_applied(text: str) -> Any:
@@ -65,7 +59,7 @@ def annotations_sink_drift(workload: Mapping[str, Any], template_path: Sequence[
         return ""
     text = annotations.get(LAST_APPLIED_ANNOTATION)
     applied = _last_applied(text) if isinstance(text, str) else None
-    if _at(applied, (*template_path, "metadata", "annotations")) != {}:
+    if value_at(applied, *template_path, "metadata", "annotations") != {}:
         return ""
     return (f"{managed}: its last apply set the pod template's annotations to an empty map, so "
             "Argo CD's default diff shows this sink's reload as OutOfSync (self-heal removes "

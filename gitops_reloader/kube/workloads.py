@@ -24,6 +24,7 @@ from typing import Any
 
 import jsonpatch
 
+from gitops_reloader.documents import value_at
 from gitops_reloader.errors import KubeNotFound
 from gitops_reloader.hashing import ENV_VAR_PREFIX
 from gitops_reloader.index import extract_refs
@@ -201,15 +202,6 @@ def rfc3339(unix_seconds: float) -> str:
     return datetime.fromtimestamp(unix_seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _dig(obj: Mapping[str, Any], path: Iterable[str]) -> Any:
-    node: Any = obj
-    for key in path:
-        if not isinstance(node, Mapping):
-            return None
-        node = node.get(key)
-    return node
-
-
 def _strings(value: Any) -> dict[str, str]:
     """A string map with keys and values interned (they repeat across workloads)."""
     if not isinstance(value, Mapping):
@@ -333,7 +325,7 @@ class WorkloadAdapter:
         would have every reload refused by its webhook, or break the next apply of git.
         """
         path = self.spec.revision_name_path if self.spec is not None else ()
-        name = _dig(record.raw, path) if path else None
+        name = value_at(record.raw, *path) if path else None
         if not name:
             return None
         return ("FixedRevisionName",
@@ -346,7 +338,7 @@ class WorkloadAdapter:
         """The pod template in ``raw`` (None: none, or a kind whose pods are an operator's)."""
         if not self.template_path:
             return None
-        template = _dig(raw, self.template_path)
+        template = value_at(raw, *self.template_path)
         return template if isinstance(template, Mapping) else None
 
     def orphan(self, ref: ObjectRef) -> WorkloadRecord | None:
@@ -430,7 +422,7 @@ class WorkloadAdapter:
             resource_version=None if resource_version is None else str(resource_version),
             labels=_strings(metadata.get("labels")) or EMPTY_MAP, annotations=annotations,
             owners=tuple(owners) if isinstance(owners, list) else (),
-            paused=_dig(raw, ("spec", "paused")),
+            paused=value_at(raw, "spec", "paused"),
             template_path=self.template_path if template is not None else None,
             template_annotations=template_annotations,
             containers=_slim_containers(pod_spec.get("containers")),
@@ -451,7 +443,7 @@ class WorkloadAdapter:
                       content_type=STRATEGIC)
             return
         after = copy.deepcopy(dict(record.raw))
-        template = _dig(after, self.template_path)
+        template = value_at(after, *self.template_path)
         if isinstance(template, dict):
             apply_edit_in_place(template, edit)
         if extra_patch:
@@ -487,8 +479,8 @@ class DeploymentAdapter(WorkloadAdapter):
 
     def apply(self, api: KubeApi, record: WorkloadRecord, edit: TemplateEdit, *, now: float,
               extra_patch: JSON | None = None) -> None:
-        pauses = bool(_dig(extra_patch or {}, ("spec", "paused")))
-        if pauses and _dig(record.raw, ("spec", "paused")) is True:
+        pauses = bool(value_at(extra_patch or {}, "spec", "paused"))
+        if pauses and value_at(record.raw, "spec", "paused") is True:
             extra_patch = None
         super().apply(api, record, edit, now=now, extra_patch=extra_patch)
 
@@ -524,7 +516,7 @@ class CronJobAdapter(WorkloadAdapter):
 
     def apply(self, api: KubeApi, record: WorkloadRecord, edit: TemplateEdit, *, now: float,
               extra_patch: JSON | None = None) -> None:
-        job_template = copy.deepcopy(_dig(record.raw, ("spec", "jobTemplate")) or {})
+        job_template = copy.deepcopy(value_at(record.raw, "spec", "jobTemplate") or {})
         spec = job_template.get("spec") or {}
         template = spec.get("template") or {}
         apply_edit_in_place(template, edit)

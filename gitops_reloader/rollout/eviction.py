@@ -36,6 +36,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from gitops_reloader.documents import value_at
 from gitops_reloader.rollout.completion import Phase, RolloutStatus, condition
 
 EVICTION_ANNOTATION = "gitops-reloader.io/eviction"
@@ -342,9 +343,7 @@ def expected_pods(obj: Mapping[str, Any], *, replicas_path: Sequence[str] = ()) 
     paths = (tuple(replicas_path),) if replicas_path else (("spec", "replicas"),
                                                           ("status", "desiredNumberScheduled"))
     for path in paths:
-        value: Any = obj
-        for part in path:
-            value = value.get(part) if isinstance(value, Mapping) else None
+        value = value_at(obj, *path)
         if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 1_000_000:
             return value
     return None

@@ -43,7 +43,7 @@ PURE = ("gitops_reloader.model", "gitops_reloader.hashing", "gitops_reloader.pol
         "gitops_reloader.shard", "gitops_reloader.membership", "gitops_reloader.rollout.completion",
         "gitops_reloader.usedkeys", "gitops_reloader.rollout.follow", "gitops_reloader.rollout.census",
         "gitops_reloader.ledger", "gitops_reloader.backoff", "gitops_reloader.durations",
-        "gitops_reloader.redaction")
+        "gitops_reloader.redaction", "gitops_reloader.documents")
 IO_LIBRARIES = ("kubernetes", "git", "httpx", "ruamel", "urllib3")
 
 

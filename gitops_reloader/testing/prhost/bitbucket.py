@@ -20,11 +20,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from gitops_reloader.documents import value_at
 from gitops_reloader.testing.prhost.core import (
     PR_HOST_KINDS,
     Core,
     _Comment,
-    _dig,
     _error,
     _git,
     _int_arg,
@@ -98,7 +98,7 @@ class BitbucketApi(Core):
 
     def _bitbucket_comments(self, req: _Req, repo: str, pull: _Pull) -> _Resp:
         if req.method == "POST":
-            raw = _dig(req.body, "content", "raw")
+            raw = value_at(req.body, "content", "raw")
             if not isinstance(raw, str) or not raw:
                 return _Resp(400, _bb_field_error("content", "This field is required."))
             comment = self._new_comment(pull, raw)
@@ -171,10 +171,10 @@ class BitbucketApi(Core):
         title = body.get("title")
         if not isinstance(title, str) or not title:
             return _Resp(400, _bb_field_error("title", "This field is required."))
-        head = _dig(body, "source", "branch", "name")
+        head = value_at(body, "source", "branch", "name")
         if not isinstance(head, str) or not head:
             return _Resp(400, _bb_field_error("source", "This field is required."))
-        base = _dig(body, "destination", "branch", "name")
+        base = value_at(body, "destination", "branch", "name")
         if not isinstance(base, str) or not base:
             base = self._default_branch(repo)
         has_head, has_base = self._check_branches(repo, head, base)
@@ -278,7 +278,7 @@ def _bbql(query: str) -> list[tuple[str, str, str]]:
 
 def _bbql_match(doc: Mapping[str, Any], term: tuple[str, str, str]) -> bool:
     name, op, value = term
-    actual = _dig(doc, *name.split("."))
+    actual = value_at(doc, *name.split("."))
     text = "" if actual is None else str(actual)
     if op == "=":
         return text == value

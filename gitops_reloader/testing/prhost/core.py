@@ -726,14 +726,6 @@ def _names(value: Any) -> list[str]:
     return []
 
 
-def _dig(data: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(data, dict):
-            return None
-        data = data.get(key)
-    return data
-
-
 def _error(kind: str, status: int, message: Any) -> dict[str, Any]:
     """The host's usual JSON error document."""
     if kind == "github":
