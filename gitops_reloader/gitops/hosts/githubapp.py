@@ -194,9 +194,7 @@ class AppTokens:
     def _mint(self) -> None:
         if not self.installation_id:
             self.installation_id = self._installation()
-        name = self.repository.rsplit("/", 1)[-1]
-        path = f"/app/installations/{self.installation_id}/access_tokens"
-        answer = self._call("POST", path, json={"repositories": [name]}, missing_ok=True)
+        answer = self._exchange(missing_ok=True)
         if answer is None:  # uninstalled and installed again: a new installation id, once
             old, self.installation_id = self.installation_id, self._installation()
             message = (f"GitHub App {self.app_id}: installation {old} is gone for {self.repository}; "
@@ -204,8 +202,7 @@ class AppTokens:
             log.warning("GitHub App installation changed; looked up again", extra={
                 "repo": self.repository, "app_id": self.app_id, "installation": self.installation_id})
             self._notices.append(message)
-            answer = self._call("POST", f"/app/installations/{self.installation_id}/access_tokens",
-                                json={"repositories": [name]})
+            answer = self._exchange()
         try:
             minted = str(answer["token"])
             expires = _dt.datetime.fromisoformat(str(answer["expires_at"]).replace("Z", "+00:00"))
@@ -228,6 +225,12 @@ class AppTokens:
     def _quoted_repo(self) -> str:
         owner, _, name = self.repository.partition("/")
         return f"{urllib.parse.quote(owner, safe='')}/{urllib.parse.quote(name, safe='')}"
+
+    def _exchange(self, *, missing_ok: bool = False) -> Any:
+        """The installation's token for the one repository (``POST .../access_tokens``)."""
+        name = self.repository.rsplit("/", 1)[-1]
+        return self._call("POST", f"/app/installations/{self.installation_id}/access_tokens",
+                          json={"repositories": [name]}, missing_ok=missing_ok)
 
     def _installation(self) -> int:
         """The installation that covers the repository (``GET /repos/{o}/{r}/installation``)."""

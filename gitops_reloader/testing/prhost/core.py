@@ -65,11 +65,20 @@ class PrRequest:
     ``token``, or "" — never the credential itself."""
 
 
+def _authorization(environ: Mapping[str, Any]) -> str:
+    """The credential of the ``Authorization`` header, its scheme taken off ("": none)."""
+    return str(environ.get("HTTP_AUTHORIZATION", "")).strip().partition(" ")[2].strip()
+
+
+def _is_jwt(credential: str) -> bool:
+    return credential.count(".") == 2
+
+
 def _credential_kind(environ: Mapping[str, Any]) -> str:
-    value = str(environ.get("HTTP_AUTHORIZATION", "")).strip().partition(" ")[2].strip()
+    value = _authorization(environ)
     if not value:
         return "token" if environ.get("HTTP_PRIVATE_TOKEN") else ""
-    if value.count(".") == 2:
+    if _is_jwt(value):
         return "jwt"
     return "app-token" if value.startswith("ghs_") else "token"
 

@@ -37,7 +37,17 @@ from typing import Any
 
 import jwt
 
-from gitops_reloader.testing.prhost.core import _GH_DOCS, PR_HOST_KINDS, Core, _error, _now, _Resp, _same
+from gitops_reloader.testing.prhost.core import (
+    _GH_DOCS,
+    PR_HOST_KINDS,
+    Core,
+    _authorization,
+    _error,
+    _is_jwt,
+    _now,
+    _Resp,
+    _same,
+)
 
 __all__ = ["GitHubAppApi"]
 
@@ -243,8 +253,8 @@ class GitHubAppApi(Core):
 
     def _bot_user(self, login: str, environ: Mapping[str, Any]) -> _Resp:
         app = self._app
-        credential = str(environ.get("HTTP_AUTHORIZATION", "")).strip().partition(" ")[2].strip()
-        if credential and (credential.count(".") == 2 or not self._authorized("github", environ)):
+        credential = _authorization(environ)
+        if credential and (_is_jwt(credential) or not self._authorized("github", environ)):
             # A JWT is an App credential: GitHub takes it on /app endpoints only.
             return _Resp(401, {"message": "Bad credentials", "documentation_url": _GH_DOCS, "status": "401"})
         if app is None or login != f"{app.slug}[bot]":
