@@ -11,7 +11,9 @@ import itertools
 import os
 import re
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from controlplane import ControlPlane, EngineMissing, running_control_plane
@@ -22,6 +24,7 @@ from tls_certs import TlsFiles, make_tls_files
 from gitops_reloader.testing.githost import GitHostServer
 
 _numbers = itertools.count(1)
+T = TypeVar("T")
 
 
 def require(why: str) -> None:
@@ -31,14 +34,20 @@ def require(why: str) -> None:
     pytest.skip(why)
 
 
+def started(starting: AbstractContextManager[T]) -> Iterator[T]:
+    """What ``starting`` brings up, for a fixture to yield from; where its engine is not built,
+    a skip (a failure under ``REQUIRE_ENGINE_TESTS=1``) naming it."""
+    try:
+        with starting as running:
+            yield running
+    except EngineMissing as why:
+        require(str(why))
+
+
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     """etcd, kube-apiserver, kube-controller-manager and kwok (one fake node), for the session."""
-    try:
-        with running_control_plane(tmp_path_factory.mktemp("engines") / "cp", kwok=True) as plane:
-            yield plane
-    except EngineMissing as why:
-        require(str(why))
+    yield from started(running_control_plane(tmp_path_factory.mktemp("engines") / "cp", kwok=True))
 
 
 @pytest.fixture

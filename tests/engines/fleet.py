@@ -33,6 +33,12 @@ def web_manifest(namespace: str, sink: str, *, replicas: str = "2", annotations:
     return "\n".join(lines) + "\n"
 
 
+def events_of(core: CoreV1Api, namespace: str, name: str, reason: str = "") -> list[Any]:
+    """The Events on the object ``name`` in ``namespace`` (only those of ``reason``, if given)."""
+    return [e for e in core.list_namespaced_event(namespace).items
+            if e.involved_object.name == name and (not reason or e.reason == reason)]
+
+
 def ready_pods(core: CoreV1Api, namespace: str, app: str = "web") -> list[Any]:
     """``app``'s pods that are Ready and not being deleted."""
     pods = core.list_namespaced_pod(namespace, label_selector=f"app={app}").items

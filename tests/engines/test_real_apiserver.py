@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from controlplane import FAKE_NODE, ControlPlane
-from fleet import ready_pods
+from fleet import events_of, ready_pods
 from helm_tools import CHART_DIR, render, require_helm
 from kubernetes.client import (
     ApiClient,
@@ -47,10 +47,6 @@ def pod_template(app: str, source: str) -> dict[str, Any]:
             "spec": {"nodeName": FAKE_NODE, "terminationGracePeriodSeconds": 0,
                      "containers": [{"name": "app", "image": "registry.example/app:1",
                                      "envFrom": [{"configMapRef": {"name": source}}]}]}}
-
-
-def events_of(core: CoreV1Api, namespace: str, name: str) -> list[Any]:
-    return [e for e in core.list_namespaced_event(namespace).items if e.involved_object.name == name]
 
 
 def test_real_apiserver_env_vars_reload_rolls_pods_through_the_real_deployment_controller(

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 from argocd import ArgoCd, app_status, application, repository, running_argocd, trust, wait_synced
-from conftest import require
-from controlplane import ControlPlane, EngineMissing
-from fleet import TOKEN, controller_flags, ready_pods, rolled, web_manifest
+from conftest import started
+from controlplane import ControlPlane
+from fleet import TOKEN, controller_flags, events_of, ready_pods, rolled, web_manifest
 from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api
 from tls_certs import TlsFiles
 
@@ -37,24 +37,26 @@ TIMEOUT = 120.0
 
 @pytest.fixture(scope="session")
 def argo(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ArgoCd]:
-    try:
-        with running_argocd(control_plane, tmp_path_factory.mktemp("argocd")) as running:
-            yield running
-    except EngineMissing as why:
-        require(str(why))
+    yield from started(running_argocd(control_plane, tmp_path_factory.mktemp("argocd")))
 
 
-def deployed(argo: ArgoCd, api: ApiClient, namespace: str, githost: GitHostServer, tls: TlsFiles, sink: str,
-             *, server: str, server_side_diff: bool = False) -> tuple[str, set[str]]:
-    """The apps repository, an Application for it (named after ``namespace``), synced and healthy
-    with two Ready pods; (the Application's name, the pods' names)."""
-    githost.create_repo(REPO, {"web/web.yaml": web_manifest(namespace, sink)})
+def web_files(namespace: str, sink: str, **manifest: Any) -> dict[str, str]:
+    """The apps repository holding the web Deployment (reloaded through ``sink``) in ``web/``."""
+    return {"web/web.yaml": web_manifest(namespace, sink, **manifest)}
+
+
+def deployed(argo: ArgoCd, api: ApiClient, namespace: str, githost: GitHostServer, tls: TlsFiles,
+             files: dict[str, str], *, server: str, path: str = "web",
+             server_side_diff: bool = False) -> tuple[str, set[str]]:
+    """The apps repository holding ``files``, an Application for its ``path`` (named after
+    ``namespace``), synced and healthy with two Ready pods; (the Application's name, the pods' names)."""
+    githost.create_repo(REPO, files)
     CoreV1Api(api).create_namespaced_config_map(namespace, {"metadata": {"name": "web-config"},
                                                             "data": {"mode": "a"}})
     trust(argo, tls.ca_cert.read_text())
     repository(api, githost.repo_url(REPO), "git", TOKEN)
     name = namespace
-    application(api, name, githost.repo_url(REPO), "web", namespace, server,
+    application(api, name, githost.repo_url(REPO), path, namespace, server,
                 server_side_diff=server_side_diff)
     wait_synced(api, name, timeout=TIMEOUT)
     core = CoreV1Api(api)
@@ -86,8 +88,8 @@ def test_real_argocd_live_reload_leaves_the_application_synced_and_is_not_revert
         githost: GitHostServer, tls: TlsFiles, tmp_path: Path, sink: str, server_side_diff: bool,
         capsys: pytest.CaptureFixture[str]) -> None:
     core, apps = CoreV1Api(real_client), AppsV1Api(real_client)
-    name, first = deployed(argo, real_client, namespace, githost, tls, sink, server=control_plane.url,
-                           server_side_diff=server_side_diff)
+    name, first = deployed(argo, real_client, namespace, githost, tls, web_files(namespace, sink),
+                           server=control_plane.url, server_side_diff=server_side_diff)
     assert explained(control_plane, namespace, capsys)["drift"] == ""  # what Argo CD's apply recorded
     with running_controller(real_client, [f"--namespaces={namespace}"],
                             environ={"HOME": str(tmp_path), "POD_NAMESPACE": namespace}):
@@ -126,7 +128,8 @@ def test_real_argocd_syncs_the_git_sink_commit_and_the_follow_loop_reports_appli
         argo: ArgoCd, control_plane: ControlPlane, real_client: ApiClient, namespace: str,
         githost: GitHostServer, tls: TlsFiles, tmp_path: Path) -> None:
     core = CoreV1Api(real_client)
-    name, first = deployed(argo, real_client, namespace, githost, tls, "git", server=control_plane.url)
+    name, first = deployed(argo, real_client, namespace, githost, tls, web_files(namespace, "git"),
+                           server=control_plane.url)
     with running_controller(real_client, controller_flags(tmp_path, githost, REPO, namespace),
                             environ={"HOME": str(tmp_path), "POD_NAMESPACE": namespace}):
         core.patch_namespaced_config_map("web-config", namespace, {"data": {"mode": "b"}})
@@ -134,8 +137,7 @@ def test_real_argocd_syncs_the_git_sink_commit_and_the_follow_loop_reports_appli
         sha = githost.log(REPO)[0][0]
         wait_synced(real_client, name, revision=sha, timeout=TIMEOUT)
         wait_for(lambda: rolled(core, namespace, first), timeout=TIMEOUT, message="the pods rolled")
-        applied = wait_for(lambda: [e for e in core.list_namespaced_event(namespace).items
-                                    if e.involved_object.name == "web" and e.reason == "Applied"],
+        applied = wait_for(lambda: events_of(core, namespace, "web", "Applied"),
                            timeout=TIMEOUT, message="the follow loop's Applied Event")
     assert applied[0].type == "Normal" and sha[:12] in applied[0].message
 
@@ -164,14 +166,9 @@ def test_real_argocd_renders_the_helm_values_the_git_sink_changed_into_the_templ
     """A Helm source: the sink writes the hash into values.yaml (``git-target``), the real
     repo-server renders it with helm into the pod template, Argo CD syncs, the pods roll."""
     core, apps = CoreV1Api(real_client), AppsV1Api(real_client)
-    githost.create_repo(REPO, {**CHART, "charts/web/templates/deployment.yaml": chart_template(namespace)})
-    core.create_namespaced_config_map(namespace, {"metadata": {"name": "web-config"}, "data": {"mode": "a"}})
-    trust(argo, tls.ca_cert.read_text())
-    repository(real_client, githost.repo_url(REPO), "git", TOKEN)
-    application(real_client, namespace, githost.repo_url(REPO), "charts/web", namespace, control_plane.url)
-    wait_synced(real_client, namespace, timeout=TIMEOUT)
-    wait_for(lambda: len(ready_pods(core, namespace)) == 2, timeout=TIMEOUT, message="web's pods Ready")
-    first = {p.metadata.name for p in ready_pods(core, namespace)}
+    _, first = deployed(argo, real_client, namespace, githost, tls,
+                        {**CHART, "charts/web/templates/deployment.yaml": chart_template(namespace)},
+                        server=control_plane.url, path="charts/web")
     with running_controller(real_client, controller_flags(tmp_path, githost, REPO, namespace),
                             environ={"HOME": str(tmp_path), "POD_NAMESPACE": namespace}):
         core.patch_namespaced_config_map("web-config", namespace, {"data": {"mode": "b"}})
@@ -193,12 +190,8 @@ def test_real_argocd_shows_drift_when_the_manifest_sets_an_empty_pod_annotations
     sink's reload shows as OutOfSync (server-side diff does not). docs/troubleshooting.md says
     so, and ``explain`` says it before the reload, from what Argo CD's apply recorded."""
     core, apps = CoreV1Api(real_client), AppsV1Api(real_client)
-    githost.create_repo(REPO, {"web/web.yaml": web_manifest(namespace, "annotations", pod_annotations="{}")})
-    core.create_namespaced_config_map(namespace, {"metadata": {"name": "web-config"}, "data": {"mode": "a"}})
-    trust(argo, tls.ca_cert.read_text())
-    repository(real_client, githost.repo_url(REPO), "git", TOKEN)
-    application(real_client, namespace, githost.repo_url(REPO), "web", namespace, control_plane.url)
-    wait_synced(real_client, namespace, timeout=TIMEOUT)
+    empty = web_files(namespace, "annotations", pod_annotations="{}")
+    deployed(argo, real_client, namespace, githost, tls, empty, server=control_plane.url)
     said = explained(control_plane, namespace, capsys)
     assert said["sink"] == "annotations" and said["drift"].startswith(
         "Argo CD manages it (argocd.argoproj.io/tracking-id): its last apply set the pod template's")

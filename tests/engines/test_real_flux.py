@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from conftest import require
-from controlplane import ControlPlane, EngineMissing
-from fleet import TOKEN, controller_flags, ready_pods, rolled, web_manifest
+from conftest import started
+from controlplane import ControlPlane
+from fleet import TOKEN, controller_flags, events_of, ready_pods, rolled, web_manifest
 from flux import Flux, ready, running_flux
 from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api, CustomObjectsApi
 from tls_certs import TlsFiles
@@ -33,11 +32,7 @@ SOURCE = ("source.toolkit.fluxcd.io", "gitrepositories")
 
 @pytest.fixture(scope="session")
 def flux(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flux]:
-    try:
-        with running_flux(control_plane, tmp_path_factory.mktemp("flux")) as running:
-            yield running
-    except EngineMissing as why:
-        require(str(why))
+    yield from started(running_flux(control_plane, tmp_path_factory.mktemp("flux")))
 
 
 def flux_objects(api: ApiClient, namespace: str, githost: GitHostServer, tls: TlsFiles) -> None:
@@ -75,11 +70,6 @@ def deployed(api: ApiClient, namespace: str, githost: GitHostServer, tls: TlsFil
     return {p.metadata.name for p in ready_pods(core, namespace)}
 
 
-def events_of(core: CoreV1Api, namespace: str, reason: str) -> list[Any]:
-    return [e for e in core.list_namespaced_event(namespace).items
-            if e.involved_object.name == "web" and e.reason == reason]
-
-
 def test_real_flux_applies_the_git_sink_commit_and_the_follow_loop_reports_applied(
         flux: Flux, real_client: ApiClient, namespace: str, githost: GitHostServer, tls: TlsFiles,
         tmp_path: Path) -> None:
@@ -91,7 +81,7 @@ def test_real_flux_applies_the_git_sink_commit_and_the_follow_loop_reports_appli
         wait_for(lambda: len(githost.log(REPO)) == 2, timeout=TIMEOUT, message="the reload's commit")
         pods = wait_for(lambda: rolled(core, namespace, first), timeout=TIMEOUT,
                         message="Flux applied the commit and the real Deployment controller rolled the pods")
-        [applied] = wait_for(lambda: events_of(core, namespace, "Applied"), timeout=TIMEOUT,
+        [applied] = wait_for(lambda: events_of(core, namespace, "web", "Applied"), timeout=TIMEOUT,
                              message="the follow loop's Applied Event")
     sha = githost.log(REPO)[0][0]
     assert applied.type == "Normal" and sha[:12] in applied.message
@@ -116,7 +106,7 @@ def test_real_flux_suspended_kustomization_is_reported_not_applied(
     with running_controller(real_client, flags, environ={"HOME": str(tmp_path), "POD_NAMESPACE": namespace}):
         core.patch_namespaced_config_map("web-config", namespace, {"data": {"mode": "b"}})
         wait_for(lambda: len(githost.log(REPO)) == 2, timeout=TIMEOUT, message="the reload's commit")
-        [event] = wait_for(lambda: events_of(core, namespace, "NotApplied"), timeout=TIMEOUT,
+        [event] = wait_for(lambda: events_of(core, namespace, "web", "NotApplied"), timeout=TIMEOUT,
                            message="the follow loop's NotApplied Event")
     assert event.type == "Warning" and "suspend" in event.message.lower()
     assert {p.metadata.name for p in ready_pods(core, namespace)} == first
@@ -140,6 +130,6 @@ def test_real_flux_applies_the_merged_pull_request_and_the_follow_loop_reports_a
         prhost.merge(REPO, pull["number"])  # a reviewer merges it
         wait_for(lambda: rolled(core, namespace, first), timeout=TIMEOUT,
                  message="Flux applied the merge and the pods rolled")
-        [applied] = wait_for(lambda: events_of(core, namespace, "Applied"), timeout=TIMEOUT,
+        [applied] = wait_for(lambda: events_of(core, namespace, "web", "Applied"), timeout=TIMEOUT,
                              message="the follow loop's Applied Event")
     assert applied.type == "Normal"
