@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -24,12 +23,7 @@ from kubernetes import config as kube_config
 from kubernetes.client import ApiClient, Configuration
 
 from gitops_reloader.kube.api import KubeApi
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from gitops_reloader.testing.ports import free_port
 
 
 @contextmanager

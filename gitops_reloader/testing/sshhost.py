@@ -52,6 +52,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from gitops_reloader.testing.ports import free_port
+
 __all__ = ["SshGitHost", "SshHostError"]
 
 _REPO_NAME = re.compile(r"^[A-Za-z0-9._-]+(?:/[A-Za-z0-9._-]+)*$")
@@ -134,7 +136,7 @@ class SshGitHost:
         fixed = self.port != 0
         for _ in range(1 if fixed else _PORT_ATTEMPTS):
             if not fixed:
-                self.port = _free_port(self.host)
+                self.port = free_port(self.host)
             self._write_config()
             if self._launch():
                 return
@@ -266,12 +268,6 @@ def _keygen(path: Path, *, comment: str) -> None:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
                    check=True, stdin=subprocess.DEVNULL, capture_output=True)
     path.chmod(0o600)
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def _greets(host: str, port: int) -> bool:

@@ -8,7 +8,6 @@ a client that verifies the certificate.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,12 +27,6 @@ from gitops_reloader.testing.prhost import PrHost
 
 SA_TOKEN = "sa-token-0c4f2e9a"
 GIT_TOKEN = "ghp_containerGitToken_93ad1c"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass

@@ -25,12 +25,13 @@ from typing import Any
 
 import httpx
 import pytest
-from cluster import SA_TOKEN, Cluster, free_port
+from cluster import SA_TOKEN, Cluster
 from containers import HARDENED, Container, running_container
 from pod import RUN_AS_USER, config_file, secret_volume, service_account
 
 from gitops_reloader.hashing import configmap_hash
 from gitops_reloader.testing.harness import container_env, deployment
+from gitops_reloader.testing.ports import free_port
 
 pytestmark = pytest.mark.container
 

@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from cluster import SA_TOKEN, Cluster, free_port
+from cluster import SA_TOKEN, Cluster
 from containers import STATE_DIR, Container, running_container
 from helm_tools import CHART_DIR, render, require_helm
 from pod import service_account
@@ -36,6 +36,7 @@ from podspec import HttpProbe, PodRun, translate
 from gitops_reloader.ledger import decode
 from gitops_reloader.testing.apiserver.authz import PolicyRule, rules_from_role
 from gitops_reloader.testing.harness import deployment, wait_for
+from gitops_reloader.testing.ports import free_port
 from gitops_reloader.testing.sshhost import SshGitHost
 
 pytestmark = pytest.mark.container

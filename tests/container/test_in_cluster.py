@@ -17,7 +17,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from cluster import GIT_TOKEN, SA_TOKEN, Cluster, free_port, wait_ready
+from cluster import GIT_TOKEN, SA_TOKEN, Cluster, wait_ready
 from containers import HARDENED, running_container
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -26,6 +26,7 @@ from tls_certs import make_tls_files
 
 from gitops_reloader.hashing import configmap_hash
 from gitops_reloader.testing.harness import deployment
+from gitops_reloader.testing.ports import free_port
 
 pytestmark = pytest.mark.container
 

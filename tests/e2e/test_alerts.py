@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import socket
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -20,6 +19,7 @@ from gitops_reloader.observability.alerts import (
     reload_message,
 )
 from gitops_reloader.observability.metrics import Metrics
+from gitops_reloader.testing.ports import free_port
 from gitops_reloader.testing.receiver import HttpReceiver
 
 pytestmark = pytest.mark.e2e
@@ -71,12 +71,6 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         time.sleep(0.01)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 MESSAGE = reload_message(

@@ -6,7 +6,6 @@ port), and the flags that do nothing here are named once in the log rather than 
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,14 +14,9 @@ import pytest
 from processes import Cluster, Controller, running_cluster, stop_process
 
 from gitops_reloader.testing.harness import wait_for
+from gitops_reloader.testing.ports import free_port
 
 pytestmark = pytest.mark.e2e
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture

@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controlplane import ControlPlane, EngineMissing, Process, engine_binary, free_port, start_process
+from controlplane import ControlPlane, EngineMissing, Process, engine_binary, start_process
 from flux import apply_crds
 from kubernetes.client import ApiClient, ApiextensionsV1Api, CoreV1Api, CustomObjectsApi
 from kubernetes.client.rest import ApiException
 
 from gitops_reloader.testing.harness import wait_for
+from gitops_reloader.testing.ports import free_port
 
 NAMESPACE = "argocd"
 GROUP, VERSION = "argoproj.io", "v1alpha1"

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import time
@@ -31,6 +30,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from tls_certs import Authority, make_authority, write_pem
+
+from gitops_reloader.testing.ports import free_port
 
 _CACHE_HOME = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
 ENGINE_CACHE = Path(os.environ.get("ENGINE_CACHE") or _CACHE_HOME / "gitops-reloader" / "engines")
@@ -51,12 +52,6 @@ def engine_binary(engine: str, binary: str) -> Path:
     if not os.access(path, os.X_OK):
         raise EngineMissing(f"{path} is not built (run .ci/build-engines.sh)")
     return path
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from controlplane import ControlPlane, Process, engine_binary, free_port, start_process, wait_ready
+from controlplane import ControlPlane, Process, engine_binary, start_process, wait_ready
 from kubernetes.client import ApiextensionsV1Api, CoreV1Api, CustomObjectsApi
 from kubernetes.client.rest import ApiException
 
 from gitops_reloader.testing.harness import wait_for
+from gitops_reloader.testing.ports import free_port
 
 RUNTIME_NAMESPACE = "flux-system"
 
