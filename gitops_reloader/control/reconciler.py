@@ -272,7 +272,16 @@ class Reconciler:
         return self.holds.holding()
 
     def sync(self, key: str) -> None:
-        """Emit what workload ``key`` owes (raises on failure: the entry stays owed)."""
+        """Emit what workload ``key`` owes (raises on failure: the entry stays owed). A grant of
+        the rollout budget that no write used goes back on every way out (found synced, held,
+        nothing owed any more, failed)."""
+        try:
+            self._sync(key)
+        finally:
+            if self.waves is not None:
+                self.waves.release(ObjectRef.from_key(key))
+
+    def _sync(self, key: str) -> None:
         owed = self.ledger.take(key)
         if not owed:
             return
@@ -295,16 +304,23 @@ class Reconciler:
                 self.ledger.drop(key)  # the workload is gone
                 return
             raise
-        else:  # before the grant goes back: the rollout counts (waves.started) without a gap
-            self._finish(key, record, plan, outcome)
-        finally:
-            if self.waves is not None:
-                self.waves.release(record.ref)  # a grant no write used goes back
+        # before the grant goes back (sync's finally): the rollout counts (waves.started) without a gap
+        self._finish(key, record, plan, outcome)
 
     def sync_batch(self, group: str) -> None:
-        """One emission for every workload of a batch group (e.g. one git commit)."""
+        """One emission for every workload of a batch group (e.g. one git commit); the grants
+        none of them used go back, whatever happened."""
+        owed_by_key = self.ledger.take_group(group)
+        try:
+            self._sync_batch(group, owed_by_key)
+        finally:
+            if self.waves is not None:
+                for key in owed_by_key:
+                    self.waves.release(ObjectRef.from_key(key))
+
+    def _sync_batch(self, group: str, owed_by_key: Mapping[str, Mapping[SourceRef, PendingSource]]) -> None:
         plans: list[tuple[WorkloadRecord, _Plan]] = []
-        for key, owed in self.ledger.take_group(group).items():
+        for key, owed in owed_by_key.items():
             record = self.caches.workload(ObjectRef.from_key(key))
             if record is None:
                 self.ledger.drop(key)
