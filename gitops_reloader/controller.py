@@ -312,6 +312,7 @@ class Controller:
                                        for e in entries) if entry is not None]
         self.ledger.restore(current)
         for entry in current:
+            self.reconciler.holds.restored(entry.workload, entry.hold)
             self._schedule_due(entry.queue_key)
         self.metrics.set_pending_failures(self.ledger.counts())
         if entries:
@@ -418,24 +419,15 @@ class Controller:
 
     def _on_workload(self, event: InformerEvent[WorkloadRecord]) -> None:
         delta = event.delta
-        if self.waves is not None:
-            if delta.new is not None:
-                self.waves.observe(delta.new.ref, delta.new.annotations, delta.new.rollout)
-            elif delta.old is not None:
-                self.waves.forget(delta.old.ref)
-        if self.evictor is not None:
-            if delta.new is not None:
-                self.evictor.observe(delta.new)
-            elif delta.old is not None:
-                self.evictor.forget(delta.old.ref)
         if delta.new is None:
             if delta.old is not None:
-                self.reconciler.template_changes.pop(delta.old.ref.key, None)
-                self.index.remove(WorkloadKey(delta.old.ref.key))
-                if self.state is not None:
-                    self.state.forget_workload(delta.old.ref)
+                self._gone(delta.old.ref)
             return
         record = delta.new
+        if self.waves is not None:
+            self.waves.observe(record.ref, record.annotations, record.rollout)
+        if self.evictor is not None:
+            self.evictor.observe(record)
         version = str((record.raw.get("metadata") or {}).get("resourceVersion", ""))
         if (delta.old is not None and delta.old.template_fingerprint != record.template_fingerprint
                 and version == event.resource_version):
@@ -460,6 +452,20 @@ class Controller:
             if old is not None and (old.annotations != record.annotations
                                     or old.template_annotations != record.template_annotations):
                 self._retry_after_annotation_change(record.ref.key)
+
+    def _gone(self, ref: ObjectRef) -> None:
+        """A workload deleted: it owes nothing any more (its entry leaves the ledger and the record),
+        unless its adapter deleted it to re-create it (a Job)."""
+        for keeper in (self.waves, self.evictor):
+            if keeper is not None:
+                keeper.forget(ref)
+        self.reconciler.template_changes.pop(ref.key, None)
+        self.index.remove(WorkloadKey(ref.key))
+        if self.state is not None:
+            self.state.forget_workload(ref)
+        adapter = self.adapters.get(ref.kind)
+        if adapter is None or adapter.orphan(ref) is None:
+            self.ledger.drop(ref.key)
 
     def _undone(self, record: WorkloadRecord) -> None:
         """A template change back to the template a recorded sync replaced (a rollback, an

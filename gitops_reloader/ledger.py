@@ -407,7 +407,7 @@ class Ledger:
                 if mine is None:
                     self._put(entry)
                 else:
-                    self._put(replace(mine, owes={**entry.owes, **mine.owes}, hold=mine.hold or entry.hold,
+                    self._put(replace(mine, owes={**entry.owes, **mine.owes}, hold=_recorded_first(mine.hold, entry.hold),
                                       failure=mine.failure or entry.failure))
                 restored += 1
         return restored
@@ -422,6 +422,14 @@ def _sooner(current: Hold | None, new: Hold | None) -> Hold | None:
     if current.until is not None and new.until is not None and current.until <= new.until:
         return current
     return replace(current, until=new.until)
+
+
+def _recorded_first(mine: Hold | None, recorded: Hold | None) -> Hold | None:
+    """A recorded wait (a brake, a window) outranks the coalescing window a start-up check gave
+    the same change: the change waited before the restart, and nothing is let through early."""
+    if mine is None or (mine.why is Wait.COALESCING and recorded is not None):
+        return recorded
+    return mine
 
 
 def _finite(value: float, fallback: float) -> float:

@@ -154,12 +154,27 @@ class StormBrakes:
         self.cluster = cluster
         self._workloads = Window()
         self._cluster = Window()
+        self._until: dict[str, float] = {}
+        """Key (``""``: the cluster) → no reload before this monotonic time: a brake an earlier
+        instance recorded (its memory of the writes is gone with it)."""
         self._lock = threading.Lock()
+
+    def hold_until(self, key: str, scope: str, until: float) -> None:
+        """An earlier instance's brake held ``key`` (``scope`` ``workload`` or ``cluster``) until
+        monotonic ``until``: nothing is admitted before then."""
+        slot = "" if scope == "cluster" else key
+        with self._lock:
+            self._until[slot] = max(self._until.get(slot, until), until)
 
     def admit(self, key: str, rate: Rate | None, now: float) -> tuple[float, str]:
         """``(0, "")`` and a reserved slot when ``key`` may reload now under its ``rate`` and the
         cluster's; else ``(seconds, scope)`` until it may, ``scope`` ``workload`` or ``cluster``."""
         with self._lock:
+            for slot, scope in ((key, "workload"), ("", "cluster")):
+                until = self._until.get(slot)
+                if until is not None and until > now:
+                    return until - now, scope
+                self._until.pop(slot, None)
             if rate is not None:
                 wait = self._workloads.wait(key, rate, now)
                 if wait > 0:

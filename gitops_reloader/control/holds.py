@@ -78,6 +78,13 @@ class Holds:
         self.ledger.hold(record.ref.key, hold)
         return hold is not None
 
+    def restored(self, key: str, hold: Hold | None) -> None:
+        """A hold an earlier instance recorded: its storm brake still holds ``key`` until its time."""
+        if self.brakes is not None and hold is not None and hold.why is Wait.BRAKE and hold.until is not None:
+            left = hold.until - self.clock.now()
+            if left > 0:
+                self.brakes.hold_until(key, hold.detail, self.clock.monotonic() + left)
+
     def released(self, record: WorkloadRecord, outcome: Outcome | None) -> None:
         """An emission ended (``None``: it failed or waits): an applied reload keeps its storm-brake
         slot, anything else gives it back."""

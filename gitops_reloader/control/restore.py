@@ -6,8 +6,7 @@ source at its cached state (a deleted one only where the record owed its deletio
 a workload or source gone since, and nothing the cluster shows was already written — the record
 may be one write behind the workloads: a live workload whose own record holds the source's data
 (unless pods started while it changed), a git workload whose manifest holds its current digest.
-Its hold and failure are kept, but not a coalescing window (the change is due now). Reads the
-caches only.
+Its failure is kept, and its hold as :func:`restored_hold` says. Reads the caches only.
 """
 
 from __future__ import annotations
@@ -19,10 +18,10 @@ from gitops_reloader import policy
 from gitops_reloader.control.caches import Caches
 from gitops_reloader.control.reconciler import Reconciler, view
 from gitops_reloader.kube.workloads import WorkloadRecord
-from gitops_reloader.ledger import Entry, PendingSource, Wait
+from gitops_reloader.ledger import Entry, Hold, PendingSource, Wait
 from gitops_reloader.model import ObjectRef, SourceMeta, SourceRef
 
-__all__ = ["current_entry", "runs"]
+__all__ = ["current_entry", "restored_hold", "runs"]
 
 
 def current_entry(entry: Entry, *, caches: Caches, reconciler: Reconciler, committed: Collection[str],
@@ -46,8 +45,24 @@ def current_entry(entry: Entry, *, caches: Caches, reconciler: Reconciler, commi
             owes[ref] = replace(item, detected=now)
     if not owes:
         return None
-    hold = entry.hold if entry.hold is not None and entry.hold.why is not Wait.COALESCING else None
-    return replace(entry, owes=owes, group=group_of(record) or "", hold=hold)
+    return replace(entry, owes=owes, group=group_of(record) or "", hold=restored_hold(entry.hold))
+
+
+RECHECK_NOW = 0.0
+"""A restored hold's time that makes it due at once (its reason is asked again)."""
+
+
+def restored_hold(hold: Hold | None) -> Hold | None:
+    """What a recorded hold is worth to the instance that reads it back: a coalescing window is
+    over (the change is due now) and a budget wait is asked again (the waiting list lived in the
+    instance before; the flags may have changed); a maintenance window is asked again at once,
+    under the windows configured *now*, keeping what it announced; a storm brake keeps its time
+    (the new instance's brake learns it: :meth:`~gitops_reloader.control.holds.Holds.restored`)."""
+    if hold is None or hold.why in (Wait.COALESCING, Wait.BUDGET):
+        return None
+    if hold.why is Wait.BRAKE:
+        return hold
+    return replace(hold, until=RECHECK_NOW)
 
 
 def runs(reconciler: Reconciler, record: WorkloadRecord, meta: SourceMeta) -> bool:

@@ -19,6 +19,7 @@ from test_reload_windows import rewrite as rewrite_seen
 
 from gitops_reloader.clock import FakeClock
 from gitops_reloader.hashing import configmap_hash
+from gitops_reloader.ledger import Wait
 from gitops_reloader.testing.apiserver import ApiServer
 from gitops_reloader.testing.harness import deployment, running_controller, settle, wait_for
 from gitops_reloader.testing.rollouts import DeploymentPlayer
@@ -92,3 +93,140 @@ def test_owed_a_grant_found_synced_gives_its_budget_slot_back(server: ApiServer,
         quiet(app)
         assert generation(server, "w2") == 2  # the sync's rollout only
         assert player.order.count("w3") == 1
+
+
+# --- 2: a reload parked for the budget is granted after a restart, with any flags ---------------
+
+
+@pytest.mark.parametrize("second_flags", [["--max-concurrent-rollouts=1"], []],
+                         ids=["same-budget", "budget-removed"])
+def test_owed_a_reload_parked_for_the_budget_is_granted_after_a_restart(
+        server: ApiServer, api_client: ApiClient, second_flags: list[str]) -> None:
+    """Budget 1: cfg-a changes, w1 rolls; cfg-b changes, w2 waits for the budget. A graceful
+    restart (the budget kept, or removed): w2 is still reloaded, once w1's rollout is done."""
+    create(api_client, configmap("cfg-a", {"v": "0"}))
+    create(api_client, configmap("cfg-b", {"v": "0"}))
+    create(api_client, reader("w1", "cfg-a"))
+    create(api_client, reader("w2", "cfg-b"))
+    with DeploymentPlayer(api_client, complete_after=3.0) as player:
+        with running_controller(api_client, ["--max-concurrent-rollouts=1"]) as app:
+            set_data(api_client, "cfg-a", {"v": "1"})
+            wait_for(lambda: runs(server, "w1", "cfg-a", {"v": "1"}), message="w1 reloaded")
+            set_data(api_client, "cfg-b", {"v": "1"})
+            wait_for(lambda: app.controller.ledger.reasons().get("budget") == 1, message="w2 parked")
+        assert not runs(server, "w2", "cfg-b", {"v": "1"})
+        assert [e["w"] for e in record(api_client)["entries"]] == ["ns/Deployment/w2"]
+        with running_controller(api_client, second_flags) as app:
+            wait_for(lambda: runs(server, "w2", "cfg-b", {"v": "1"}), timeout=20,
+                     message="w2 granted by the next instance")
+            wait_for(lambda: not player.under_way(), timeout=20, message="rollouts done")
+            quiet(app)
+            assert generation(server, "w2") == 2
+            assert app.controller.ledger.reasons() == {}
+
+
+# --- 3: a deleted workload leaves the ledger and the record ----------------------------------
+
+
+def test_owed_a_workload_deleted_while_parked_leaves_the_ledger_and_the_record(
+        server: ApiServer, api_client: ApiClient) -> None:
+    """Budget 1, w2 parked behind w1's rollout, then w2 is deleted: nothing is owed to it any
+    more — not in the ledger, not in ``ledger_entries{why="budget"}``, not in the record."""
+    create(api_client, configmap("cfg-a", {"v": "0"}))
+    for name in ("w1", "w2"):
+        create(api_client, reader(name, "cfg-a"))
+    with DeploymentPlayer(api_client, complete_after=30.0), \
+            running_controller(api_client, ["--max-concurrent-rollouts=1"]) as app:
+        set_data(api_client, "cfg-a", {"v": "1"})
+        wait_for(lambda: app.controller.ledger.reasons().get("budget") == 1, message="one parked")
+        parked, = app.controller.ledger.held(Wait.BUDGET)
+        wait_for(lambda: [e["w"] for e in record(api_client).get("entries", [])] == [parked],
+                 message="the parked reload recorded")
+        AppsV1Api(api_client).delete_namespaced_deployment(parked.rsplit("/", 1)[1], "ns")
+        wait_for(lambda: metric(app, "ledger_entries", why="budget") == 0, message="gone from the ledger")
+        wait_for(lambda: record(api_client).get("entries") == [], message="gone from the record")
+
+
+# --- 5: a storm brake holds across a restart with --sync-after-restart ---------------------------
+
+
+def test_owed_a_storm_brake_is_not_let_through_early_by_the_start_up_check(
+        server: ApiServer, api_client: ApiClient) -> None:
+    """Braked at one reload an hour: v1 written, v2 held by the brake. A restart with
+    ``--sync-after-restart`` (what an HA take-over does too) finds the workload out of date: it
+    still waits for the brake's hour — nothing within a minute, v2 once the hour is up."""
+    clock = FakeClock()
+    create(api_client, configmap("app-config", {"url": "v0"}))
+    braked = {"configmap.reloader.stakater.com/reload": "app-config", "gitops-reloader.io/max-reloads": "1/1h"}
+    create(api_client, deployment("web", annotations=braked))
+    flags = ["--source-backoff-cap=0", "--sync-after-restart"]
+    with running_controller(api_client, flags, clock=clock) as app:
+        rewrite_seen(api_client, "v1", app, clock)
+        assert runs(server, "web", "app-config", {"url": "v1"})
+        rewrite_seen(api_client, "v2", app, clock)
+        wait_event(api_client, "web", "ReloadThrottled")
+    with running_controller(api_client, flags, clock=clock) as app:
+        for _ in range(6):
+            clock.advance(10)
+            app.controller.queue.wake()
+            settle(app)
+        assert runs(server, "web", "app-config", {"url": "v1"})  # a minute on: still held
+        clock.advance(3600)
+        app.controller.queue.wake()
+        wait_for(lambda: runs(server, "web", "app-config", {"url": "v2"}), message="v2 once the hour is up")
+        quiet(app)
+        assert generation(server, "web") == 3
+        assert reasons(api_client, "web").count("ReloadThrottled") == 1  # announced once
+
+
+# --- 6: a held reload follows the window configuration in force now ---------------------------------
+
+EARLY_ONLY = """\
+windows:
+  - name: early
+    schedule: "0 6 * * *"
+    timeZone: UTC
+    duration: 1h
+default: early
+"""
+MOVED = EARLY_ONLY.replace('"0 6 * * *"', '"* * * * *"')
+
+
+def test_owed_a_held_reload_follows_a_window_moved_across_a_restart(
+        server: ApiServer, api_client: ApiClient, tmp_path: Path) -> None:
+    """A change held by the default window (opens at 06:00); the operator moves the window to one
+    that is open now and restarts: the held reload goes at once, not at the old opening time."""
+    clock = FakeClock()
+    path = tmp_path / "windows.yaml"
+    path.write_text(EARLY_ONLY)
+    create(api_client, configmap("app-config", {"url": "v0"}))
+    create(api_client, deployment("web", annotations={"configmap.reloader.stakater.com/reload": "app-config"}))
+    flags = [f"--reload-windows-config={path}"]
+    with running_controller(api_client, flags, clock=clock) as app:
+        rewrite_seen(api_client, "v1", app, clock)
+        wait_event(api_client, "web", "ReloadWaitingForWindow")
+    path.write_text(MOVED)
+    with running_controller(api_client, flags, clock=clock) as app:
+        wait_for(lambda: runs(server, "web", "app-config", {"url": "v1"}), timeout=10,
+                 message="reloaded in the window configured now")
+        quiet(app)
+        assert generation(server, "web") == 2
+
+
+def test_owed_a_held_reload_is_not_announced_again_when_its_window_is_asked_again(
+        server: ApiServer, api_client: ApiClient, tmp_path: Path) -> None:
+    """The same restart with the window unchanged: still held, and the wait announced once."""
+    clock = FakeClock()
+    flags = [windows_file(tmp_path, default="early")]
+    create(api_client, configmap("app-config", {"url": "v0"}))
+    create(api_client, deployment("web", annotations={"configmap.reloader.stakater.com/reload": "app-config"}))
+    with running_controller(api_client, flags, clock=clock) as app:
+        rewrite_seen(api_client, "v1", app, clock)
+        wait_event(api_client, "web", "ReloadWaitingForWindow")
+    with running_controller(api_client, flags, clock=clock) as app:
+        settle(app)
+        assert not runs(server, "web", "app-config", {"url": "v1"})
+        open_window(app, clock)
+        wait_for(lambda: runs(server, "web", "app-config", {"url": "v1"}), message="reloaded at the opening")
+        app.recorder.flush()
+        assert reasons(api_client, "web").count("ReloadWaitingForWindow") == 1
