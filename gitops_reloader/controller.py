@@ -55,7 +55,7 @@ from gitops_reloader.kube.discovery import KindDiscovery, unserved_kinds
 from gitops_reloader.kube.events import EventRecorder
 from gitops_reloader.kube.informer import Informer, InformerEvent
 from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord, adapters_for
-from gitops_reloader.ledger import Entry, Hold, Ledger, PendingSource, Wait
+from gitops_reloader.ledger import LONG_WAITS, Entry, Hold, Ledger, PendingSource, Wait
 from gitops_reloader.model import (
     ObjectRef,
     Outcome,
@@ -192,8 +192,7 @@ class Controller:
         waiting: set[str] = set()
         busy: set[str] = set()
         for entry in self.ledger.entries():
-            waits = entry.failure is not None or (
-                entry.hold is not None and entry.hold.why in (Wait.WINDOW, Wait.BRAKE))
+            waits = entry.failure is not None or (entry.hold is not None and entry.hold.why in LONG_WAITS)
             (waiting if waits else busy).add(entry.queue_key)
         waiting -= busy  # a group waits when each of its workloads does
         return not busy and self.queue.delayed_keys() <= waiting
@@ -491,7 +490,7 @@ class Controller:
         if entry is None:
             return
         person = entry.failure is not None and entry.failure.failure is FailureClass.NEEDS_PERSON
-        if person or (entry.hold is not None and entry.hold.why in (Wait.WINDOW, Wait.BRAKE)):
+        if person or (entry.hold is not None and entry.hold.why in LONG_WAITS):
             log.info("annotations changed; trying the waiting reload now", extra={"object": key})
             self.queue.add(entry.queue_key)
 

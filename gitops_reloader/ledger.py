@@ -38,8 +38,8 @@ from typing import Any
 
 from gitops_reloader.model import SourceMeta, SourceRef
 
-__all__ = ["MAX_RECORD_BYTES", "Entry", "Failure", "FailureClass", "Hold", "Ledger", "PendingSource",
-           "Wait", "decode", "due", "encode"]
+__all__ = ["LONG_WAITS", "MAX_RECORD_BYTES", "Entry", "Failure", "FailureClass", "Hold", "Ledger",
+           "PendingSource", "Wait", "decode", "due", "encode"]
 
 MAX_RECORD_BYTES = 512 * 1024
 """The encoded ledger's bound (a ConfigMap holds 1 MiB)."""
@@ -66,11 +66,19 @@ class Wait(enum.StrEnum):
     COALESCING = "coalescing"
     """The coalescing window after a change (stretched for a source that keeps changing)."""
     WINDOW = "window"
-    """A closed maintenance window (or an unknown window name: held until it names one)."""
+    """A closed maintenance window."""
     BRAKE = "brake"
     """A storm brake: the workload's or the cluster's reload rate."""
     BUDGET = "budget"
     """The rollout budget: a wave frees a slot (no time of its own)."""
+    PERSON = "needs-person"
+    """An annotation a person must fix (a sink or window name that names none): asked again on
+    any annotation change of the workload, and every ``--retry-max-delay``."""
+
+
+LONG_WAITS = frozenset({Wait.WINDOW, Wait.BRAKE, Wait.PERSON})
+"""Waits that a clock or a person ends (an idle controller may have them); an annotation change
+of the workload asks each of them again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -407,7 +415,8 @@ class Ledger:
                 if mine is None:
                     self._put(entry)
                 else:
-                    self._put(replace(mine, owes={**entry.owes, **mine.owes}, hold=_recorded_first(mine.hold, entry.hold),
+                    self._put(replace(mine, owes={**entry.owes, **mine.owes},
+                                      hold=_recorded_first(mine.hold, entry.hold),
                                       failure=mine.failure or entry.failure))
                 restored += 1
         return restored

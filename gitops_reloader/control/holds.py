@@ -85,6 +85,18 @@ class Holds:
             if left > 0:
                 self.brakes.hold_until(key, hold.detail, self.clock.monotonic() + left)
 
+    def needs_person(self, record: WorkloadRecord, reason: str, message: str) -> None:
+        """``record``'s reload waits for a person to fix its annotation (a sink name that names
+        none): held, said once a hold, asked again on an annotation change and every
+        ``--retry-max-delay``."""
+        key = record.ref.key
+        entry = self.ledger.entry(key)
+        if entry is None or entry.hold is None or entry.hold.why is not Wait.PERSON:
+            self.metrics.invalid_annotation(record.ref.kind)
+            self.warn(record, reason, message)
+        until = self.clock.now() + self.config.runtime.retry_max_delay
+        self.ledger.hold(key, Hold(Wait.PERSON, until, reason))
+
     def released(self, record: WorkloadRecord, outcome: Outcome | None) -> None:
         """An emission ended (``None``: it failed or waits): an applied reload keeps its storm-brake
         slot, anything else gives it back."""
@@ -107,7 +119,7 @@ class Holds:
             self.metrics.invalid_annotation(record.ref.kind)
             self.warn(record, "InvalidAnnotation", f"{self.config.keys.reload_window}: {exc}; the reload "
                       "waits until the annotation names a window")
-            return Hold(Wait.WINDOW, now + self.config.runtime.retry_max_delay, "unknown window", quiet)
+            return Hold(Wait.PERSON, now + self.config.runtime.retry_max_delay, "unknown window", quiet)
         wait = window.opens_in(now) if window is not None else 0.0
         if wait > 0 and not self._let_through(record, owed, window):  # type: ignore[arg-type]
             assert window is not None

@@ -356,6 +356,11 @@ class Reconciler:
             return None
         name = self.sink_name(record)
         sink = self.sinks.get(name or "")
+        if sink is None and name != EVICTION_SINK:
+            self.metrics.sink_error(name or "unknown", "unknown-sink")
+            self.holds.needs_person(record, "UnknownSink", f"{self.config.keys.sink} names no available "
+                                    "sink; the reload waits until it names one")
+            return None
         if not self._emittable(record, name, sink, batch=batch):
             self.ledger.drop(key)
             return None
@@ -399,10 +404,6 @@ class Reconciler:
             self.metrics.sink_error(EVICTION_SINK, "eviction-off")
             self.warn(record, "EvictionDisabled", "its kind has no pod template, so only eviction can "
                       "restart its pods, and the controller runs with --eviction=off; not reloaded")
-            return False
-        if sink is None:
-            self.metrics.sink_error(name or "unknown", "unknown-sink")
-            self.warn(record, "UnknownSink", f"{self.config.keys.sink} names no available sink; not reloaded")
             return False
         return True
 

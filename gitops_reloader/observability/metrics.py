@@ -137,7 +137,7 @@ class Metrics:
     ``failure_record_writes_total{success}``  writes of the ledger record ConfigMap
     ``failure_record_reads_total{success}``   reads of it (on becoming active; retried until read)
     ``ledger_entries{why}``                   workloads owed a reload, by why they wait: due,
-                                              coalescing, window, brake, budget, failing
+                                              coalescing, window, brake, budget, needs-person, failing
     ``resync_checks_failed_total{sink}``      checks of the slow resync that could not run (a host
                                               down): nothing was pending; the next pass checks again
     ``resync_passes_total``                   slow resync passes over every workload
@@ -363,7 +363,7 @@ class Metrics:
 
     def set_ledger_callback(self, counts: Callable[[], Mapping[str, int]]) -> None:
         """Read ``ledger_entries{why}`` from ``counts()`` at every scrape (every reason listed)."""
-        for why in ("due", "coalescing", "window", "brake", "budget", "failing"):
+        for why in ("due", "coalescing", "window", "brake", "budget", "needs-person", "failing"):
             self._ledger_entries.labels(why=why).set_function(lambda why=why: float(counts().get(why, 0)))
 
     def resync_check_failed(self, sink: str) -> None:

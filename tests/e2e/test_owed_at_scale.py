@@ -27,6 +27,7 @@ from gitops_reloader.testing.rollouts import DeploymentPlayer
 pytestmark = pytest.mark.e2e
 
 RECORD = "/api/v1/namespaces/default/configmaps/gitops-reloader-failures"
+RELOAD = {"configmap.reloader.stakater.com/reload": "app-config"}
 
 
 def reader(name: str, source: str, annotations: dict[str, str] | None = None) -> dict:
@@ -69,7 +70,8 @@ def record(api_client: ApiClient) -> dict:
 # --- 1: every early return after a grant gives the slot back -----------------------------------
 
 
-def test_owed_a_grant_found_synced_gives_its_budget_slot_back(server: ApiServer, api_client: ApiClient) -> None:
+def test_owed_a_grant_found_synced_gives_its_budget_slot_back(
+        server: ApiServer, api_client: ApiClient) -> None:
     """Budget 1: w1 and w2 read cfg-a, w3 reads cfg-b. cfg-a changes: w1 rolls, w2 waits. Argo CD
     syncs a new image into w2 meanwhile, so when w2 is granted it is found synced and nothing is
     written — its slot must go back, or w3's later change never rolls."""
@@ -82,9 +84,8 @@ def test_owed_a_grant_found_synced_gives_its_budget_slot_back(server: ApiServer,
         set_data(api_client, "cfg-a", {"v": "1"})
         wait_for(lambda: runs(server, "w1", "cfg-a", {"v": "1"}), message="w1 reloaded first")
         assert not runs(server, "w2", "cfg-a", {"v": "1"})  # parked behind w1
-        AppsV1Api(api_client).patch_namespaced_deployment(
-            "w2", "ns", {"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "nginx:1.27"}]}}}},
-            field_manager="argocd-controller")
+        image = {"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "nginx:1.27"}]}}}}
+        AppsV1Api(api_client).patch_namespaced_deployment("w2", "ns", image, field_manager="argocd")
         wait_event(api_client, "w2", "ReloadSynced")
         wait_for(lambda: not player.under_way(), timeout=20, message="the rollouts done")
         set_data(api_client, "cfg-b", {"v": "1"})
@@ -157,7 +158,7 @@ def test_owed_a_storm_brake_is_not_let_through_early_by_the_start_up_check(
     still waits for the brake's hour — nothing within a minute, v2 once the hour is up."""
     clock = FakeClock()
     create(api_client, configmap("app-config", {"url": "v0"}))
-    braked = {"configmap.reloader.stakater.com/reload": "app-config", "gitops-reloader.io/max-reloads": "1/1h"}
+    braked = {**RELOAD, "gitops-reloader.io/max-reloads": "1/1h"}
     create(api_client, deployment("web", annotations=braked))
     flags = ["--source-backoff-cap=0", "--sync-after-restart"]
     with running_controller(api_client, flags, clock=clock) as app:
@@ -200,7 +201,7 @@ def test_owed_a_held_reload_follows_a_window_moved_across_a_restart(
     path = tmp_path / "windows.yaml"
     path.write_text(EARLY_ONLY)
     create(api_client, configmap("app-config", {"url": "v0"}))
-    create(api_client, deployment("web", annotations={"configmap.reloader.stakater.com/reload": "app-config"}))
+    create(api_client, deployment("web", annotations=RELOAD))
     flags = [f"--reload-windows-config={path}"]
     with running_controller(api_client, flags, clock=clock) as app:
         rewrite_seen(api_client, "v1", app, clock)
@@ -219,7 +220,7 @@ def test_owed_a_held_reload_is_not_announced_again_when_its_window_is_asked_agai
     clock = FakeClock()
     flags = [windows_file(tmp_path, default="early")]
     create(api_client, configmap("app-config", {"url": "v0"}))
-    create(api_client, deployment("web", annotations={"configmap.reloader.stakater.com/reload": "app-config"}))
+    create(api_client, deployment("web", annotations=RELOAD))
     with running_controller(api_client, flags, clock=clock) as app:
         rewrite_seen(api_client, "v1", app, clock)
         wait_event(api_client, "web", "ReloadWaitingForWindow")
@@ -230,3 +231,25 @@ def test_owed_a_held_reload_is_not_announced_again_when_its_window_is_asked_agai
         wait_for(lambda: runs(server, "web", "app-config", {"url": "v1"}), message="reloaded at the opening")
         app.recorder.flush()
         assert reasons(api_client, "web").count("ReloadWaitingForWindow") == 1
+
+
+# --- 8: a sink-name typo holds the change for a person -------------------------------------------
+
+
+def test_owed_a_sink_name_typo_holds_the_change_until_the_annotation_is_fixed(
+        server: ApiServer, api_client: ApiClient) -> None:
+    """``gitops-reloader.io/sink: env-var`` (a typo): the change is held, said once with a
+    Warning, and counted as ``needs-person``; fixing the annotation reloads it at once."""
+    create(api_client, configmap("app-config", {"url": "v0"}))
+    create(api_client, deployment("web", annotations={**RELOAD, "gitops-reloader.io/sink": "env-var"}))
+    with running_controller(api_client, ["--retry-max-delay=5m"]) as app:
+        set_data(api_client, "app-config", {"url": "v1"})
+        wait_event(api_client, "web", "UnknownSink")
+        wait_for(lambda: metric(app, "ledger_entries", why="needs-person") == 1, message="held for a person")
+        AppsV1Api(api_client).patch_namespaced_deployment(
+            "web", "ns", {"metadata": {"annotations": {"gitops-reloader.io/sink": "env-vars"}}})
+        wait_for(lambda: runs(server, "web", "app-config", {"url": "v1"}), timeout=10, message="reloaded")
+        quiet(app)
+        assert generation(server, "web") == 2
+        assert reasons(api_client, "web").count("UnknownSink") == 1
+        assert metric(app, "ledger_entries", why="needs-person") == 0
