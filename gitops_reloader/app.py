@@ -110,7 +110,8 @@ class App:
             state=build_state_keeper(config, self.api, self.metrics),
             ledger_store=lambda ledger: LedgerStore(
                 self.api, ledger, namespace=runtime.lease_namespace, name=runtime.failure_record,
-                metrics=self.metrics, read_only=runtime.dry_run),
+                metrics=self.metrics, read_only=runtime.dry_run, clock=self.clock,
+                warn=lambda ref, reason, text: self.recorder.warning(ref, reason, text, api_version="v1")),
             alert=self.alerter.notify if self.alerter is not None else None,
         )
         self.file_watch = FileWatch(

@@ -43,7 +43,7 @@ from gitops_reloader.control.evictor import Evictor, Report
 from gitops_reloader.control.failing import Failing
 from gitops_reloader.control.pause import UNPAUSE_PREFIX, PauseScheduler
 from gitops_reloader.control.reconciler import Reconciler, view
-from gitops_reloader.control.restore import current_entry
+from gitops_reloader.control.restore import current_entry, readers_of
 from gitops_reloader.control.resume import Resumer
 from gitops_reloader.control.retrypolicy import FailureClass, RetrySchedule
 from gitops_reloader.control.startup import deleted_while_down, out_of_date, used_key_sources
@@ -55,7 +55,7 @@ from gitops_reloader.kube.discovery import KindDiscovery, unserved_kinds
 from gitops_reloader.kube.events import EventRecorder
 from gitops_reloader.kube.informer import Informer, InformerEvent
 from gitops_reloader.kube.workloads import WorkloadAdapter, WorkloadRecord, adapters_for
-from gitops_reloader.ledger import LONG_WAITS, Entry, Hold, Ledger, PendingSource, Wait
+from gitops_reloader.ledger import LONG_WAITS, Hold, Ledger, PendingSource, Record, Wait
 from gitops_reloader.model import (
     ObjectRef,
     Outcome,
@@ -292,20 +292,22 @@ class Controller:
         if store is None:
             return
 
-        def restored(entries: Iterable[Entry]) -> None:
-            self._restored(entries, current)
+        def restored(record: Record) -> None:
+            self._restored(record, current)
 
         for _ in range(READ_ATTEMPTS):
-            entries = store.read()
-            if entries is not None:
-                restored(entries)
+            record = store.read()
+            if record is not None:
+                restored(record)
                 break
         store.start(on_loaded=restored)
 
-    def _restored(self, entries: Iterable[Entry], current_git: set[str]) -> None:
-        """Put what the ledger record held back into the ledger and on the queue."""
-        entries = list(entries)
+    def _restored(self, record: Record, current_git: set[str]) -> None:
+        """Put what the ledger record held back into the ledger and on the queue (a change recorded
+        once for its many readers: to each reader the cluster shows still owes it)."""
         now = self.clock.monotonic()
+        entries = [*record.entries, *(entry for change in record.shared for entry in readers_of(
+            change, caches=self.caches, index=self.index, monotonic=now, wall=self.clock.now()))]
         current = [entry for entry in (current_entry(e, caches=self.caches, reconciler=self.reconciler,
                                                      committed=current_git, group_of=self._group_of, now=now)
                                        for e in entries) if entry is not None]

@@ -39,7 +39,7 @@ from typing import Any
 from gitops_reloader.model import SourceMeta, SourceRef
 
 __all__ = ["LONG_WAITS", "MAX_RECORD_BYTES", "Entry", "Failure", "FailureClass", "Hold", "Ledger",
-           "PendingSource", "Wait", "decode", "due", "encode"]
+           "PendingSource", "Record", "SharedChange", "Wait", "decode", "due", "encode", "read_record"]
 
 MAX_RECORD_BYTES = 512 * 1024
 """The encoded ledger's bound (a ConfigMap holds 1 MiB)."""
@@ -447,10 +447,45 @@ def _finite(value: float, fallback: float) -> float:
 
 # --- the record ------------------------------------------------------------------------
 
+SHARE_AT = 8
+"""This many readers or more owing the same change with the same wait are recorded once."""
+MAX_AHEAD = 8 * 24 * 3600.0
+"""A recorded time further ahead than this is capped (a week's brake, a weekly window, a day more)."""
+LATEST_TIME = 4_102_444_800.0
+"""2100-01-01: the cap of a time read without a clock."""
+MAX_ATTEMPTS = 1_000_000
+MAX_KEY_CHARS = 400
 
-def _owes_dict(entry: Entry) -> dict[str, Any]:
+
+@dataclass(frozen=True, slots=True)
+class SharedChange:
+    """A change many readers owe alike (same sources at the same versions, same wait), recorded
+    once: which readers still owe it is read from the cluster when it is restored
+    (:func:`gitops_reloader.control.restore.readers_of`), so the record grows with what changed,
+    not with how many read it."""
+
+    owes: Mapping[SourceRef, PendingSource]
+    hold: Hold | None
+    readers: int
+    seen: float = 0.0
+    """Wall-clock seconds the oldest of these changes was seen (0: unknown)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """What one ledger record holds, read back."""
+
+    entries: list[Entry]
+    shared: list[SharedChange] = field(default_factory=list)
+    skipped: int = 0
+    """Items that could not be read (malformed, out of bounds): logged and counted by the store."""
+    truncated: int = 0
+    """Entries the writer could not fit (it said so when it wrote)."""
+
+
+def _owes_dict(owes: Mapping[SourceRef, PendingSource]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for ref, item in entry.owes.items():
+    for ref, item in owes.items():
         fields: dict[str, Any] = {"v": item.meta.resource_version}
         if item.baseline:
             fields["fp"] = f"{item.baseline:x}"
@@ -464,20 +499,24 @@ def _owes_dict(entry: Entry) -> dict[str, Any]:
     return out
 
 
+def _hold_dict(hold: Hold, *, whole: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"why": hold.why.value}
+    if hold.until is not None:
+        out["until"] = int(_finite(hold.until, 0))
+    if whole and hold.detail:
+        out["detail"] = hold.detail[:MAX_DETAIL_CHARS]
+    if hold.quiet:
+        out["quiet"] = 1
+    return out
+
+
 def _as_dict(entry: Entry, *, whole: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {"w": entry.workload, "owes": _owes_dict(entry) if whole else sorted(
+    out: dict[str, Any] = {"w": entry.workload, "owes": _owes_dict(entry.owes) if whole else sorted(
         ref.local_id for ref in entry.owes)}
     if entry.group:
         out["q"] = entry.group
     if entry.hold is not None:
-        hold: dict[str, Any] = {"why": entry.hold.why.value}
-        if entry.hold.until is not None:
-            hold["until"] = int(_finite(entry.hold.until, 0))
-        if whole and entry.hold.detail:
-            hold["detail"] = entry.hold.detail[:MAX_DETAIL_CHARS]
-        if entry.hold.quiet:
-            hold["quiet"] = 1
-        out["hold"] = hold
+        out["hold"] = _hold_dict(entry.hold, whole=whole)
     failure = entry.failure
     if failure is not None:
         out["fail"] = {"key": failure.key, "sink": failure.sink, "reason": failure.reason,
@@ -487,15 +526,58 @@ def _as_dict(entry: Entry, *, whole: bool) -> dict[str, Any]:
     return out
 
 
-def encode(entries: Iterable[Entry], *, limit: int = MAX_RECORD_BYTES) -> dict[str, str]:
-    """ConfigMap data for ``entries``, within ``limit`` bytes: failing ones first (oldest
-    first), then held ones, then the rest; whole while they fit, then only the sources' names,
-    then counted as ``truncated`` (the start-up check and the slow resync repair what they can).
-    A check of the slow resync owes nothing and is not recorded (the next pass checks again)."""
-    ordered = sorted((e for e in entries if not e.check_only), key=lambda e: (
+def _share(entries: Iterable[Entry]) -> tuple[list[list[Entry]], list[Entry]]:
+    """Entries owing the same change with the same wait (no failure, no group, no race or
+    delete: nothing of their own to keep), in groups of :data:`SHARE_AT` or more; the rest."""
+    groups: dict[Any, list[Entry]] = {}
+    single: list[Entry] = []
+    for entry in entries:
+        if entry.failure is not None or entry.group or any(p.deleted or p.raced for p in entry.owes.values()):
+            single.append(entry)
+            continue
+        hold = entry.hold
+        wait = None if hold is None else (hold.why, int(_finite(hold.until or 0, 0)), hold.detail, hold.quiet)
+        key = (frozenset((ref, p.meta.resource_version, p.resync) for ref, p in entry.owes.items()), wait)
+        groups.setdefault(key, []).append(entry)
+    shared = [members for members in groups.values() if len(members) >= SHARE_AT]
+    single.extend(e for members in groups.values() if len(members) < SHARE_AT for e in members)
+    return shared, single
+
+
+def _shared_dict(members: list[Entry], wall_of: Callable[[float], float] | None) -> dict[str, Any]:
+    first = members[0]
+    detected = [p.detected for e in members for p in e.owes.values() if p.detected is not None]
+    owes = {ref: replace(p, baseline=0) for ref, p in first.owes.items()}
+    out: dict[str, Any] = {"ns": next(iter(owes)).namespace, "owes": _owes_dict(owes), "n": len(members)}
+    if first.hold is not None:
+        out["hold"] = _hold_dict(first.hold, whole=True)
+    if wall_of is not None and detected:
+        out["t"] = int(_finite(wall_of(min(detected)), 0))
+    return out
+
+
+def encode(entries: Iterable[Entry], *, limit: int = MAX_RECORD_BYTES,
+           wall_of: Callable[[float], float] | None = None) -> dict[str, str]:
+    """ConfigMap data for ``entries``, within ``limit`` bytes. A change owed alike by
+    :data:`SHARE_AT` readers or more is one item (:class:`SharedChange`; ``wall_of`` turns a
+    monotonic time into wall-clock seconds, for when it was seen); the other entries follow,
+    failing ones first (oldest first), then held ones, then the rest — whole while they fit, then
+    only the sources' names, then counted as ``truncated`` (:attr:`Record.truncated`: the store
+    says so). A check of the slow resync owes nothing and is not recorded."""
+    shared, single = _share(e for e in entries if not e.check_only)
+    ordered = sorted(single, key=lambda e: (
         e.failure is None, e.failure.since if e.failure else 0, e.hold is None, e.workload))
-    items: list[dict[str, Any]] = []
     size, truncated = 64, 0
+    changes: list[dict[str, Any]] = []
+    for members in shared:
+        item = _shared_dict(members, wall_of)
+        cost = len(json.dumps(item, separators=(",", ":")).encode()) + 1
+        if size + cost <= limit:
+            changes.append(item)
+            size += cost
+        else:
+            truncated += len(members)
+    items: list[dict[str, Any]] = []
     for entry in ordered:
         for whole in (True, False):
             item = _as_dict(entry, whole=whole)
@@ -506,56 +588,115 @@ def encode(entries: Iterable[Entry], *, limit: int = MAX_RECORD_BYTES) -> dict[s
                 break
         else:
             truncated += 1
-    return {RECORD_KEY: json.dumps({"v": 2, "entries": items, "truncated": truncated}, separators=(",", ":"))}
+    record: dict[str, Any] = {"v": 3, "entries": items, "truncated": truncated}
+    if changes:
+        record["shared"] = changes
+    return {RECORD_KEY: json.dumps(record, separators=(",", ":"))}
 
 
-def decode(data: Mapping[str, Any]) -> list[Entry]:
-    """The entries in ConfigMap ``data`` (the ledger, or the failure record it replaced), each
-    owed source as recorded (its name and resourceVersion: :meth:`Ledger.restore`'s caller puts
-    its current state in). Anything malformed or oversized is skipped, entry by entry: the
-    record is read as untrusted input."""
+def decode(data: Mapping[str, Any], *, now: float | None = None) -> list[Entry]:
+    """The entries in ConfigMap ``data`` (:func:`read_record`'s, without the shared changes)."""
+    return read_record(data, now=now).entries
+
+
+def read_record(data: Mapping[str, Any], *, now: float | None = None) -> Record:
+    """What ConfigMap ``data`` holds (the ledger, or the failure record it replaced), each owed
+    source as recorded (its name and resourceVersion: the restore puts its current state in).
+
+    The record is untrusted input (people edit ConfigMaps): nothing here raises. An item that is
+    malformed, of the wrong type, or holds a number that is not one (``1e999``, an integer of 400
+    digits) is skipped and counted in :attr:`Record.skipped`; every time is capped at ``now`` plus
+    :data:`MAX_AHEAD` (a hold far ahead ends then, not never), every count and text is bounded."""
+    try:
+        return _read(data, LATEST_TIME if now is None else now + MAX_AHEAD)
+    except Exception:  # e.g. RecursionError from a deeply nested document
+        return Record([], skipped=1)
+
+
+def _read(data: Mapping[str, Any], horizon: float) -> Record:
     text = data.get(RECORD_KEY)
     legacy = text is None
     if legacy:
         text = data.get(LEGACY_KEY)
+    if text is None:
+        return Record([])
     if not isinstance(text, str) or len(text) > 2 * MAX_RECORD_BYTES:
-        return []
+        return Record([], skipped=1)
     try:
         parsed = json.loads(text)
     except ValueError:
-        return []
-    items = parsed.get("failures" if legacy else "entries") if isinstance(parsed, dict) else None
-    out: list[Entry] = []
-    for item in items if isinstance(items, list) else []:
-        try:
-            out.extend(_legacy_entries(item) if legacy else _entry(item))
-        except (KeyError, TypeError, ValueError, AttributeError):
+        return Record([], skipped=1)
+    if not isinstance(parsed, dict):
+        return Record([], skipped=1)
+    entries: list[Entry] = []
+    shared: list[SharedChange] = []
+    skipped = 0
+    for name, read, out in (("failures" if legacy else "entries",
+                             _legacy_entries if legacy else _entry, entries),
+                            ("shared", _shared, shared)):
+        items = parsed.get(name)
+        if items is not None and not isinstance(items, list):
+            skipped += 1
             continue
-    return out
+        for item in items or ():
+            try:
+                out.extend(read(item, horizon))  # type: ignore[operator]
+            except Exception:  # any malformed item is skipped, never fatal
+                skipped += 1
+    try:
+        truncated = int(_number(parsed.get("truncated", 0), 0, MAX_ATTEMPTS))
+    except (TypeError, ValueError):
+        truncated = 0
+    return Record(entries, shared, skipped, truncated)
 
 
-def _entry(item: Any) -> list[Entry]:
-    workload = _text(item["w"])
+def _entry(item: Any, horizon: float) -> list[Entry]:
+    workload = _key(item["w"])
     namespace = workload.split("/", 1)[0]
-    raw = item.get("owes") or {}
+    owes = _owes(namespace, item.get("owes") or {})
+    hold = _hold(item["hold"], horizon) if item.get("hold") is not None else None
+    failure = _failure(item["fail"], workload, horizon) if item.get("fail") is not None else None
+    group = _text(item.get("q", ""))[:MAX_KEY_CHARS]
+    if not owes:
+        raise ValueError("owes nothing")
+    return [Entry(workload, owes, group, hold, failure)]
+
+
+def _shared(item: Any, horizon: float) -> list[SharedChange]:
+    namespace = _text(item["ns"])[:MAX_KEY_CHARS]
+    owes = _owes(namespace, item["owes"])
+    if not owes:
+        raise ValueError("owes nothing")
+    hold = _hold(item["hold"], horizon) if item.get("hold") is not None else None
+    readers = int(_number(item.get("n", 0), 0, MAX_ATTEMPTS))
+    seen = _number(item.get("t", 0), 0, horizon)
+    return [SharedChange(owes, hold, readers, seen)]
+
+
+def _owes(namespace: str, raw: Any) -> dict[SourceRef, PendingSource]:
     listed = raw if isinstance(raw, dict) else {name: {} for name in raw if isinstance(name, str)}
     owes = {}
     for local_id, fields in list(listed.items())[:MAX_OWED]:
         source = _pending(namespace, _text(local_id), fields if isinstance(fields, dict) else {})
         if source is not None:
             owes[source.meta.ref] = source
-    hold = None
-    if isinstance(item.get("hold"), dict):
-        held = item["hold"]
-        until = held.get("until")
-        hold = Hold(Wait(held["why"]), float(until) if until is not None else None,
-                    _text(held.get("detail", ""))[:MAX_DETAIL_CHARS], bool(held.get("quiet")))
-    failure = _failure(item["fail"], workload) if isinstance(item.get("fail"), dict) else None
-    return [Entry(workload, owes, _text(item.get("q", "")), hold, failure)] if owes else []
+    return owes
+
+
+def _hold(raw: Any, horizon: float) -> Hold:
+    if not isinstance(raw, dict):
+        raise TypeError("not a hold")
+    why = Wait(raw["why"])
+    until = raw.get("until")
+    if until is not None:
+        until = _number(until, 0, horizon)
+    elif why is not Wait.BUDGET:
+        until = 0.0  # only the budget waits for an event: anything else is asked again now
+    return Hold(why, until, _text(raw.get("detail", ""))[:MAX_DETAIL_CHARS], bool(raw.get("quiet")))
 
 
 def _pending(namespace: str, local_id: str, fields: Mapping[str, Any]) -> PendingSource | None:
-    ref = SourceRef.from_local_id(namespace, local_id)
+    ref = SourceRef.from_local_id(namespace, local_id[:MAX_KEY_CHARS])
     if ref is None:
         return None
     baseline = int(str(fields["fp"])[:16], 16) if fields.get("fp") else 0
@@ -564,33 +705,49 @@ def _pending(namespace: str, local_id: str, fields: Mapping[str, Any]) -> Pendin
                          raced=bool(fields.get("x")))
 
 
-def _failure(item: Mapping[str, Any], workload: str) -> Failure:
-    since, next_try = float(item["since"]), float(item["next"])
-    if not (math.isfinite(since) and math.isfinite(next_try)):
-        raise ValueError("not a time")
+def _failure(item: Any, workload: str, horizon: float) -> Failure:
+    if not isinstance(item, dict):
+        raise TypeError("not a failure")
     return Failure(
-        key=_text(item.get("key", workload)), sink=_text(item["sink"])[:64],
+        key=_key(item.get("key", workload)), sink=_text(item["sink"])[:64],
         reason=_text(item["reason"])[:64],
-        failure=FailureClass(item["class"]), since=since, attempts=int(item["attempts"]),
-        next_try=next_try, error=_text(item.get("error", ""))[:MAX_ERROR_CHARS],
+        failure=FailureClass(item["class"]), since=_number(item["since"], 0, horizon),
+        attempts=int(_number(item["attempts"], 0, MAX_ATTEMPTS)),
+        next_try=_number(item["next"], 0, horizon), error=_text(item.get("error", ""))[:MAX_ERROR_CHARS],
         raised=bool(item.get("raised", False)))
 
 
-def _legacy_entries(item: Any) -> list[Entry]:
+def _legacy_entries(item: Any, horizon: float) -> list[Entry]:
     """One failure of the record written before the ledger → an entry per workload it named."""
-    failure = _failure(item, _text(item["key"]))
+    failure = _failure(item, _key(item["key"]), horizon)
     out = []
     for workload, source_ids in (item.get("workloads") or {}).items():
-        namespace = _text(workload).split("/", 1)[0]
-        owes = {}
-        for local_id in source_ids if isinstance(source_ids, list) else []:
-            source = _pending(namespace, _text(local_id), {})
-            if source is not None:
-                owes[source.meta.ref] = source
+        key = _key(workload)
+        owes = _owes(key.split("/", 1)[0], source_ids if isinstance(source_ids, list) else [])
         if owes:
-            group = failure.key if failure.key != workload else ""
-            out.append(Entry(workload, owes, group, None, failure))
+            out.append(Entry(key, owes, failure.key if failure.key != key else "", None, failure))
     return out
+
+
+def _number(value: Any, low: float, high: float) -> float:
+    """A JSON number as a float within [low, high] (capped); raises on anything else: a bool, a
+    string, an integer too large for a float, infinity, NaN."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError("not a number")
+    if isinstance(value, int) and not -(10 ** 18) < value < 10 ** 18:
+        raise ValueError("out of range")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError("not finite")
+    return min(max(number, low), high)
+
+
+def _key(value: Any) -> str:
+    """A queue or workload key: text of bounded length."""
+    text = _text(value)
+    if not text or len(text) > MAX_KEY_CHARS:
+        raise ValueError("not a key")
+    return text
 
 
 def _text(value: Any) -> str:

@@ -45,7 +45,7 @@ from gitops_reloader.kinds import kube_kind
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.events import COMPONENT
 from gitops_reloader.kube.resources import EVENTS
-from gitops_reloader.ledger import Failure, Ledger
+from gitops_reloader.ledger import Failure, Ledger, Record
 from gitops_reloader.model import ObjectRef, ReloadRequest, SinkName, Source
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.plan import read_only_controller
@@ -281,7 +281,7 @@ def _failing(api: KubeApi, config: Config, namespace: str | None) -> list[Failin
     store = LedgerStore(api, Ledger(), namespace=runtime.lease_namespace, name=runtime.failure_record,
                         metrics=Metrics(CollectorRegistry()), read_only=True)
     by_key: dict[str, tuple[Failure, list[str]]] = {}
-    for entry in store.read() or []:
+    for entry in (store.read() or Record([])).entries:
         if entry.failure is not None and (namespace is None or entry.workload.startswith(f"{namespace}/")):
             by_key.setdefault(entry.failure.key, (entry.failure, []))[1].append(entry.workload)
     return [FailingReport(f.key, sorted(workloads), f.sink, f.reason, f.failure.value, int(f.since),

@@ -17,11 +17,12 @@ from dataclasses import replace
 from gitops_reloader import policy
 from gitops_reloader.control.caches import Caches
 from gitops_reloader.control.reconciler import Reconciler, view
+from gitops_reloader.index import ReferenceIndex
 from gitops_reloader.kube.workloads import WorkloadRecord
-from gitops_reloader.ledger import Entry, Hold, PendingSource, Wait
+from gitops_reloader.ledger import Entry, Hold, PendingSource, SharedChange, Wait
 from gitops_reloader.model import ObjectRef, SourceMeta, SourceRef
 
-__all__ = ["current_entry", "restored_hold", "runs"]
+__all__ = ["current_entry", "readers_of", "restored_hold", "runs"]
 
 
 def current_entry(entry: Entry, *, caches: Caches, reconciler: Reconciler, committed: Collection[str],
@@ -40,12 +41,32 @@ def current_entry(entry: Entry, *, caches: Caches, reconciler: Reconciler, commi
         if meta is not None and meta.hash and not item.raced and runs(reconciler, record, meta):
             continue  # written before the record caught up: the workload records it
         if meta is not None and meta.hash:
-            owes[ref] = replace(item, meta=meta, deleted=False, detected=None if item.resync else now)
+            detected = None if item.resync else item.detected if item.detected is not None else now
+            owes[ref] = replace(item, meta=meta, deleted=False, detected=detected)
         elif item.deleted:
             owes[ref] = replace(item, detected=now)
     if not owes:
         return None
     return replace(entry, owes=owes, group=group_of(record) or "", hold=restored_hold(entry.hold))
+
+
+def readers_of(change: SharedChange, *, caches: Caches, index: ReferenceIndex, monotonic: float,
+               wall: float) -> list[Entry]:
+    """The workloads that may owe ``change`` (recorded once for its many readers), as entries to
+    put through :func:`current_entry`: each workload the reference index names for its sources
+    (the policy decides when it is worked), unless it was created after the change was seen (its
+    first pods read the new data). ``monotonic`` / ``wall``: now, on both clocks."""
+    detected = monotonic - max(0.0, wall - change.seen) if change.seen else monotonic
+    by_workload: dict[str, dict[SourceRef, PendingSource]] = {}
+    for ref, item in change.owes.items():
+        for key in index.candidates(ref):
+            by_workload.setdefault(key, {})[ref] = replace(item, detected=None if item.resync else detected)
+    out: list[Entry] = []
+    for key, owes in sorted(by_workload.items()):
+        record = caches.workload(ObjectRef.from_key(key))
+        if record is not None and not (change.seen and record.created > change.seen):
+            out.append(Entry(key, owes, hold=change.hold))
+    return out
 
 
 RECHECK_NOW = 0.0

@@ -42,7 +42,7 @@ from gitops_reloader.kube.resources import (
 )
 from gitops_reloader.model import CONFIG_HASH_KEY, EMPTY_MAP, ObjectRef, PodRefs, TemplateEdit
 from gitops_reloader.rollout.completion import COMPLETES_LIKE, RolloutStatus, rollout_status, section
-from gitops_reloader.rollout.eviction import EVICTION_ANNOTATION, eviction_status
+from gitops_reloader.rollout.eviction import EVICTION_ANNOTATION, eviction_status, parse_time
 from gitops_reloader.rollout.marker import MARKER_ANNOTATION
 from gitops_reloader.syncs import SYNCED_ANNOTATION, template_fingerprint
 
@@ -90,6 +90,9 @@ class WorkloadRecord:
     """Whether its pods are being replaced now, by the kind's own status (its controller has
     reported one, and its completion rule says progressing): a pod started now reads the
     sources' data as they are now, so a change seen now may reach some pods and not others."""
+    created: float = 0.0
+    """``metadata.creationTimestamp`` in Unix seconds (0: unknown): a workload created after a
+    change its pods read is not owed it (:func:`gitops_reloader.control.restore.readers_of`)."""
 
 
 _Env = tuple[tuple[str, str | None, bool], ...]
@@ -406,6 +409,7 @@ class WorkloadAdapter:
             generation=generation,
             rolls_on_write=self.rolls and not on_delete,
             rolling=status is not None and not status.done,
+            created=parse_time(metadata.get("creationTimestamp")) or 0.0,
         )
 
     def _slim(self, raw: JSON, ref: ObjectRef, uid: str, annotations: Mapping[str, str],

@@ -136,6 +136,10 @@ class Metrics:
     ``failures_raised_total{sink}``           failures reported after ``--max-retries`` attempts
     ``failure_record_writes_total{success}``  writes of the ledger record ConfigMap
     ``failure_record_reads_total{success}``   reads of it (on becoming active; retried until read)
+    ``ledger_record_skipped_total``           items of the record read back that were malformed
+                                              or out of bounds (a hand edit): skipped, logged
+    ``ledger_record_truncated``               entries the last write could not fit in the record
+                                              (0 normally; the resync covers what it can)
     ``ledger_entries{why}``                   workloads owed a reload, by why they wait: due,
                                               coalescing, window, brake, budget, needs-person, failing
     ``resync_checks_failed_total{sink}``      checks of the slow resync that could not run (a host
@@ -285,6 +289,10 @@ class Metrics:
             "failure_record_writes_total", "Writes of the ledger record ConfigMap.", ("success",))
         self._failure_record_reads = counter(
             "failure_record_reads_total", "Reads of the ledger record ConfigMap.", ("success",))
+        self._ledger_record_skipped = counter(
+            "ledger_record_skipped_total", "Items of the ledger record read back that were malformed.")
+        self._ledger_record_truncated = gauge(
+            "ledger_record_truncated", "Entries the last write could not fit in the ledger record.")
         self._ledger_entries = gauge(
             "ledger_entries", "Workloads owed a reload, by why they wait.", ("why",))
         self._resync_checks_failed = counter(
@@ -360,6 +368,12 @@ class Metrics:
 
     def failure_record_read(self, success: bool) -> None:
         self._failure_record_reads.labels(success=_bool_label(success)).inc()
+
+    def ledger_record_skipped(self, count: int) -> None:
+        self._ledger_record_skipped.inc(count)
+
+    def set_ledger_record_truncated(self, count: int) -> None:
+        self._ledger_record_truncated.set(count)
 
     def set_ledger_callback(self, counts: Callable[[], Mapping[str, int]]) -> None:
         """Read ``ledger_entries{why}`` from ``counts()`` at every scrape (every reason listed)."""

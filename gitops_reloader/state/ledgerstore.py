@@ -27,11 +27,12 @@ import threading
 from collections.abc import Callable, Mapping
 
 from gitops_reloader.backoff import exponential
+from gitops_reloader.clock import Clock, SystemClock
 from gitops_reloader.errors import KubeConflict, KubeError, KubeNotFound
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.resources import CONFIGMAPS
-from gitops_reloader.ledger import Entry, Ledger, decode, encode
-from gitops_reloader.model import SourceKind, SourceRef
+from gitops_reloader.ledger import Ledger, Record, encode, read_record
+from gitops_reloader.model import ObjectRef, SourceKind, SourceRef
 from gitops_reloader.observability.metrics import Metrics
 
 __all__ = ["LedgerStore"]
@@ -40,14 +41,19 @@ log = logging.getLogger(__name__)
 
 RECORD_LABEL = "gitops-reloader.io/failure-record"
 MAX_READ_BACKOFF = 30.0
+Warn = Callable[[ObjectRef, str, str], None]
+"""``(object, reason, message)``: a Warning Event (the record's ConfigMap is the object)."""
 
 
 class LedgerStore:
     """Reads the ledger record once and keeps it written while this instance is active."""
 
     def __init__(self, api: KubeApi, ledger: Ledger, *, namespace: str, name: str,
-                 metrics: Metrics, interval: float = 2.0, read_only: bool = False) -> None:
+                 metrics: Metrics, interval: float = 2.0, read_only: bool = False,
+                 clock: Clock | None = None, warn: Warn | None = None) -> None:
         self.api = api
+        self.clock = clock or SystemClock()
+        self.warn = warn
         self.ledger = ledger
         self.namespace = namespace
         self.name = name
@@ -61,9 +67,10 @@ class LedgerStore:
         self._data: Mapping[str, str] | None = None
         """What the record holds, as last read or written (None: unknown)."""
         self._failing_write = False
+        self._truncated = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._on_loaded: Callable[[list[Entry]], None] | None = None
+        self._on_loaded: Callable[[Record], None] | None = None
 
     @property
     def object(self) -> str:
@@ -73,14 +80,15 @@ class LedgerStore:
         """Whether ``ref`` is this record's ConfigMap (its changes are never a reload)."""
         return ref.kind is SourceKind.CONFIGMAP and ref.namespace == self.namespace and ref.name == self.name
 
-    def read(self) -> list[Entry] | None:
+    def read(self) -> Record | None:
         """What an earlier instance recorded (empty: nothing, or no record), as recorded; None when
-        it cannot be read now (then nothing is written until it can)."""
+        it cannot be read now (then nothing is written until it can). What could not be read back
+        (a hand edit) is skipped with a log line and a metric."""
         try:
             stored = self.api.get(CONFIGMAPS, self.namespace, self.name)
         except KubeNotFound:
             self.loaded, self._data = True, encode([])  # nothing to write while nothing is owed
-            return []
+            return Record([])
         except KubeError as exc:
             self.metrics.failure_record_read(False)
             log.warning("ledger record unreadable; read again before anything is written", extra={
@@ -91,11 +99,17 @@ class LedgerStore:
         data = stored.get("data")
         self.loaded = True
         if not isinstance(data, Mapping):
-            return []
+            return Record([])
         self._data = dict(data)
-        return decode(data)
+        record = read_record(data, now=self.clock.now())
+        if record.skipped:
+            self.metrics.ledger_record_skipped(record.skipped)
+            log.warning("ledger record: items skipped (malformed or out of bounds; edited by hand?); "
+                        "what they owed is found again by the resync where the cluster shows it",
+                        extra={"object": self.object, "skipped": record.skipped})
+        return record
 
-    def start(self, on_loaded: Callable[[list[Entry]], None]) -> None:
+    def start(self, on_loaded: Callable[[Record], None]) -> None:
         """Keep the record written from now on (the active instance only). Not read yet (the
         first read failed): read it first, in the background, then hand what it holds to
         ``on_loaded`` and only then write."""
@@ -129,7 +143,8 @@ class LedgerStore:
         version = self.ledger.version
         if version == self._written:
             return True
-        data = encode(self.ledger.entries())
+        data = encode(self.ledger.entries(), wall_of=self._wall)
+        self._said_truncated(data)
         if data == self._data:  # what changed is not recorded (a check, a coalescing hold's time)
             self._written = version
             return True
@@ -149,17 +164,46 @@ class LedgerStore:
         self._written, self._data = version, data
         return True
 
+    def _wall(self, monotonic: float) -> float:
+        """Wall-clock seconds of a monotonic time (when a shared change was seen)."""
+        return self.clock.now() - (self.clock.monotonic() - monotonic)
+
+    def _said_truncated(self, data: Mapping[str, str]) -> None:
+        """Entries the record cannot hold: a log line, the gauge and a Warning Event when the
+        count changes (never silent); the resync covers those it can."""
+        truncated = read_record(data).truncated
+        if truncated == self._truncated:
+            return
+        self._truncated = truncated
+        self.metrics.set_ledger_record_truncated(truncated)
+        if not truncated:
+            return
+        message = (f"the ledger record is full ({truncated} entries not recorded): after a restart only "
+                   "the resync finds what they owe, where their own records show it")
+        log.warning(message, extra={"object": self.object, "truncated": truncated})
+        if self.warn is not None:
+            self.warn(ObjectRef("ConfigMap", self.namespace, self.name), "LedgerRecordFull", message)
+
     def _run(self) -> None:
+        """The record's thread: read until read, then write when changed. Nothing ends it but
+        :meth:`stop` or :meth:`abandon`: a failure is logged and the next tick tries again."""
         reads = 0
         while not self.loaded:
             reads += 1
             if self._stop.wait(exponential(self.interval, reads, MAX_READ_BACKOFF)):
                 return
-            entries = self.read()
-            if entries is not None and self._on_loaded is not None:
-                self._on_loaded(entries)
+            try:
+                record = self.read()
+                if record is not None and self._on_loaded is not None:
+                    self._on_loaded(record)
+            except Exception:  # a bug must not end the record: it would never be written again
+                log.exception("restoring the ledger record failed; carrying on",
+                              extra={"object": self.object})
         while not self._stop.wait(self.interval):
-            self.flush()
+            try:
+                self.flush()
+            except Exception:
+                log.exception("writing the ledger record failed; trying again", extra={"object": self.object})
 
     def _write(self, data: Mapping[str, str]) -> None:
         body = {

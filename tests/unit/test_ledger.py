@@ -269,7 +269,8 @@ def test_encoding_stays_within_its_bound_failing_entries_first() -> None:
     parsed = json.loads(text)
     kept = decode(data)
     assert kept[0].workload == "ns/Deployment/w00001" and kept[0].failure is not None  # the oldest failure
-    assert len(parsed["entries"]) + parsed["truncated"] == 6000
+    assert len(parsed["entries"]) + parsed["truncated"] + sum(c["n"] for c in parsed["shared"]) == 6000
+    assert parsed["shared"][0]["n"] == 3000  # the same change owed alike: recorded once
 
 
 def test_decode_skips_what_is_malformed_and_never_raises() -> None:
