@@ -12,10 +12,12 @@ import json
 from pathlib import Path
 
 import pytest
-from kubernetes.client import ApiClient, AppsV1Api, CoreV1Api
+from kubernetes.client import ApiClient, AppsV1Api, CoordinationV1Api, CoreV1Api
+from processes import HA_FLAGS, Controller, running_cluster, stop_process
 from reload_helpers import call, configmap, create, env_of, events, metric, quiet, wait_event, workload
 from test_reload_windows import open_window, windows_file
 from test_reload_windows import rewrite as rewrite_seen
+from test_rollout_waves import lease_holder_pid
 
 from gitops_reloader.clock import FakeClock
 from gitops_reloader.hashing import configmap_hash
@@ -253,3 +255,62 @@ def test_owed_a_sink_name_typo_holds_the_change_until_the_annotation_is_fixed(
         assert generation(server, "web") == 2
         assert reasons(api_client, "web").count("UnknownSink") == 1
         assert metric(app, "ledger_entries", why="needs-person") == 0
+
+
+# --- 4: a hand-edited record stops nothing ------------------------------------------------------
+
+
+def hostile_record() -> str:
+    """A record as a person may leave it: ``since`` of 400 digits, ``attempts: 1e999``, ``until:
+    1e999`` (each an entry the decoder must skip, not raise on), and one good entry."""
+    failing = {"w": "ns/Deployment/a", "owes": {"ConfigMap/app-config": {"v": "1"}},
+               "fail": {"key": "ns/Deployment/a", "sink": "env-vars", "reason": "ServerError",
+                        "class": "transient", "since": "SINCE", "attempts": 1, "next": 1, "raised": False}}
+    entries = [failing,
+               {**failing, "w": "ns/Deployment/b",
+                "fail": {**failing["fail"], "since": 1, "attempts": "ATTEMPTS"}},
+               {"w": "ns/Deployment/c", "owes": {"ConfigMap/app-config": {"v": "1"}},
+                "hold": {"why": "brake", "until": "UNTIL", "detail": "workload"}},
+               {"w": "ns/Deployment/web", "owes": {"ConfigMap/app-config": {"v": "1"}}}]
+    text = json.dumps({"v": 2, "entries": entries, "truncated": 0})
+    return (text.replace('"SINCE"', "1" + "0" * 400).replace('"ATTEMPTS"', "1e999")
+            .replace('"UNTIL"', "1e999"))
+
+
+@pytest.mark.parametrize("ha", [False, True], ids=["single", "ha"])
+def test_owed_a_hand_edited_record_neither_stops_the_controller_nor_its_leadership(
+        tmp_path: Path, ha: bool) -> None:
+    """The controller starts on that record (no crash loop), keeps the Lease when it leads (no dead
+    election thread), says what it skipped, reloads the next change and writes the record again."""
+    with running_cluster(tmp_path) as cluster:
+        api_client = cluster.api_client
+        CoreV1Api(api_client).create_namespaced_config_map("default", {
+            "metadata": {"name": "gitops-reloader-failures"}, "data": {"ledger.json": hostile_record()}})
+        create(api_client, configmap("app-config", {"url": "v0"}))
+        for name in ("a", "b", "c", "web"):
+            create(api_client, deployment(name, annotations=RELOAD))
+        flags = (*HA_FLAGS,) if ha else ("--coalesce-window=0",)
+        controller = Controller(cluster, tmp_path / "controller.jsonl", flags)
+        try:
+            controller.wait_ready(cluster.http)
+            if ha:
+                wait_for(lambda: lease_holder_pid(api_client) == controller.pid, message="it leads")
+            skipped = "gitops_reloader_ledger_record_skipped_total"
+            wait_for(lambda: controller.sample(cluster.http, skipped) == 3,
+                     message="the three hostile entries skipped, and counted")
+            set_data(api_client, "app-config", {"url": "v1"})
+            wait_for(lambda: all(env_of(cluster.deployment(n)).get(env_name("app-config")) ==
+                                 configmap_hash({"url": "v1"}, None) for n in ("a", "b", "c", "web")),
+                     timeout=30, message="every reader reloaded")
+            wait_for(lambda: "1e999" not in str(record(api_client)) and record(api_client).get("v") == 3,
+                     message="the record written again")
+            assert controller.proc.poll() is None
+            if ha:
+                renewed = CoordinationV1Api(api_client).read_namespaced_lease("gitops-reloader", "default")
+                wait_for(lambda: CoordinationV1Api(api_client).read_namespaced_lease(
+                    "gitops-reloader", "default").spec.renew_time > renewed.spec.renew_time,
+                    message="the Lease still renewed")
+            skipped = [r for r in controller.log() if "items skipped" in r["msg"]]
+            assert skipped and skipped[0]["object"] == "default/ConfigMap/gitops-reloader-failures"
+        finally:
+            stop_process(controller.proc)
