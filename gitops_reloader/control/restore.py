@@ -64,9 +64,14 @@ def readers_of(change: SharedChange, *, caches: Caches, index: ReferenceIndex, m
     out: list[Entry] = []
     for key, owes in sorted(by_workload.items()):
         record = caches.workload(ObjectRef.from_key(key))
-        if record is not None and not (change.seen and record.created > change.seen):
+        if record is not None and not (change.seen and record.created > change.seen + CLOCK_SKEW):
             out.append(Entry(key, owes, hold=change.hold))
     return out
+
+
+CLOCK_SKEW = 60.0
+"""How far the API server's clock (creation times) may be ahead of ours: a workload created this
+close after a change is taken to have been there before it (reloaded once more, never missed)."""
 
 
 RECHECK_NOW = 0.0

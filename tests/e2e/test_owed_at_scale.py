@@ -9,6 +9,9 @@ it was written against (9532097's successor, 7d8843f) for the behaviour its name
 from __future__ import annotations
 
 import json
+import os
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -314,3 +317,58 @@ def test_owed_a_hand_edited_record_neither_stops_the_controller_nor_its_leadersh
             assert skipped and skipped[0]["object"] == "default/ConfigMap/gitops-reloader-failures"
         finally:
             stop_process(controller.proc)
+
+
+# --- 7: a fleet held by a window: every reader reloaded after a restart, each once ----------------
+
+FLEET = int(os.environ.get("FLEET", "5000"))
+
+
+def load(server: ApiServer, resource: str, items: list[dict], group: str = "") -> None:
+    """Seed objects through the API test server's bulk-load path (one request per 500)."""
+    for start in range(0, len(items), 500):
+        body = json.dumps({"group": group, "version": "v1", "resource": resource,
+                           "items": items[start:start + 500]}).encode()
+        request = urllib.request.Request(f"{server.url}/_testing/load", method="POST", data=body,
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=120) as response:
+            assert json.load(response)["created"] == len(items[start:start + 500])
+
+
+def test_owed_fleet_of_5000_readers_held_by_a_window_reload_once_each_after_a_restart(
+        server: ApiServer, api_client: ApiClient, tmp_path: Path) -> None:
+    """5,000 never-reloaded Deployments read one ConfigMap; a default window holds its change; the
+    controller restarts; the window opens: all 5,000 reload, each once (generation 2). The record
+    holds the change once, not 5,000 times (it dropped a third of them when it did)."""
+    clock = FakeClock(wall=time.time())  # creation times are the API server's: the same clock
+    create(api_client, configmap("app-config", {"url": "v0"}))
+    fleet = [f"app-{i:05}" for i in range(FLEET)]
+    load(server, "deployments", [deployment(name, annotations=RELOAD) for name in fleet], group="apps")
+    flags = [windows_file(tmp_path, default="early"), "--workers=8"]
+    with running_controller(api_client, flags, clock=clock) as app:
+        set_data(api_client, "app-config", {"url": "v1"})
+        wait_for(lambda: len(app.controller.ledger) == FLEET, timeout=60, interval=0.5, message="the change seen")
+        clock.advance(5)  # past the coalescing window
+        app.controller.queue.wake()
+        wait_for(lambda: app.controller.ledger.reasons() == {"window": FLEET}, timeout=120, interval=0.5,
+                 message="all held")
+        assert metric(app, "waiting_for_window") == FLEET
+    written = record(api_client)
+    assert written["truncated"] == 0 and written["entries"] == []
+    assert [c["n"] for c in written["shared"]] == [FLEET]
+    assert len(json.dumps(written)) < 1024
+    with running_controller(api_client, flags, clock=clock) as app:
+        wait_for(lambda: app.controller.ledger.reasons() == {"window": FLEET}, timeout=120, interval=0.5,
+                 message="all held again")
+        opens = (clock.now() // 86400) * 86400 + 6 * 3600  # "early": 06:00 UTC daily
+        clock.advance((opens if opens > clock.now() else opens + 86400) - clock.now() + 1)
+        app.controller.queue.wake()
+        wait_for(lambda: not app.controller.ledger.reasons() and app.controller.idle(), timeout=300,
+                 interval=0.5, message="the window's reloads done")
+        quiet(app)
+    target = configmap_hash({"url": "v1"}, None)
+    deployments = AppsV1Api(api_client).list_namespaced_deployment("ns").items
+    assert len(deployments) == FLEET
+    assert {d.metadata.generation for d in deployments} == {2}  # each reloaded once
+    assert {next(e.value for e in d.spec.template.spec.containers[0].env if e.name == env_name("app-config"))
+            for d in deployments} == {target}
