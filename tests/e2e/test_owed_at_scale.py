@@ -347,7 +347,8 @@ def test_owed_fleet_of_5000_readers_held_by_a_window_reload_once_each_after_a_re
     flags = [windows_file(tmp_path, default="early"), "--workers=8"]
     with running_controller(api_client, flags, clock=clock) as app:
         set_data(api_client, "app-config", {"url": "v1"})
-        wait_for(lambda: len(app.controller.ledger) == FLEET, timeout=60, interval=0.5, message="the change seen")
+        wait_for(lambda: len(app.controller.ledger) == FLEET, timeout=60, interval=0.5,
+                 message="the change seen")
         clock.advance(5)  # past the coalescing window
         app.controller.queue.wake()
         wait_for(lambda: app.controller.ledger.reasons() == {"window": FLEET}, timeout=120, interval=0.5,
