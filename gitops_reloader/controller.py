@@ -48,6 +48,7 @@ from gitops_reloader.control.resume import Resumer
 from gitops_reloader.control.retrypolicy import FailureClass, RetrySchedule
 from gitops_reloader.control.startup import deleted_while_down, out_of_date, used_key_sources
 from gitops_reloader.control.waves import WAVES_KEY, Waves
+from gitops_reloader.control.writtenat import DataWrittenAt
 from gitops_reloader.errors import ReloaderError
 from gitops_reloader.index import ReferenceIndex
 from gitops_reloader.kube.api import KubeApi
@@ -123,6 +124,7 @@ class Controller:
             kinds=behaviour.kinds,
         )
         self.index = ReferenceIndex()
+        self.written_at = DataWrittenAt(api)
         self.queue: WorkQueue[str] = WorkQueue(
             clock=self.clock,
             limiter=ItemExponentialLimiter(self.retry.base, self.retry.cap),
@@ -250,7 +252,7 @@ class Controller:
         state = self.state
         loaded = state is not None and state.load(sources=self._source_refs, workloads=self._workload_refs)
         if self.config.behaviour.sync_after_restart or resync:
-            stale = out_of_date(self.caches, self.reconciler, state if loaded else None)
+            stale = out_of_date(self.caches, self.reconciler, state if loaded else None, self.written_at)
             for key, sources in stale.items():
                 self._add_pending(key, sources)
             deleted = (deleted_while_down(self.caches, self.index, state, self.reconciler)
@@ -342,7 +344,7 @@ class Controller:
         busy = self.ledger.keys()
         state = self.state if self.state is not None and self.state.loaded else None
         repaired = 0
-        for key, sources in out_of_date(self.caches, self.reconciler, state).items():
+        for key, sources in out_of_date(self.caches, self.reconciler, state, self.written_at).items():
             if key in busy:
                 continue
             if not all(p.resync for p in sources.values()):

@@ -24,6 +24,7 @@ from __future__ import annotations
 from gitops_reloader import policy, usedkeys
 from gitops_reloader.control.caches import Caches
 from gitops_reloader.control.reconciler import Reconciler, view
+from gitops_reloader.control.writtenat import DataWrittenAt
 from gitops_reloader.index import ReferenceIndex
 from gitops_reloader.kube.workloads import WorkloadRecord
 from gitops_reloader.ledger import PendingSource
@@ -32,8 +33,9 @@ from gitops_reloader.state.keeper import StateKeeper
 
 
 def out_of_date(caches: Caches, reconciler: Reconciler, state: StateKeeper | None = None,
-                ) -> dict[str, dict[SourceRef, PendingSource]]:
-    """Workload key → the sources to reload it for, for every out-of-date workload."""
+                written: DataWrittenAt | None = None) -> dict[str, dict[SourceRef, PendingSource]]:
+    """Workload key → the sources to reload it for, for every out-of-date workload (``written``:
+    asked for a source the workload's own records do not name, :func:`written_since_rolled`)."""
     stale_by_workload: dict[str, dict[SourceRef, PendingSource]] = {}
     on_create = caches.config.behaviour.reload_on_create
     by_namespace = caches.sources_by_namespace()
@@ -57,11 +59,27 @@ def out_of_date(caches: Caches, reconciler: Reconciler, state: StateKeeper | Non
                 if state.out_of_date(record.ref, meta, recorded, on_create=on_create,
                                      used_key_hash=used if key_level else None):
                     stale[meta.ref] = PendingSource(meta)
-            elif recorded is not None and recorded not in {used, meta.hash}:
+            elif (recorded is not None and recorded not in {used, meta.hash}) or (
+                    recorded is None and written is not None
+                    and written_since_rolled(reconciler, record, meta, written)):
                 stale[meta.ref] = PendingSource(meta)
         if stale:
             stale_by_workload[record.ref.key] = stale
     return stale_by_workload
+
+
+def written_since_rolled(reconciler: Reconciler, record: WorkloadRecord, meta: SourceMeta,
+                         written: DataWrittenAt) -> bool:
+    """Whether ``meta``, a source ``record`` reads and its own records do not name, was written
+    after the workload's pods last rolled for a reload: the annotations strategy records one source
+    and when (``observedAt``), so a switch from Stakater Reloader (or from a version that kept no
+    ``synced-sources``) leaves the others unrecorded. False whenever either time is unknown."""
+    rolled = getattr(reconciler.sink_for(record), "rolled_at", None)
+    since = rolled(record) if rolled is not None else None
+    if since is None:
+        return False
+    at = written.at(meta.ref, meta.resource_version)
+    return at is not None and at > since
 
 
 def deleted_while_down(caches: Caches, index: ReferenceIndex, state: StateKeeper, reconciler: Reconciler,

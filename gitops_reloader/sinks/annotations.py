@@ -25,12 +25,27 @@ from gitops_reloader.model import (
 )
 from gitops_reloader.sinks.live import RESTART_DETAIL, LivePatcher, restarting
 
-__all__ = ["LAST_RELOADED_FROM", "AnnotationsSink", "describe_annotation", "recorded_source"]
+__all__ = ["LAST_RELOADED_FROM", "AnnotationsSink", "describe_annotation", "recorded_source", "rolled_at"]
 
 
 def recorded_source(record: WorkloadRecord) -> tuple[str, str, str, str] | None:
     """(type, name, namespace, hash) recorded on the workload, if any and well-formed."""
     return _parsed(record.template_annotations.get(LAST_RELOADED_FROM))
+
+
+def rolled_at(record: WorkloadRecord) -> float | None:
+    """When the reload ``last-reloaded-from`` records was written (its ``observedAt``, Unix
+    seconds, as Stakater and this sink write it); None: no record, or no usable time."""
+    text = record.template_annotations.get(LAST_RELOADED_FROM)
+    if not text or len(text) > 4096:
+        return None
+    try:
+        observed = json.loads(text).get("observedAt")
+    except (ValueError, AttributeError):
+        return None
+    if isinstance(observed, bool) or not isinstance(observed, int | float) or not 0 < observed < 10 ** 11:
+        return None
+    return float(observed)
 
 
 def _parsed(text: str | None) -> tuple[str, str, str, str] | None:
@@ -64,6 +79,10 @@ class AnnotationsSink:
         if recorded is None or recorded[:3] != (ref.kind.value, ref.name, ref.namespace):
             return None
         return recorded[3]
+
+    def rolled_at(self, record: WorkloadRecord) -> float | None:
+        """When the workload's pods last rolled for a reload (:func:`rolled_at`)."""
+        return rolled_at(record)
 
     def recorded_after(self, request: ReloadRequest, ref: SourceRef, container: str | None) -> str | None:
         """The hash the workload records for ``ref`` once ``request`` is written: the one source

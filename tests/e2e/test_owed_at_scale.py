@@ -12,6 +12,7 @@ import json
 import os
 import time
 import urllib.request
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -373,3 +374,49 @@ def test_owed_fleet_of_5000_readers_held_by_a_window_reload_once_each_after_a_re
     assert {d.metadata.generation for d in deployments} == {2}  # each reloaded once
     assert {next(e.value for e in d.spec.template.spec.containers[0].env if e.name == env_name("app-config"))
             for d in deployments} == {target}
+
+
+# --- 9: switched from Stakater, a second source changed while no controller ran ---------------------
+
+
+def written_at(api_client: ApiClient, name: str) -> int:
+    """The newest managedFields time of ConfigMap ``name`` (the API server's own record of writes)."""
+    stored = call(api_client, "GET", f"/api/v1/namespaces/ns/configmaps/{name}")
+    return max(int(datetime.fromisoformat(e["time"].replace("Z", "+00:00")).timestamp())
+               for e in stored["metadata"]["managedFields"])
+
+
+def stakater_reloaded(name: str, sources: list[str], recorded: str, observed_at: int) -> dict:
+    """A Deployment reading ``sources``, last reloaded by Stakater Reloader with the annotations
+    strategy for ``recorded`` at ``observed_at`` (its ``last-reloaded-from``, as Stakater writes it)."""
+    record_json = json.dumps({"type": "CONFIGMAP", "name": recorded, "namespace": "ns",
+                              "hash": configmap_hash({"v": "0"}, None), "containerRefs": ["app"],
+                              "observedAt": observed_at}, separators=(",", ":"))
+    return deployment(name, annotations={"reloader.stakater.com/auto": "true"},
+                      template_annotations={"reloader.stakater.com/last-reloaded-from": record_json},
+                      containers=[{"name": "app", "image": "nginx",
+                                   "envFrom": [{"configMapRef": {"name": s}} for s in sources]}])
+
+
+def test_owed_a_second_source_changed_before_the_switch_from_stakater_is_repaired(
+        server: ApiServer, api_client: ApiClient) -> None:
+    """Two Deployments switched from Stakater Reloader (annotations strategy), each last reloaded
+    for ``app-config``: ``gap`` reads ``flags``, written after that reload while no controller ran;
+    ``current`` reads ``other``, written before its reload. The resync repairs ``gap`` (once) and
+    leaves ``current`` alone: what the cluster says (when each was written) decides."""
+    for name in ("app-config", "flags", "other"):
+        create(api_client, configmap(name, {"v": "0"}))
+    set_data(api_client, "flags", {"v": "1"})  # after gap's last reload (below)
+    create(api_client, stakater_reloaded("gap", ["app-config", "flags"], "app-config",
+                                         written_at(api_client, "flags") - 60))
+    create(api_client, stakater_reloaded("current", ["app-config", "other"], "app-config",
+                                         written_at(api_client, "other") + 1))
+    flags = ["--reload-strategy=annotations", "--resync-period=200ms"]
+    with running_controller(api_client, flags) as app:
+        wait_for(lambda: '"name":"flags"' in str(workload(server, "Deployment", "gap")["spec"]["template"]),
+                 message="the resync repairs gap")
+        passes = metric(app, "resync_passes_total")
+        wait_for(lambda: metric(app, "resync_passes_total") >= passes + 3, message="more passes")
+        quiet(app)
+        assert generation(server, "gap") == 2  # once
+        assert generation(server, "current") == 1
