@@ -698,21 +698,6 @@ class Controller:
                                               tracked=self.reconciler.tracked_sources(record)))
         return requests
 
-    def key_notes(self, meta: SourceMeta, previous: SourceMeta) -> list[str]:
-        """For ``plan``: each ``used-keys`` workload using ``meta`` key by key, the keys it
-        uses and whether the change ``previous`` → ``meta`` touches them."""
-        notes: list[str] = []
-        for key in sorted(self.index.lookup(meta.ref)):
-            record = self.workload(ObjectRef.from_key(key))
-            scope = self.reconciler.key_scope(record, meta.ref) if record is not None else None
-            if scope is None:
-                continue
-            verdict = ("touches them" if usedkeys.touched(previous, meta, scope)
-                       else "touches none of them: not reloaded")
-            notes.append(f"{key} uses keys {', '.join(sorted(scope)) or '(none)'} of {meta.ref} "
-                         f"(used-keys); the change {verdict}")
-        return notes
-
     # --- workers -------------------------------------------------------------------
 
     def _worker(self) -> None:

@@ -34,7 +34,8 @@ from gitops_reloader.config import Config, load_config
 from gitops_reloader.control.brakes import parse_rate
 from gitops_reloader.control.caches import source_transform
 from gitops_reloader.control.evictor import PodFinder, restart_preview
-from gitops_reloader.control.reconciler import EVICTING_SINKS, choose_sink, eviction_wanted, written_record
+from gitops_reloader.control.reconciler import choose_sink, written_record
+from gitops_reloader.control.writechecks import EVICTING_SINKS, eviction_wanted
 from gitops_reloader.csi import pod_status_record, spc_record
 from gitops_reloader.durations import parse_duration
 from gitops_reloader.errors import ConfigError, KubeError, KubeNotFound, ReloaderError

@@ -46,11 +46,12 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from gitops_reloader import usedkeys
 from gitops_reloader.config import Config, load_config
 from gitops_reloader.control.caches import source_transform
 from gitops_reloader.control.evictor import PodFinder, restart_preview
-from gitops_reloader.control.reconciler import EVICTING_SINKS
 from gitops_reloader.control.waves import gates
+from gitops_reloader.control.writechecks import EVICTING_SINKS
 from gitops_reloader.controller import Controller
 from gitops_reloader.errors import ConfigError, KubeError, ReloaderError
 from gitops_reloader.gitops import prpolicy
@@ -62,7 +63,15 @@ from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.client import load_api_client
 from gitops_reloader.kube.resources import CONFIGMAPS, SECRETS
 from gitops_reloader.kube.workloads import WorkloadRecord, adapters_for
-from gitops_reloader.model import OutcomeStatus, ReloadRequest, SinkName, SourceKind, SourceMeta, SourceRef
+from gitops_reloader.model import (
+    ObjectRef,
+    OutcomeStatus,
+    ReloadRequest,
+    SinkName,
+    SourceKind,
+    SourceMeta,
+    SourceRef,
+)
 from gitops_reloader.observability.logging import configure_logging
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.rollout.budget import Budget, Waiting, priority_of
@@ -391,7 +400,7 @@ def assign_plan_restarts(controller: Controller, api: KubeApi, workloads: Sequen
         record = records.get(plan.key)
         if record is None or plan.status != "would-write":
             continue
-        wanted, why = controller.reconciler.evicts(record)
+        wanted, why = controller.reconciler.checks.evicts(record)
         if not wanted or plan.sink not in EVICTING_SINKS:
             continue
         adapter = controller.adapters[record.ref.kind]
@@ -485,6 +494,22 @@ def _indent(text: str, prefix: str) -> str:
 # --------------------------------------------------------------------------- wiring
 
 
+def key_notes(controller: Controller, meta: SourceMeta, previous: SourceMeta) -> list[str]:
+    """Each ``used-keys`` workload using ``meta`` key by key, the keys it uses and whether the
+    change ``previous`` → ``meta`` touches them."""
+    notes: list[str] = []
+    for key in sorted(controller.index.lookup(meta.ref)):
+        record = controller.workload(ObjectRef.from_key(key))
+        scope = controller.reconciler.key_scope(record, meta.ref) if record is not None else None
+        if scope is None:
+            continue
+        verdict = ("touches them" if usedkeys.touched(previous, meta, scope)
+                   else "touches none of them: not reloaded")
+        notes.append(f"{key} uses keys {', '.join(sorted(scope)) or '(none)'} of {meta.ref} "
+                     f"(used-keys); the change {verdict}")
+    return notes
+
+
 def read_only_controller(config: Config, api: KubeApi, metrics: Metrics,
                          sinks: Mapping[str, Sink] | None = None) -> Controller:
     """A controller over ``config``'s caches with no recorder, for commands that write nothing
@@ -544,7 +569,7 @@ def plan_change(args: PlanArgs, config: Config, api: KubeApi, out: Any) -> int:
         requests = controller.requests_for_change(new, previous=old)
         if args.kind is SourceKind.SECRET:  # used-keys hashes derive from secret data too
             secret_hashes += [item.source.hash for request in requests for item in request.items]
-        notes += controller.key_notes(new, old)
+        notes += key_notes(controller, new, old)
         if controller.source(ref) is None:
             notes.append("the controller does not watch this source (namespace or label filters, "
                          "ignored resource type)")

@@ -39,6 +39,7 @@ from prometheus_client import CollectorRegistry
 
 from gitops_reloader.config import Config, load_config
 from gitops_reloader.control.waves import gates
+from gitops_reloader.control.writechecks import LIVE_SINKS
 from gitops_reloader.controller import Controller
 from gitops_reloader.errors import ConfigError, KubeError, ReloaderError
 from gitops_reloader.kinds import kube_kind
@@ -72,7 +73,6 @@ __all__ = ["main", "read_census"]
 _PAGE = 500
 MAX_EVENT_PAGES = 20
 """At most this many pages of each Event reason are read (10,000 Events)."""
-LIVE_SINKS = frozenset({SinkName.ENV_VARS, SinkName.ANNOTATIONS})
 GIT_SINKS = frozenset({SinkName.GIT, SinkName.PULL_REQUEST})
 
 USAGE = """usage: gitops-reloader status [-n NAMESPACE | -A] [-o text|json] [--limit N] [run flags]

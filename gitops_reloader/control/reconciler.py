@@ -27,6 +27,7 @@ from gitops_reloader.control.brakes import StormBrakes
 from gitops_reloader.control.caches import Caches, SourcesByNamespace
 from gitops_reloader.control.holds import Holds
 from gitops_reloader.control.waves import Waves
+from gitops_reloader.control.writechecks import WriteChecks
 from gitops_reloader.errors import KubeNotFound, ReloaderError
 from gitops_reloader.kube.api import MERGE, KubeApi
 from gitops_reloader.kube.events import EventRecorder
@@ -47,13 +48,6 @@ from gitops_reloader.model import (
     SourceRef,
 )
 from gitops_reloader.observability.metrics import Metrics
-from gitops_reloader.rollout.eviction import (
-    EVICTION_ANNOTATION,
-    EVICTION_STRATEGY,
-    STRATEGY_ANNOTATION,
-    EvictionRecord,
-    strategy_wanted,
-)
 from gitops_reloader.rollout.marker import Marker
 from gitops_reloader.sinks.base import Sink
 from gitops_reloader.sinks.eviction import EVICTION_SINK
@@ -61,10 +55,6 @@ from gitops_reloader.syncs import TemplateChange
 
 log = logging.getLogger(__name__)
 
-LIVE_SINKS = frozenset({SinkName.ENV_VARS, SinkName.ANNOTATIONS})
-"""The sinks whose write an eviction follows (a git commit reaches the cluster later)."""
-EVICTING_SINKS = LIVE_SINKS | {EVICTION_SINK}
-"""The sinks after whose write the evictor restarts the pods (the eviction sink's is the record alone)."""
 
 Listener = Callable[[ReloadRequest, Outcome], None]
 Held = Callable[[str, str, Outcome], None]
@@ -96,13 +86,6 @@ def choose_sink(config: Config, record: WorkloadRecord) -> tuple[str | None, str
     if behaviour.default_sink:
         return behaviour.default_sink, "--default-sink"
     return behaviour.reload_strategy, "--reload-strategy"
-
-
-def eviction_wanted(config: Config, record: WorkloadRecord) -> tuple[bool, str]:
-    """Whether ``record``'s pods are restarted by eviction after its write, and why
-    (:func:`~gitops_reloader.rollout.eviction.strategy_wanted` for ``--eviction``)."""
-    return strategy_wanted(config.rollouts.eviction, record.annotations,
-                           rolls_on_write=record.rolls_on_write, has_template=bool(record.template_path))
 
 
 def written_record(recorder: Callable[[WorkloadRecord, SourceRef, str | None], str | None] | None,
@@ -156,6 +139,8 @@ class Reconciler:
         """Writes the synced-sources annotation (None: nothing is recorded, e.g. in unit tests)."""
         self.holds = Holds(config, caches, ledger, metrics=metrics, clock=clock, brakes=brakes,
                            note=self.note, warn=self.warn)
+        self.checks = WriteChecks(config, adapters, metrics=metrics, clock=clock, warn=self.warn)
+        """Eviction wanted or not, the eviction record a write carries, a refused write."""
         self.template_changes: dict[str, TemplateChange] = {}
         """Workload key → its last pod-template change by someone else since start (syncs.py)."""
         self.options = policy.PolicyOptions(keys=config.keys,
@@ -383,11 +368,11 @@ class Reconciler:
                                 resync=all(p.resync for p in owed.values()),
                                 workload_annotations=annotations, restart=restart)
         if batch:
-            self.eviction_record(record, sink.name)  # a commit carries none: warns if one is asked for
+            self.checks.eviction_record(record, sink.name)  # a commit carries none: warns if one is asked for
         else:
             # The live write records what its new pods start with, and the eviction they wait for.
             annotations = {**annotations, **self._snapshot(record, request, sink),
-                           **self.eviction_record(record, sink.name)}
+                           **self.checks.eviction_record(record, sink.name)}
             request = replace(request, workload_annotations=annotations)
         return _Plan(sink, request, owed, marker)
 
@@ -398,7 +383,7 @@ class Reconciler:
             log.info("workload has no pod template (e.g. a Rollout with workloadRef), skipped",
                      extra={"object": record.ref.key})
             return False
-        if self.refused(record, name or "unknown"):
+        if self.checks.refused(record, name or "unknown"):
             return False
         if sink is None and name == EVICTION_SINK:
             self.metrics.sink_error(EVICTION_SINK, "eviction-off")
@@ -546,42 +531,6 @@ class Reconciler:
         log.info("change already rolled by a sync; no second rollout",
                  extra={"object": record.ref.key, "detail": names, "sink": sink})
         self.note(record, "ReloadSynced", message)
-
-    # --- eviction ---------------------------------------------------------------------
-
-    def evicts(self, record: WorkloadRecord) -> tuple[bool, str]:
-        """Whether this workload's pods are restarted by eviction after its write, and why
-        (:func:`eviction_wanted`)."""
-        return eviction_wanted(self.config, record)
-
-    def eviction_record(self, record: WorkloadRecord, sink: str) -> dict[str, str]:
-        """The eviction record a live write carries (the evictor restarts the pods from it), or
-        nothing; a workload that asks for eviction where it cannot be done gets a Warning Event."""
-        if sink == EVICTION_SINK:
-            return {}  # the eviction sink writes the record itself
-        wanted, why = self.evicts(record)
-        if not wanted:
-            if why == "--eviction=off" and STRATEGY_ANNOTATION in record.annotations:
-                self.warn(record, "EvictionDisabled", f"{STRATEGY_ANNOTATION}={EVICTION_STRATEGY} is set, "
-                          "but the controller runs with --eviction=off: the write restarts no pod")
-            return {}
-        if sink not in LIVE_SINKS:
-            self.warn(record, "EvictionNotSupported", f"restart by eviction ({why}) follows a live write; "
-                      f"the {sink} sink's change restarts no pod of this workload by itself")
-            return {}
-        return {EVICTION_ANNOTATION: EvictionRecord(since=int(self.clock.now())).encode()}
-
-    def refused(self, record: WorkloadRecord, sink: str) -> bool:
-        """Whether the kind's adapter refuses any template change to this workload (e.g. a
-        Knative Service with a fixed revision name): then a Warning Event, nothing written."""
-        adapter = self.adapters.get(record.ref.kind)
-        refusal = adapter.refusal(record) if adapter is not None else None
-        if refusal is None:
-            return False
-        reason, message = refusal
-        self.metrics.sink_error(sink, reason)
-        self.warn(record, reason, message)
-        return True
 
     # --- reporting -----------------------------------------------------------------
 
