@@ -65,7 +65,7 @@ def run_once(count: int) -> dict[str, float]:
         first.start()
         try:
             first.controller.api.patch(CONFIGMAPS, "bench", "shared", {"data": {"v": "1"}})
-            wait(lambda: first.controller.ledger.reasons() == {"window": count}, 600)
+            wait(lambda: first.controller.ledger.reasons() == {"window": count}, 1800)
             entries = first.controller.ledger.entries()
         finally:
             first.stop()
@@ -79,7 +79,7 @@ def run_once(count: int) -> dict[str, float]:
         started = time.perf_counter()
         second.start()
         try:
-            wait(lambda: second.controller.ledger.reasons() == {"window": count}, 600)
+            wait(lambda: second.controller.ledger.reasons() == {"window": count}, 1800)
             held_again = time.perf_counter() - started
             controller = second.controller
             restore = time.perf_counter()

@@ -11,10 +11,12 @@ Parsing is bounded: text longer than :data:`MAX_CHARS` is refused before it reac
 from __future__ import annotations
 
 import math
+from datetime import datetime
+from typing import Any
 
 import durationpy
 
-__all__ = ["MAX_CHARS", "format_duration", "parse_duration"]
+__all__ = ["MAX_CHARS", "format_duration", "parse_duration", "parse_rfc3339"]
 
 MAX_CHARS = 64
 """Longer duration text is refused before parsing."""
@@ -62,3 +64,13 @@ def format_duration(seconds: float) -> str:
     if secs or fraction > 1e-9:
         parts.append(f"{secs + fraction:g}s" if fraction > 1e-9 else f"{secs}s")
     return "".join(parts)
+
+
+def parse_rfc3339(stamp: Any) -> float | None:
+    """Unix seconds of an RFC 3339 timestamp as the API server writes it (None: not one)."""
+    if not isinstance(stamp, str) or len(stamp) > 64:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None

@@ -603,74 +603,143 @@ def read_record(data: Mapping[str, Any], *, now: float | None = None) -> Record:
     """What ConfigMap ``data`` holds (the ledger, or the failure record it replaced), each owed
     source as recorded (its name and resourceVersion: the restore puts its current state in).
 
-    The record is untrusted input (people edit ConfigMaps): nothing here raises. An item that is
-    malformed, of the wrong type, or holds a number that is not one (``1e999``, an integer of 400
-    digits) is skipped and counted in :attr:`Record.skipped`; every time is capped at ``now`` plus
+    The record is untrusted input (people edit ConfigMaps): nothing here raises. A value that is
+    not what it should be (``1e999``, an integer of 400 digits, a string, a list) is replaced by a
+    safe default — a hold or a retry asked again now, a failure counted from now — so what an
+    entry owes is never lost for a bad time; an entry whose workload or sources cannot be read is
+    skipped. Both are counted in :attr:`Record.skipped`. Every time is capped at ``now`` plus
     :data:`MAX_AHEAD` (a hold far ahead ends then, not never), every count and text is bounded."""
+    reader = _Reader(now)
     try:
-        return _read(data, LATEST_TIME if now is None else now + MAX_AHEAD)
+        return reader.read(data)
     except Exception:  # e.g. RecursionError from a deeply nested document
-        return Record([], skipped=1)
+        return Record([], skipped=reader.repaired + 1)
 
 
-def _read(data: Mapping[str, Any], horizon: float) -> Record:
-    text = data.get(RECORD_KEY)
-    legacy = text is None
-    if legacy:
-        text = data.get(LEGACY_KEY)
-    if text is None:
-        return Record([])
-    if not isinstance(text, str) or len(text) > 2 * MAX_RECORD_BYTES:
-        return Record([], skipped=1)
-    try:
-        parsed = json.loads(text)
-    except ValueError:
-        return Record([], skipped=1)
-    if not isinstance(parsed, dict):
-        return Record([], skipped=1)
-    entries: list[Entry] = []
-    shared: list[SharedChange] = []
-    skipped = 0
-    for name, read, out in (("failures" if legacy else "entries",
-                             _legacy_entries if legacy else _entry, entries),
-                            ("shared", _shared, shared)):
-        items = parsed.get(name)
-        if items is not None and not isinstance(items, list):
-            skipped += 1
-            continue
-        for item in items or ():
-            try:
-                out.extend(read(item, horizon))  # type: ignore[operator]
-            except Exception:  # any malformed item is skipped, never fatal
-                skipped += 1
-    try:
-        truncated = int(_number(parsed.get("truncated", 0), 0, MAX_ATTEMPTS))
-    except (TypeError, ValueError):
-        truncated = 0
-    return Record(entries, shared, skipped, truncated)
+class _Reader:
+    """One read of a record: its clock, its bound, and what it had to repair or skip."""
+
+    def __init__(self, now: float | None) -> None:
+        self.now = 0.0 if now is None else now
+        self.horizon = LATEST_TIME if now is None else now + MAX_AHEAD
+        self.repaired = 0
+
+    def read(self, data: Mapping[str, Any]) -> Record:
+        text = data.get(RECORD_KEY)
+        legacy = text is None
+        if legacy:
+            text = data.get(LEGACY_KEY)
+        if text is None:
+            return Record([])
+        if not isinstance(text, str) or len(text) > 2 * MAX_RECORD_BYTES:
+            return Record([], skipped=1)
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            return Record([], skipped=1)
+        if not isinstance(parsed, dict):
+            return Record([], skipped=1)
+        entries: list[Entry] = []
+        shared: list[SharedChange] = []
+        for name, read, out in (("failures" if legacy else "entries", self.legacy if legacy else self.entry,
+                                 entries), ("shared", self.shared, shared)):
+            items = parsed.get(name)
+            if items is not None and not isinstance(items, list):
+                self.repaired += 1
+                continue
+            for item in items or ():
+                try:
+                    out.extend(read(item))  # type: ignore[operator]
+                except Exception:  # an entry whose workload or sources cannot be read: skipped
+                    self.repaired += 1
+        truncated = int(self.number(parsed.get("truncated", 0), 0, MAX_ATTEMPTS, 0))
+        return Record(entries, shared, self.repaired, truncated)
+
+    def entry(self, item: Any) -> list[Entry]:
+        workload = _key(item["w"])
+        owes = _owes(workload.split("/", 1)[0], item.get("owes") or {})
+        if not owes:
+            raise ValueError("owes nothing")
+        group = item.get("q", "")
+        if not isinstance(group, str) or len(group) > MAX_KEY_CHARS:
+            group = self.fix("")
+        return [Entry(workload, owes, group, self.hold(item.get("hold")),
+                      self.failure(item.get("fail"), workload))]
+
+    def shared(self, item: Any) -> list[SharedChange]:
+        owes = _owes(_key(item["ns"]), item["owes"])
+        if not owes:
+            raise ValueError("owes nothing")
+        readers = int(self.number(item.get("n", 0), 0, MAX_ATTEMPTS, 0))
+        return [SharedChange(owes, self.hold(item.get("hold")), readers,
+                             self.number(item.get("t", 0), 0, self.horizon, 0))]
+
+    def legacy(self, item: Any) -> list[Entry]:
+        """One failure of the record written before the ledger → an entry per workload it named."""
+        failure = self.failure(item, _key(item["key"]))
+        out = []
+        for workload, source_ids in (item.get("workloads") or {}).items():
+            key = _key(workload)
+            owes = _owes(key.split("/", 1)[0], source_ids if isinstance(source_ids, list) else [])
+            if owes:
+                group = failure.key if failure is not None and failure.key != key else ""
+                out.append(Entry(key, owes, group, None, failure))
+        return out
+
+    def hold(self, raw: Any) -> Hold | None:
+        """A recorded hold; a malformed one is no hold (due now), a bad time is asked again now."""
+        if raw is None:
+            return None
+        try:
+            why = Wait(raw["why"])
+        except (TypeError, KeyError, ValueError):
+            return self.fix(None)
+        until = raw.get("until")
+        if until is not None:
+            until = self.number(until, 0, self.horizon, RECHECK)
+        elif why is not Wait.BUDGET:
+            until = RECHECK  # only the budget waits for an event: anything else is asked again now
+        detail = raw.get("detail", "")
+        return Hold(why, until, detail[:MAX_DETAIL_CHARS] if isinstance(detail, str) else self.fix(""),
+                    bool(raw.get("quiet")))
+
+    def failure(self, raw: Any, workload: str) -> Failure | None:
+        """A recorded failure; a malformed one is none (the next try finds out again), a bad time
+        or count is replaced: since now, the next try now, one attempt."""
+        if raw is None:
+            return None
+        try:
+            kind = FailureClass(raw["class"])
+            sink, reason = _text(raw["sink"])[:64], _text(raw["reason"])[:64]
+        except (TypeError, KeyError, ValueError):
+            return self.fix(None)
+        key = raw.get("key", workload)
+        error = raw.get("error", "")
+        return Failure(
+            key=key if isinstance(key, str) and 0 < len(key) <= MAX_KEY_CHARS else self.fix(workload),
+            sink=sink, reason=reason, failure=kind,
+            since=self.number(raw.get("since"), 0, self.horizon, self.now),
+            attempts=int(self.number(raw.get("attempts"), 0, MAX_ATTEMPTS, 1)),
+            next_try=self.number(raw.get("next"), 0, self.horizon, RECHECK),
+            error=error[:MAX_ERROR_CHARS] if isinstance(error, str) else self.fix(""),
+            raised=bool(raw.get("raised", False)))
+
+    def number(self, value: Any, low: float, high: float, default: float) -> float:
+        """A JSON number as a float within [low, high] (capped); ``default`` (counted) for anything
+        else: a bool, a string, an integer too large for a float, infinity, NaN."""
+        if isinstance(value, bool) or not isinstance(value, int | float) or (
+                isinstance(value, int) and not -(10 ** 18) < value < 10 ** 18) or not math.isfinite(value):
+            return self.fix(default)
+        return min(max(float(value), low), high)
+
+    def fix(self, default: Any) -> Any:
+        """``default`` in place of a value that could not be read as written (counted)."""
+        self.repaired += 1
+        return default
 
 
-def _entry(item: Any, horizon: float) -> list[Entry]:
-    workload = _key(item["w"])
-    namespace = workload.split("/", 1)[0]
-    owes = _owes(namespace, item.get("owes") or {})
-    hold = _hold(item["hold"], horizon) if item.get("hold") is not None else None
-    failure = _failure(item["fail"], workload, horizon) if item.get("fail") is not None else None
-    group = _text(item.get("q", ""))[:MAX_KEY_CHARS]
-    if not owes:
-        raise ValueError("owes nothing")
-    return [Entry(workload, owes, group, hold, failure)]
-
-
-def _shared(item: Any, horizon: float) -> list[SharedChange]:
-    namespace = _text(item["ns"])[:MAX_KEY_CHARS]
-    owes = _owes(namespace, item["owes"])
-    if not owes:
-        raise ValueError("owes nothing")
-    hold = _hold(item["hold"], horizon) if item.get("hold") is not None else None
-    readers = int(_number(item.get("n", 0), 0, MAX_ATTEMPTS))
-    seen = _number(item.get("t", 0), 0, horizon)
-    return [SharedChange(owes, hold, readers, seen)]
+RECHECK = 0.0
+"""A time that makes a hold or a retry due at once (its reason is asked again)."""
 
 
 def _owes(namespace: str, raw: Any) -> dict[SourceRef, PendingSource]:
@@ -683,63 +752,17 @@ def _owes(namespace: str, raw: Any) -> dict[SourceRef, PendingSource]:
     return owes
 
 
-def _hold(raw: Any, horizon: float) -> Hold:
-    if not isinstance(raw, dict):
-        raise TypeError("not a hold")
-    why = Wait(raw["why"])
-    until = raw.get("until")
-    if until is not None:
-        until = _number(until, 0, horizon)
-    elif why is not Wait.BUDGET:
-        until = 0.0  # only the budget waits for an event: anything else is asked again now
-    return Hold(why, until, _text(raw.get("detail", ""))[:MAX_DETAIL_CHARS], bool(raw.get("quiet")))
-
-
 def _pending(namespace: str, local_id: str, fields: Mapping[str, Any]) -> PendingSource | None:
     ref = SourceRef.from_local_id(namespace, local_id[:MAX_KEY_CHARS])
     if ref is None:
         return None
-    baseline = int(str(fields["fp"])[:16], 16) if fields.get("fp") else 0
+    try:
+        baseline = int(str(fields["fp"])[:16], 16) if fields.get("fp") else 0
+    except ValueError:
+        baseline = 0  # unknown: never taken for a sync
     return PendingSource(SourceMeta(ref, resource_version=str(fields.get("v", ""))[:32]),
                          deleted=bool(fields.get("d")), resync=bool(fields.get("r")), baseline=baseline,
                          raced=bool(fields.get("x")))
-
-
-def _failure(item: Any, workload: str, horizon: float) -> Failure:
-    if not isinstance(item, dict):
-        raise TypeError("not a failure")
-    return Failure(
-        key=_key(item.get("key", workload)), sink=_text(item["sink"])[:64],
-        reason=_text(item["reason"])[:64],
-        failure=FailureClass(item["class"]), since=_number(item["since"], 0, horizon),
-        attempts=int(_number(item["attempts"], 0, MAX_ATTEMPTS)),
-        next_try=_number(item["next"], 0, horizon), error=_text(item.get("error", ""))[:MAX_ERROR_CHARS],
-        raised=bool(item.get("raised", False)))
-
-
-def _legacy_entries(item: Any, horizon: float) -> list[Entry]:
-    """One failure of the record written before the ledger → an entry per workload it named."""
-    failure = _failure(item, _key(item["key"]), horizon)
-    out = []
-    for workload, source_ids in (item.get("workloads") or {}).items():
-        key = _key(workload)
-        owes = _owes(key.split("/", 1)[0], source_ids if isinstance(source_ids, list) else [])
-        if owes:
-            out.append(Entry(key, owes, failure.key if failure.key != key else "", None, failure))
-    return out
-
-
-def _number(value: Any, low: float, high: float) -> float:
-    """A JSON number as a float within [low, high] (capped); raises on anything else: a bool, a
-    string, an integer too large for a float, infinity, NaN."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError("not a number")
-    if isinstance(value, int) and not -(10 ** 18) < value < 10 ** 18:
-        raise ValueError("out of range")
-    number = float(value)
-    if not math.isfinite(number):
-        raise ValueError("not finite")
-    return min(max(number, low), high)
 
 
 def _key(value: Any) -> str:

@@ -32,7 +32,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -41,6 +40,7 @@ from gitops_reloader.config import Config, load_config
 from gitops_reloader.control.waves import gates
 from gitops_reloader.control.writechecks import LIVE_SINKS
 from gitops_reloader.controller import Controller
+from gitops_reloader.durations import parse_rfc3339
 from gitops_reloader.errors import ConfigError, KubeError, ReloaderError
 from gitops_reloader.kinds import kube_kind
 from gitops_reloader.kube.api import KubeApi
@@ -152,21 +152,11 @@ def _event(item: Mapping[str, Any], reason: str) -> Event | None:
     involved = item.get("involvedObject") or {}
     stamp = item.get("firstTimestamp") or item.get("eventTime") or (item.get("metadata") or {}).get(
         "creationTimestamp")
-    at = _seconds(stamp)
+    at = parse_rfc3339(stamp)
     if at is None or not involved.get("kind") or not involved.get("name"):
         return None
     ref = ObjectRef(str(involved["kind"]), str(involved.get("namespace") or ""), str(involved["name"]))
     return Event(ref, reason, at, str(item.get("message") or "")[:1024])
-
-
-def _seconds(stamp: Any) -> float | None:
-    """Unix seconds of an RFC 3339 time (None: absent or unreadable)."""
-    if not isinstance(stamp, str) or len(stamp) > 64:
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def _emissions(api: KubeApi, config: Config, controller: Controller, notes: list[str]) -> Iterator[Emission]:

@@ -102,6 +102,11 @@ class Window:
         if self._notes % 1024 == 0:
             self._forget(now)
 
+    def latest(self, key: str) -> float | None:
+        """When ``key`` was last noted (None: not within memory)."""
+        times = self._times.get(key)
+        return times[-1] if times else None
+
     def drop(self, key: str, at: float) -> None:
         """Forget the reload of ``key`` noted at ``at`` (it applied nothing)."""
         times = self._times.get(key)
@@ -188,6 +193,14 @@ class StormBrakes:
             if self.cluster is not None:
                 self._cluster.note("", self.cluster, now)
             return 0.0, ""
+
+    def recall(self, key: str, rate: Rate, at: float) -> None:
+        """``key`` was written at monotonic ``at`` by an earlier instance (the cluster says so):
+        noted, unless this brake already knows a write as late (it made it)."""
+        with self._lock:
+            latest = self._workloads.latest(key)
+            if latest is None or latest < at - 1.0:
+                self._workloads.note(key, rate, at)
 
     def release(self, key: str, now: float) -> None:
         """Give back the slot :meth:`admit` reserved for ``key`` at ``now`` (nothing was applied)."""

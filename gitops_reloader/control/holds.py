@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 from gitops_reloader.clock import Clock
 from gitops_reloader.config import Config
@@ -24,7 +25,7 @@ from gitops_reloader.control.caches import OVERRIDE_MANAGER, Caches
 from gitops_reloader.errors import ReloaderError
 from gitops_reloader.kube.workloads import WorkloadRecord
 from gitops_reloader.ledger import Hold, Ledger, PendingSource, Wait
-from gitops_reloader.model import Outcome, OutcomeStatus, SourceRef
+from gitops_reloader.model import ObjectRef, Outcome, OutcomeStatus, SourceRef
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.windows import ReloadWindow
 
@@ -79,11 +80,20 @@ class Holds:
         return hold is not None
 
     def restored(self, key: str, hold: Hold | None) -> None:
-        """A hold an earlier instance recorded: its storm brake still holds ``key`` until its time."""
-        if self.brakes is not None and hold is not None and hold.why is Wait.BRAKE and hold.until is not None:
-            left = hold.until - self.clock.now()
-            if left > 0:
-                self.brakes.hold_until(key, hold.detail, self.clock.monotonic() + left)
+        """A brake hold an earlier instance recorded: it holds ``key`` until its time — no longer
+        than the longest brake period that applies to it now (a time typed far ahead, a brake
+        since removed) — and this instance's brake learns it."""
+        if hold is None or hold.why is not Wait.BRAKE or hold.until is None:
+            return
+        now = self.clock.now()
+        record = self.caches.workload(ObjectRef.from_key(key))
+        rates = [self.reload_rate(record) if record is not None else None,
+                 self.brakes.cluster if self.brakes is not None else None]
+        until = min(hold.until, now + max((r.period for r in rates if r is not None), default=0.0))
+        if until != hold.until:
+            self.ledger.hold(key, replace(hold, until=until))
+        if self.brakes is not None and until > now:
+            self.brakes.hold_until(key, hold.detail, self.clock.monotonic() + until - now)
 
     def needs_person(self, record: WorkloadRecord, reason: str, message: str) -> None:
         """``record``'s reload waits for a person to fix its annotation (a sink name that names
@@ -181,6 +191,9 @@ class Holds:
             return None
         rate = self.reload_rate(record)
         now = self.clock.monotonic()
+        ago = self.clock.now() - record.written
+        if rate is not None and record.written and 0 <= ago < rate.period:
+            self.brakes.recall(record.ref.key, rate, now - ago)  # the last write, even before a restart
         wait, scope = self.brakes.admit(record.ref.key, rate, now)
         if wait <= 0:
             self._admitted[record.ref.key] = now

@@ -19,7 +19,7 @@ from gitops_reloader.control.caches import Caches
 from gitops_reloader.control.reconciler import Reconciler, view
 from gitops_reloader.index import ReferenceIndex
 from gitops_reloader.kube.workloads import WorkloadRecord
-from gitops_reloader.ledger import Entry, Hold, PendingSource, SharedChange, Wait
+from gitops_reloader.ledger import RECHECK, Entry, Hold, PendingSource, SharedChange, Wait
 from gitops_reloader.model import ObjectRef, SourceMeta, SourceRef
 
 __all__ = ["current_entry", "readers_of", "restored_hold", "runs"]
@@ -74,10 +74,6 @@ CLOCK_SKEW = 60.0
 close after a change is taken to have been there before it (reloaded once more, never missed)."""
 
 
-RECHECK_NOW = 0.0
-"""A restored hold's time that makes it due at once (its reason is asked again)."""
-
-
 def restored_hold(hold: Hold | None) -> Hold | None:
     """What a recorded hold is worth to the instance that reads it back: a coalescing window is
     over (the change is due now) and a budget wait is asked again (the waiting list lived in the
@@ -88,7 +84,7 @@ def restored_hold(hold: Hold | None) -> Hold | None:
         return None
     if hold.why is Wait.BRAKE:
         return hold
-    return replace(hold, until=RECHECK_NOW)
+    return replace(hold, until=RECHECK)
 
 
 def runs(reconciler: Reconciler, record: WorkloadRecord, meta: SourceMeta) -> bool:

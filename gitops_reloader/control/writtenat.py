@@ -18,11 +18,11 @@ import logging
 import threading
 from collections import OrderedDict
 
+from gitops_reloader.durations import parse_rfc3339
 from gitops_reloader.errors import KubeError
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.resources import CONFIGMAPS, SECRETS
 from gitops_reloader.model import SourceKind, SourceRef
-from gitops_reloader.rollout.eviction import parse_time
 
 __all__ = ["DataWrittenAt"]
 
@@ -57,7 +57,7 @@ class DataWrittenAt:
                       extra={"object": str(ref), "error": str(exc)})
             return None
         metadata = stored.get("metadata") or {}
-        times = [parse_time(entry.get("time")) for entry in metadata.get("managedFields") or ()
+        times = [parse_rfc3339(entry.get("time")) for entry in metadata.get("managedFields") or ()
                  if isinstance(entry, dict)]
         written = max((t for t in times if t is not None), default=None)
         with self._lock:

@@ -20,6 +20,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from gitops_reloader.backoff import parse_retry_after
+from gitops_reloader.durations import parse_rfc3339
 from gitops_reloader.errors import (
     KubeConflict,
     KubeError,
@@ -46,6 +47,15 @@ def field_manager(metadata: Mapping[str, Any], annotation: str) -> str:
         if isinstance(fields, dict) and f"f:{annotation}" in fields:
             return str(entry.get("manager") or "")[:128]
     return ""
+
+
+def written_by(metadata: Mapping[str, Any], manager: str) -> float:
+    """When ``manager`` last changed the object (the newest ``time`` of its managedFields entries
+    other than status; Unix seconds, 0: never): the API server's record, never a typed value."""
+    times = [parse_rfc3339(entry.get("time")) for entry in metadata.get("managedFields") or ()
+             if isinstance(entry, Mapping) and entry.get("manager") == manager
+             and entry.get("subresource") != "status"]
+    return max((t for t in times if t is not None), default=0.0)
 
 
 def error_for_status(status: int, message: str, *, retry_after: float | None = None) -> KubeError:

@@ -25,11 +25,21 @@ from typing import Any
 import jsonpatch
 
 from gitops_reloader.documents import value_at
+from gitops_reloader.durations import parse_rfc3339
 from gitops_reloader.errors import KubeNotFound
 from gitops_reloader.hashing import ENV_VAR_PREFIX
 from gitops_reloader.index import extract_refs
 from gitops_reloader.kinds import BUILTIN_KINDS, KindSpec
-from gitops_reloader.kube.api import FIELD_MANAGER, JSON, JSON_PATCH, MERGE, STRATEGIC, KubeApi, field_manager
+from gitops_reloader.kube.api import (
+    FIELD_MANAGER,
+    JSON,
+    JSON_PATCH,
+    MERGE,
+    STRATEGIC,
+    KubeApi,
+    field_manager,
+    written_by,
+)
 from gitops_reloader.kube.resources import (
     CRONJOBS,
     DAEMONSETS,
@@ -42,7 +52,7 @@ from gitops_reloader.kube.resources import (
 )
 from gitops_reloader.model import CONFIG_HASH_KEY, EMPTY_MAP, ObjectRef, PodRefs, TemplateEdit
 from gitops_reloader.rollout.completion import COMPLETES_LIKE, RolloutStatus, rollout_status, section
-from gitops_reloader.rollout.eviction import EVICTION_ANNOTATION, eviction_status, parse_time
+from gitops_reloader.rollout.eviction import EVICTION_ANNOTATION, eviction_status
 from gitops_reloader.rollout.marker import MARKER_ANNOTATION
 from gitops_reloader.syncs import SYNCED_ANNOTATION, template_fingerprint
 
@@ -90,6 +100,9 @@ class WorkloadRecord:
     """Whether its pods are being replaced now, by the kind's own status (its controller has
     reported one, and its completion rule says progressing): a pod started now reads the
     sources' data as they are now, so a change seen now may reach some pods and not others."""
+    written: float = 0.0
+    """When the controller's own field manager last changed it (managedFields; 0: never): a new
+    instance's storm brake remembers the last write from it (``StormBrakes.recall``)."""
     created: float = 0.0
     """``metadata.creationTimestamp`` in Unix seconds (0: unknown): a workload created after a
     change its pods read is not owed it (:func:`gitops_reloader.control.restore.readers_of`)."""
@@ -373,6 +386,7 @@ class WorkloadAdapter:
             for key in typed:  # nor does the verdict read it
                 if isinstance(raw_annotations, dict):
                     raw_annotations.pop(key, None)
+        written = written_by(metadata, FIELD_MANAGER)
         for key in _DROP_METADATA:
             metadata.pop(key, None)
         template = self.pod_template(raw)
@@ -409,7 +423,8 @@ class WorkloadAdapter:
             generation=generation,
             rolls_on_write=self.rolls and not on_delete,
             rolling=status is not None and not status.done,
-            created=parse_time(metadata.get("creationTimestamp")) or 0.0,
+            created=parse_rfc3339(metadata.get("creationTimestamp")) or 0.0,
+            written=written,
         )
 
     def _slim(self, raw: JSON, ref: ObjectRef, uid: str, annotations: Mapping[str, str],

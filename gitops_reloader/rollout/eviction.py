@@ -32,11 +32,11 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 from gitops_reloader.documents import value_at
+from gitops_reloader.durations import parse_rfc3339
 from gitops_reloader.rollout.completion import Phase, RolloutStatus, condition
 
 EVICTION_ANNOTATION = "gitops-reloader.io/eviction"
@@ -195,16 +195,6 @@ class PodView:
         return int(match.group(1)) if match else None
 
 
-def parse_time(stamp: Any) -> float | None:
-    """Unix seconds of an RFC 3339 timestamp as the API server writes it (None: not one)."""
-    if not isinstance(stamp, str) or len(stamp) > 40:
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def controller_reference(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The ``controller: true`` entry of ``obj``'s ``metadata.ownerReferences`` (None: none)."""
     refs = (obj.get("metadata") or {}).get("ownerReferences")
@@ -220,7 +210,7 @@ def reference_names(ref: Mapping[str, Any]) -> tuple[str, str, str]:
 def pod_view(raw: Mapping[str, Any]) -> PodView | None:
     """The view of a pod as the API server returns it (None: no name or creation time)."""
     metadata = raw.get("metadata") or {}
-    created = parse_time(metadata.get("creationTimestamp"))
+    created = parse_rfc3339(metadata.get("creationTimestamp"))
     name = metadata.get("name")
     if created is None or not isinstance(name, str):
         return None

@@ -365,7 +365,7 @@ def test_owed_fleet_of_5000_readers_held_by_a_window_reload_once_each_after_a_re
         opens = (clock.now() // 86400) * 86400 + 6 * 3600  # "early": 06:00 UTC daily
         clock.advance((opens if opens > clock.now() else opens + 86400) - clock.now() + 1)
         app.controller.queue.wake()
-        wait_for(lambda: not app.controller.ledger.reasons() and app.controller.idle(), timeout=300,
+        wait_for(lambda: not app.controller.ledger.reasons() and app.controller.idle(), timeout=600,
                  interval=0.5, message="the window's reloads done")
         quiet(app)
     target = configmap_hash({"url": "v1"}, None)

@@ -134,8 +134,9 @@ def test_record_of_arbitrary_json_is_read_without_raising(data: dict[str, str]) 
 
 
 def test_record_values_a_person_may_type_are_capped_or_skipped_and_counted() -> None:
-    """The reviewer's cases: ``since`` of 400 digits and ``attempts: 1e999`` skip the entry (and
-    say so); ``until: 1e999`` is skipped too, and an ``until`` years ahead is capped, not eternal."""
+    """The reviewer's cases: ``since`` of 400 digits, ``attempts: 1e999``, ``until: 1e999`` are
+    each replaced by a safe default and counted — the entry and what it owes are kept — and an
+    ``until`` years ahead is capped, not eternal."""
     record = real_record()
     entries = record["entries"]
     failing = next(e for e in entries if "fail" in e)
@@ -149,7 +150,12 @@ def test_record_values_a_person_may_type_are_capped_or_skipped_and_counted() -> 
     ]}, allow_nan=True)
     decoded = read_record({RECORD_KEY: text}, now=NOW)
     assert decoded.skipped == 3
+    assert len(decoded.entries) == 5
+    failing = {e.workload: e.failure for e in decoded.entries if e.failure is not None}
+    assert failing["ns/Deployment/git"].since == NOW  # type: ignore[union-attr]  # counted from now
+    assert failing["ns/Deployment/b"].attempts == 1  # type: ignore[union-attr]
     held = {e.workload: e.hold for e in decoded.entries}
+    assert held["ns/Deployment/c"].until == 0.0  # type: ignore[union-attr]  # asked again now
     assert held["ns/Deployment/d"].until == NOW + MAX_AHEAD  # type: ignore[union-attr]
     assert held["ns/Deployment/e"].until == 0.0  # type: ignore[union-attr]  # no time: asked again now
     assert decoded.shared[0].readers == 10

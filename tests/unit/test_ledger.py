@@ -281,7 +281,8 @@ def test_decode_skips_what_is_malformed_and_never_raises() -> None:
     items = [good, {"w": 1}, "text", {**good, "hold": {"why": "bogus"}}, {**good, "owes": {"Pod/x": {}}},
              {**good, "fail": {**good["fail"], "since": "inf"}}, {**good, "owes": "ConfigMap/app"}]
     decoded = decode({"ledger.json": json.dumps({"entries": items})})
-    assert [e.workload for e in decoded] == [WEB]
+    assert [e.workload for e in decoded] == [WEB] * 3  # a bad hold or time is repaired, not the entry lost
+    assert decoded[1].hold is None and decoded[2].failure.since == 0.0  # type: ignore[union-attr]
     assert decode({}) == [] and decode({"ledger.json": "{not json"}) == []
     assert decode({"ledger.json": "x" * (3 * MAX_RECORD_BYTES)}) == []
 

@@ -18,7 +18,9 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -49,9 +51,20 @@ _SERVER_METADATA: Final = (
 _SUFFIX_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
 
 
+_clock: Callable[[], float] = time.time
+"""Where the server's timestamps come from (a schedule's fake clock: :func:`use_clock`)."""
+
+
+def use_clock(clock: Callable[[], float] | None) -> None:
+    """Stamp every time the server writes (creation, managedFields) from ``clock`` (Unix seconds;
+    None: the real time), so that a controller on a fake clock compares like with like."""
+    global _clock
+    _clock = clock or time.time
+
+
 def now_rfc3339() -> str:
     """The current UTC time as kube-apiserver formats it (second precision, ``Z``)."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(_clock(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def random_suffix(n: int = 5) -> str:
