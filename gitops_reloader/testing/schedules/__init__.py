@@ -13,6 +13,7 @@ failing schedule prints its seed, what broke and its shrunk steps (:mod:`.checke
 """
 
 from gitops_reloader.testing.schedules.checker import (
+    BUDGET,
     DEFAULT,
     STATE_STORE,
     VARIANTS,
@@ -24,5 +25,5 @@ from gitops_reloader.testing.schedules.checker import (
 )
 from gitops_reloader.testing.schedules.steps import Step, Variant, generate
 
-__all__ = ["DEFAULT", "STATE_STORE", "VARIANTS", "Result", "Step", "Variant", "explore", "generate", "report",
-           "run", "shrink"]
+__all__ = ["BUDGET", "DEFAULT", "STATE_STORE", "VARIANTS", "Result", "Step", "Variant", "explore", "generate",
+           "report", "run", "shrink"]

@@ -3,7 +3,7 @@
     --schedules N     how many seeds to run (from --first, default 0)
     --seconds S       stop starting schedules after S seconds
     --seed N          replay one seed (and shrink it if it fails)
-    --variant NAME    default | state-store | unflushed | all (default and state-store)
+    --variant NAME    default | state-store | budget | unflushed | all (default, state-store, budget)
 
 Exits 1 when a schedule failed, after printing each failure with its seed and shrunk steps.
 """
@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-shrink", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.CRITICAL)
-    variants = ([VARIANTS["default"], VARIANTS["state-store"]] if args.variant == "all"
+    variants = ([VARIANTS["default"], VARIANTS["state-store"], VARIANTS["budget"]] if args.variant == "all"
                 else [VARIANTS[args.variant]])
     seeds = [args.seed] if args.seed is not None else list(range(args.first, args.first + args.schedules))
     failed = False

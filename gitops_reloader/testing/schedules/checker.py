@@ -22,8 +22,8 @@ from gitops_reloader.testing.schedules.oracle import Violation, check
 from gitops_reloader.testing.schedules.steps import Step, Variant, generate
 from gitops_reloader.testing.schedules.world import World
 
-__all__ = ["DEFAULT", "END_MINUTES", "STATE_STORE", "UNFLUSHED", "VARIANTS", "Result", "explore", "report",
-           "run", "shrink"]
+__all__ = ["BUDGET", "DEFAULT", "END_MINUTES", "STATE_STORE", "UNFLUSHED", "VARIANTS", "Result", "explore",
+           "report", "run", "shrink"]
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,10 @@ what the cluster and the state store show survives. Two limits are known and doc
 (docs/architecture.md, "The ledger"): pods started while a source held other data during a
 rollout (the change undone since) are not known to be stale; a workload created shortly before
 the kill may be restarted once for nothing. Run from the command line, not in CI."""
-VARIANTS = {v.name: v for v in (DEFAULT, STATE_STORE, UNFLUSHED)}
+BUDGET = Variant("budget", ("--max-concurrent-rollouts=1", "--sync-after-restart"), budget=1)
+"""A rollout budget of one (reloads park, are granted as rollouts end, across restarts and
+take-overs) and the start-up check; the oracle checks no two reloads ever rolled at once."""
+VARIANTS = {v.name: v for v in (DEFAULT, STATE_STORE, BUDGET, UNFLUSHED)}
 
 
 @dataclass(slots=True)

@@ -55,6 +55,16 @@ class TickedRollouts:
         for deployment in deployments:
             names.add(deployment["metadata"]["name"])
             moved = self._step(deployment) or moved
+        return self._collect(names) or moved
+
+    def collect(self) -> bool:
+        """The garbage collector: the pods of Deployments gone are deleted (before a Deployment of
+        the same name can be created again: its pods are never another's)."""
+        return self._collect({d["metadata"]["name"] for d in
+                              self.api.list(DEPLOYMENTS, namespace=self.namespace).get("items") or []})
+
+    def _collect(self, names: set[str]) -> bool:
+        moved = False
         for pod in self.api.list(PODS, namespace=self.namespace).get("items") or []:
             owner = (pod["metadata"].get("labels") or {}).get(DEPLOYMENT_LABEL)
             if owner is not None and owner not in names:  # its Deployment is gone: garbage-collected
@@ -64,12 +74,17 @@ class TickedRollouts:
 
     def converged(self) -> bool:
         """Whether every Deployment runs exactly its replicas, all of its current template."""
+        return not self.rolling()
+
+    def rolling(self) -> set[str]:
+        """The Deployments whose pods are not exactly their replicas of their current template."""
+        out = set()
         for deployment in self.api.list(DEPLOYMENTS, namespace=self.namespace).get("items") or []:
             want, digest = _desired(deployment)
             pods = self.pods(deployment["metadata"]["name"])
             if len(pods) != want or any(_digest(p) != digest for p in pods):
-                return False
-        return True
+                out.add(deployment["metadata"]["name"])
+        return out
 
     def _step(self, deployment: Mapping[str, Any]) -> bool:
         name = deployment["metadata"]["name"]

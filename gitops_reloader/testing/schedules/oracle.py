@@ -13,7 +13,10 @@ change's resourceVersion, its own template and scale changes):
 - **not twice** — the controller wrote a workload's template no more often than the data of its
   sources changed;
 - **windows** — nothing was written to ``nightly`` while its window was closed;
-- **brakes** — no two writes to ``braked`` by one instance closer than its period;
+- **brakes** — no two writes to ``braked`` closer than its period, whichever instance made them
+  (a restart or a take-over lets nothing through early);
+- **budget** — with a rollout budget, never more Deployments rolling at once for a template the
+  controller wrote than it allows (read from the pods);
 - **bounded Events** — at most :data:`MAX_EVENT_OBJECTS` Event objects per object and reason;
 - **nothing failing** — the ledger record the controller wrote names no failure (what
   ``gitops-reloader status`` lists).
@@ -73,9 +76,12 @@ def check(world: World, *, record_namespace: str = "default",
             out.append(Violation("windows", f"nightly written at {when:.0f}, its window closed"))
     braked = world.writes.get("braked", [])
     for (first, instance), (second, again) in pairwise(braked):
-        if instance == again and second - first < BRAKE_PERIOD:
-            out.append(Violation("brakes", f"braked written {second - first:.0f}s apart "
-                                           f"(1 per {BRAKE_PERIOD:.0f}s)"))
+        if second - first < BRAKE_PERIOD:  # across restarts and take-overs too
+            out.append(Violation("brakes", f"braked written {second - first:.0f}s apart by instances "
+                                           f"{instance} and {again} (1 per {BRAKE_PERIOD:.0f}s)"))
+    if world.variant.budget and world.peak_rolling > world.variant.budget:
+        out.append(Violation("budget", f"{world.peak_rolling} reloads rolling at once "
+                                       f"(--max-concurrent-rollouts={world.variant.budget})"))
     counted = Counter((e.get("involvedObject", {}).get("name"), e.get("reason"))
                       for e in world.api.list(EVENTS, namespace=NS, limit=5000).get("items") or [])
     out.extend(Violation("bounded Events", f"{obj} {reason}: {n} Event objects")

@@ -6,7 +6,8 @@ back to old data), someone else changes a workload's template (an image, a chang
 once, a scale), the clock moves (coalescing windows end, maintenance windows open and close,
 brakes release), the controller restarts, is killed or loses its Lease, the API server answers
 409/429/503 with assorted ``Retry-After`` values, its watches are cut and compacted (the
-informers relist and fold events), a workload is created or deleted. :func:`generate` draws one
+informers relist and fold events), a workload is created, deleted or deleted and created again,
+a person edits a value of the ledger record by hand. :func:`generate` draws one
 from a seed, so a seed *is* its schedule: printed with a failure, it replays it.
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-__all__ = ["IMAGES", "RETRY_AFTERS", "SOURCES", "VALUES", "WORKLOADS", "Step", "Variant", "generate"]
+__all__ = ["EDITS", "IMAGES", "RETRY_AFTERS", "SOURCES", "VALUES", "WORKLOADS", "Step", "Variant", "generate"]
 
 SOURCES = ("a", "b")
 VALUES = ("v0", "v1", "v2")
@@ -36,6 +37,8 @@ class Variant:
     unflushed_crashes: bool = False
     """Whether a kill may land before the ledger record caught up (only what the cluster and
     the state store show then survives)."""
+    budget: int = 0
+    """``--max-concurrent-rollouts`` (0: none): the oracle checks no more reloads roll at once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +55,11 @@ class Step:
 _WEIGHTS: tuple[tuple[str, int], ...] = (
     ("change", 10), ("wait", 8), ("template", 3), ("undo", 3), ("scale", 2), ("restart", 2),
     ("crash", 2), ("crash_seen", 2), ("takeover", 1), ("fault", 3), ("heal", 2), ("relist", 1),
-    ("spare", 1),
+    ("spare", 2), ("edit", 1),
 )
+EDITS = ("until", "attempts", "since", "why", "fingerprint")
+"""What a person's edit of the ledger record may break (a value, never the whole record: what a
+record destroyed whole owed a never-reloaded workload, nothing in the cluster can tell)."""
 
 
 def generate(seed: int, *, length: tuple[int, int] = (6, 14)) -> list[Step]:
@@ -84,5 +90,7 @@ def _step(kind: str, rng: random.Random) -> Step:
         after = rng.choice(RETRY_AFTERS) if status != 409 else None
         return Step(kind, (status, after, rng.choice((1, 3, None))))
     if kind == "spare":
-        return Step(kind, (rng.choice(("create", "delete")),))
+        return Step(kind, (rng.choice(("create", "delete", "recreate")),))
+    if kind == "edit":
+        return Step(kind, (rng.choice(EDITS),))
     return Step(kind)

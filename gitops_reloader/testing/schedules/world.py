@@ -13,6 +13,7 @@ oracle (:mod:`.oracle`) judges the cluster against; nothing the controller recor
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Mapping
@@ -25,7 +26,9 @@ from gitops_reloader.config import load_config
 from gitops_reloader.errors import KubeNotFound
 from gitops_reloader.kube.api import FIELD_MANAGER, STRATEGIC, KubeApi
 from gitops_reloader.kube.resources import CONFIGMAPS, DEPLOYMENTS
+from gitops_reloader.ledger import RECORD_KEY
 from gitops_reloader.testing.apiserver import ApiServer, Fault
+from gitops_reloader.testing.apiserver.strategy import use_clock
 from gitops_reloader.testing.schedules.kubelet import TickedRollouts
 from gitops_reloader.testing.schedules.steps import IMAGES, SOURCES, Step, Variant
 from gitops_reloader.windows import ReloadWindow
@@ -56,6 +59,8 @@ _ANNOTATIONS: Mapping[str, Mapping[str, str]] = {
 BASE_FLAGS = ("--coalesce-window=2s", "--retry-max-delay=30s", "--resync-period=0",
               "--source-backoff-cap=0", "--max-reloads-per-workload=0", "--workers=2")
 SETTLE_SECONDS = 30.0
+RECORD = "gitops-reloader-failures"
+"""The ledger record's ConfigMap (namespace ``default``)."""
 
 
 class World:
@@ -82,10 +87,15 @@ class World:
         """Workload → the resourceVersion it was created at."""
         self._expected: dict[str, int] = {}
         """Informer (plural) → the resourceVersion it must have handled before the world settles."""
+        self._last_writer: dict[str, str] = {}
+        """Workload → who changed its template last: ``controller`` or ``own`` (a step of ours)."""
+        self.peak_rolling = 0
+        """The most Deployments seen rolling at once for a template the controller wrote."""
 
     # --- lifecycle ---------------------------------------------------------------------
 
     def __enter__(self) -> World:
+        use_clock(self.clock.now)  # the server's timestamps (creation, managedFields) on our clock
         windows = self.workdir / "windows.yaml"
         windows.write_text(WINDOWS)
         self._flags = [*BASE_FLAGS, f"--reload-windows-config={windows}", *self.variant.flags]
@@ -106,6 +116,7 @@ class World:
             self.app = None
         self.client.close()
         self.server.stop()
+        use_clock(None)
 
     def start(self, *, takeover: bool = False) -> None:
         """A new controller instance (``takeover``: as a standby that won the Lease from a leader
@@ -175,7 +186,11 @@ class World:
                 continue
             by_controller = int(deployment["metadata"].get("generation", 1)) - 1 - self.own.get(name, 0)
             made = self.writes.setdefault(name, [])
+            if by_controller > len(made):
+                self._last_writer[name] = "controller"
             made.extend([(self.clock.now(), self.instance)] * (by_controller - len(made)))
+        reloading = {n for n in self.kubelet.rolling() if self._last_writer.get(n) == "controller"}
+        self.peak_rolling = max(self.peak_rolling, len(reloading))
         self.kubelet.tick()
 
     # --- the steps ---------------------------------------------------------------------
@@ -255,6 +270,11 @@ class World:
         self.server.restart(compact=True)  # every watch cut, history compacted: the informers relist
 
     def _spare(self, action: str) -> None:
+        if action == "recreate":  # deleted and created again under the same name, maybe while parked
+            self._spare("delete")
+            if self.app is not None:
+                self.settle()
+            action = "create"
         if action == "create" and self._get("spare") is None:
             self._create_workload("spare")
             if self.app is not None:  # it existed a batch interval before anything else happened
@@ -262,9 +282,33 @@ class World:
                 self.written()
         elif action == "delete" and self._get("spare") is not None:
             self.api.delete(DEPLOYMENTS, NS, "spare")
+            self.kubelet.collect()
             self.writes.pop("spare", None)
             self.own.pop("spare", None)
             self.created.pop("spare", None)
+            self._last_writer.pop("spare", None)
+            self._expected["deployments"] = self._latest_version()
+
+    def _edit(self, what: str) -> None:
+        """A person edits one kind of value in the ledger record by hand, then the controller
+        restarts and reads it (:data:`~.steps.EDITS`)."""
+        if self.app is None:
+            return
+        self.written()
+        try:
+            stored = self.api.get(CONFIGMAPS, "default", RECORD)
+        except KubeNotFound:
+            return
+        text = (stored.get("data") or {}).get(RECORD_KEY)
+        if not text:
+            return
+        record = json.loads(text)
+        for item in [*record.get("entries", []), *record.get("shared", [])]:
+            _mangle(item, what)
+        stored["data"] = {RECORD_KEY: json.dumps(record).replace('"@inf"', "1e999").replace(
+            '"@huge"', "1" + "0" * 400)}
+        self.api.update(CONFIGMAPS, "default", RECORD, stored)
+        self._restart()
 
     # --- objects -------------------------------------------------------------------------
 
@@ -299,6 +343,9 @@ class World:
         self.created[name] = version
         self._expected["deployments"] = version
 
+    def _latest_version(self) -> int:
+        return int(self.api.list(DEPLOYMENTS, namespace=NS, limit=1)["metadata"]["resourceVersion"])
+
     def _spec(self, name: str, patch: Mapping[str, Any]) -> None:
         """A spec change by someone else (Argo CD's field manager); its generations are ours."""
         before = self._get(name)
@@ -308,4 +355,23 @@ class World:
                                  query=[("fieldManager", "argocd-controller")])
         self.own[name] = self.own.get(name, 0) + int(after["metadata"]["generation"]) - int(
             before["metadata"]["generation"])
+        self._last_writer[name] = "own"
         self._expected["deployments"] = int(after["metadata"]["resourceVersion"])
+
+
+def _mangle(item: dict[str, Any], what: str) -> None:
+    """One kind of hand edit of a record item (``@inf``, ``@huge``: written as ``1e999`` and an
+    integer of 400 digits, which JSON libraries will not write)."""
+    hold, failure = item.get("hold"), item.get("fail")
+    if what == "until" and isinstance(hold, dict):
+        hold["until"] = "@inf"
+    elif what == "why" and isinstance(hold, dict):
+        hold["why"] = "bogus"
+    elif what == "attempts" and isinstance(failure, dict):
+        failure["attempts"] = "@inf"
+    elif what == "since" and isinstance(failure, dict):
+        failure["since"] = "@huge"
+    elif what == "fingerprint" and isinstance(item.get("owes"), dict):
+        for fields in item["owes"].values():
+            if isinstance(fields, dict):
+                fields["fp"] = "not-hex"
