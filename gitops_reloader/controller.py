@@ -150,7 +150,7 @@ class Controller:
                                ) if config.rollouts.eviction is not EvictionMode.OFF else None
         self.backoff = SourceBackoff(cap=runtime.source_backoff_cap) if runtime.source_backoff_cap else None
         self.resumer = Resumer(self.caches, self.reconciler, api=api, adapters=self.adapters,
-                               waves=self.waves, clock=self.clock)
+                               waves=self.waves, clock=self.clock, written=self.written_at)
         self.pauses = PauseScheduler(config, api, self.caches, self.queue, self.adapters,
                                      self.clock, self.reconciler.warn)
         self.discovery: KindDiscovery | None = None

@@ -32,13 +32,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 
 from gitops_reloader.clock import Clock
 from gitops_reloader.control.caches import Caches
 from gitops_reloader.control.reconciler import Reconciler
 from gitops_reloader.control.waves import Waves
-from gitops_reloader.errors import KubeError, ReloaderError
+from gitops_reloader.control.writtenat import DataWrittenAt
+from gitops_reloader.errors import ReloaderError
 from gitops_reloader.gitops.locate import Resolution
 from gitops_reloader.gitops.yamledit import read_at_path
 from gitops_reloader.kube.api import KubeApi
@@ -87,7 +87,10 @@ class Resumer:
     """Derives, from the caches and the repositories, what a new active instance continues."""
 
     def __init__(self, caches: Caches, reconciler: Reconciler, *, api: KubeApi,
-                 adapters: Mapping[str, WorkloadAdapter], waves: Waves | None, clock: Clock) -> None:
+                 adapters: Mapping[str, WorkloadAdapter], waves: Waves | None, clock: Clock,
+                 written: DataWrittenAt | None = None) -> None:
+        self.written = written
+        """When a source's data was written: a change is older than its wave's first write."""
         self.caches = caches
         self.reconciler = reconciler
         self.api = api
@@ -155,7 +158,7 @@ class Resumer:
         if git is not None and sink is git and (committed is None or not git.budgeted(record)):
             return {}  # not located (reported when it is reloaded), or not waved (a git-target)
         out: dict[SourceRef, PendingSource] = {}
-        created: int | None = None
+        created = int(record.created) or None
         for meta, container in self.reconciler.tracked(record):
             if not meta.hash:
                 continue
@@ -167,25 +170,13 @@ class Resumer:
                 recorded, accepted = committed.digest, {committed.current}
             else:
                 recorded, accepted = self.reconciler.recorded_hash(record, meta, container), {used, meta.hash}
-            if recorded is None and created is None:
-                created = self._created(record)
-            if waits(recorded, accepted, created=created, started=flight.first_at[change]):
+            started = flight.first_at[change]
+            if recorded is None and self.written is not None:  # the change, not its first write
+                written = self.written.at(meta.ref, meta.resource_version)
+                started = min(started, int(written)) if written is not None else started
+            if waits(recorded, accepted, created=created, started=started):
                 out[meta.ref] = PendingSource(meta, detected=self.clock.monotonic())
         return out
-
-    def _created(self, record: WorkloadRecord) -> int | None:
-        """The workload's ``creationTimestamp`` in Unix seconds (the cache does not keep it)."""
-        adapter = self.adapters.get(record.ref.kind)
-        if adapter is None:
-            return None
-        try:
-            raw = self.api.get(adapter.resource, record.ref.namespace, record.ref.name)
-            stamp = str((raw.get("metadata") or {}).get("creationTimestamp") or "")[:64]
-            return int(datetime.fromisoformat(stamp).timestamp()) if stamp else None
-        except (KubeError, ValueError):
-            return None
-
-    # --- git ------------------------------------------------------------------------------
 
     def _request(self, record: WorkloadRecord, now: int) -> ReloadRequest:
         """A request for ``record`` with no changed source: what its manifest should hold now."""

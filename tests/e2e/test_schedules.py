@@ -12,11 +12,21 @@ import os
 
 import pytest
 
+from gitops_reloader import ledger
+from gitops_reloader.control import restore
+from gitops_reloader.control.brakes import StormBrakes
+from gitops_reloader.control.holds import Holds
+from gitops_reloader.control.reconciler import Reconciler
 from gitops_reloader.controller import Controller
+from gitops_reloader.ledger import Wait
+from gitops_reloader.model import ObjectRef
 from gitops_reloader.testing.schedules import (
+    BUDGET,
     DEFAULT,
     STATE_STORE,
+    Result,
     Step,
+    Variant,
     explore,
     generate,
     report,
@@ -89,3 +99,66 @@ def _float(value: str | None) -> float | None:
         return float(value) if value is not None else None
     except ValueError:
         return None
+
+
+# --- issue 45: a world as big as a cluster's -------------------------------------------------------
+
+
+def test_schedule_checker_budget_restarts_and_deletes_forget_nothing_owed() -> None:
+    """A rollout budget of one, the start-up check, restarts, take-overs, workloads deleted and
+    created again, hand edits of the record: every change reaches the pods, never two reloads
+    roll at once, no brake is passed — judged from the pods."""
+    ran, failures = explore(range(4000, 4000 + SCHEDULES), BUDGET)
+    assert ran == SCHEDULES
+    assert not failures, "\n\n".join(report(f) for f in failures)
+
+
+def first_failure(variant: Variant, seeds: range) -> Result:
+    ran, failures = explore(seeds, variant, shrink_failures=False, stop_at_first=True)
+    assert failures, f"no failure in {ran} schedules"
+    return failures[0]
+
+
+def test_schedule_checker_finds_a_budget_slot_that_leaks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Item 1 reverted (a grant goes back only after an emission): a parked reload found synced
+    when granted keeps the only slot, and every later reload waits for good."""
+    monkeypatch.setattr(Reconciler, "sync", Reconciler._sync)
+    found = first_failure(BUDGET, range(0, 200))
+    assert any(v.rule == "delivered" for v in found.violations), report(found)
+
+
+def test_schedule_checker_finds_a_parked_reload_forgotten_at_a_restart(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Item 2 reverted (a recorded budget wait kept as it was, waiting for a grant the new
+    instance never gives): the parked reload never lands."""
+    monkeypatch.setattr(restore, "restored_hold",
+                        lambda hold: hold if hold is not None and hold.why is not Wait.COALESCING else None)
+    found = first_failure(BUDGET, range(0, 200))
+    assert any(v.rule == "delivered" for v in found.violations), report(found)
+
+
+def test_schedule_checker_finds_a_deleted_workload_still_owed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Item 3 reverted (a deleted workload's entry stays): the workload created again under its
+    name is restarted for a change its first pods already read."""
+    gone = Controller._gone
+
+    def keeps_the_entry(self: Controller, ref: ObjectRef) -> None:
+        entry = self.ledger.entry(ref.key)
+        gone(self, ref)
+        if entry is not None:
+            self.ledger.restore([entry])
+
+    monkeypatch.setattr(Controller, "_gone", keeps_the_entry)
+    found = first_failure(BUDGET, range(0, 300))
+    assert found.violations, report(found)
+
+
+def test_schedule_checker_finds_a_brake_let_through_by_a_restart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Item 5 reverted (the start-up check's coalescing wins over a recorded brake; the new
+    brake neither learns the recorded hold nor the last write): ``braked`` is written twice
+    within its period across a restart or a take-over."""
+    monkeypatch.setattr(ledger, "_recorded_first", lambda mine, recorded: mine or recorded)
+    monkeypatch.setattr(Holds, "restored", lambda self, key, hold: None)
+    monkeypatch.setattr(StormBrakes, "recall", lambda self, key, rate, at: None)
+    found = first_failure(STATE_STORE, range(0, 300))
+    assert any(v.rule == "brakes" for v in found.violations), report(found)
