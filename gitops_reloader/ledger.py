@@ -175,6 +175,9 @@ class Ledger:
         self._entries: dict[str, Entry] = {}
         self._queued: dict[str, set[str]] = {}
         """Queue key → the workload keys worked under it (an index of ``Entry.queue_key``)."""
+        self._failing: set[str] = set()
+        """The workload keys whose entry has a failure (the gauge is read after every run of a
+        queue key: it must not walk a fan-out of 50,000 entries each time)."""
         self.version = 0
 
     def _put(self, entry: Entry) -> None:
@@ -184,12 +187,17 @@ class Ledger:
             self._unindex(old)
         self._entries[entry.workload] = entry
         self._queued.setdefault(entry.queue_key, set()).add(entry.workload)
+        if entry.failure is not None:
+            self._failing.add(entry.workload)
+        else:
+            self._failing.discard(entry.workload)
         self.version += 1
 
     def _remove(self, key: str) -> Entry | None:
         entry = self._entries.pop(key, None)
         if entry is not None:
             self._unindex(entry)
+            self._failing.discard(key)
             self.version += 1
         return entry
 
@@ -307,7 +315,7 @@ class Ledger:
 
     def mark_raised(self, queue_key: str) -> None:
         with self._lock:
-            for entry in list(self._entries.values()):
+            for entry in [self._entries[k] for k in self._failing]:
                 if entry.failure is not None and entry.failure.key == queue_key and not entry.failure.raised:
                     self._put(replace(entry, failure=replace(entry.failure, raised=True)))
 
@@ -322,7 +330,8 @@ class Ledger:
         """Every failing emission with the workloads it holds back, oldest failure first."""
         with self._lock:
             by_key: dict[str, tuple[Failure, list[str]]] = {}
-            for key, entry in sorted(self._entries.items()):
+            for key in sorted(self._failing):
+                entry = self._entries[key]
                 if entry.failure is not None:
                     by_key.setdefault(entry.failure.key, (entry.failure, []))[1].append(key)
             return sorted(by_key.values(), key=lambda item: (item[0].since, item[0].key))
