@@ -123,7 +123,7 @@ def test_schedule_checker_finds_a_budget_slot_that_leaks(monkeypatch: pytest.Mon
     """Item 1 reverted (a grant goes back only after an emission): a parked reload found synced
     when granted keeps the only slot, and every later reload waits for good."""
     monkeypatch.setattr(Reconciler, "sync", Reconciler._sync)
-    found = first_failure(BUDGET, range(0, 200))
+    found = first_failure(BUDGET, range(150, 250))  # from seed 0 the first is 183 (docs/benchmarks.md)
     assert any(v.rule == "delivered" for v in found.violations), report(found)
 
 
@@ -133,7 +133,7 @@ def test_schedule_checker_finds_a_parked_reload_forgotten_at_a_restart(
     instance never gives): the parked reload never lands."""
     monkeypatch.setattr(restore, "restored_hold",
                         lambda hold: hold if hold is not None and hold.why is not Wait.COALESCING else None)
-    found = first_failure(BUDGET, range(0, 200))
+    found = first_failure(BUDGET, range(0, 100))
     assert any(v.rule == "delivered" for v in found.violations), report(found)
 
 
@@ -149,7 +149,7 @@ def test_schedule_checker_finds_a_deleted_workload_still_owed(monkeypatch: pytes
             self.ledger.restore([entry])
 
     monkeypatch.setattr(Controller, "_gone", keeps_the_entry)
-    found = first_failure(BUDGET, range(0, 300))
+    found = first_failure(BUDGET, range(150, 250))  # from seed 0 the first is 167 (docs/benchmarks.md)
     assert found.violations, report(found)
 
 
@@ -160,5 +160,5 @@ def test_schedule_checker_finds_a_brake_let_through_by_a_restart(monkeypatch: py
     monkeypatch.setattr(ledger, "_recorded_first", lambda mine, recorded: mine or recorded)
     monkeypatch.setattr(Holds, "restored", lambda self, key, hold: None)
     monkeypatch.setattr(StormBrakes, "recall", lambda self, key, rate, at: None)
-    found = first_failure(STATE_STORE, range(0, 300))
+    found = first_failure(STATE_STORE, range(0, 100))
     assert any(v.rule == "brakes" for v in found.violations), report(found)
