@@ -50,14 +50,12 @@ def field_manager(metadata: Mapping[str, Any], annotation: str) -> str:
 
 
 def written_by(metadata: Mapping[str, Any], manager: str) -> float:
-    """When ``manager`` last changed the object after creating it (the newest ``time`` of its
-    managedFields entries other than status, if later than ``creationTimestamp``; Unix seconds,
-    0: never): the API server's record, never a typed value."""
+    """When ``manager`` last changed the object (the newest ``time`` of its managedFields entries
+    other than status; Unix seconds, 0: never): the API server's record, never a typed value."""
     times = [parse_rfc3339(entry.get("time")) for entry in metadata.get("managedFields") or ()
              if isinstance(entry, Mapping) and entry.get("manager") == manager
              and entry.get("subresource") != "status"]
-    latest = max((t for t in times if t is not None), default=0.0)
-    return latest if latest > (parse_rfc3339(metadata.get("creationTimestamp")) or 0.0) else 0.0
+    return max((t for t in times if t is not None), default=0.0)
 
 
 def error_for_status(status: int, message: str, *, retry_after: float | None = None) -> KubeError:

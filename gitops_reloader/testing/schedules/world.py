@@ -332,7 +332,8 @@ class World:
     def _create_workload(self, name: str) -> None:
         containers = [{"name": "app", "image": IMAGES[0],
                        "envFrom": [{"configMapRef": {"name": s}} for s in sorted(READS[name])]}]
-        created = self.api.create(DEPLOYMENTS, NS, {
+        manager = [("fieldManager", "kubectl-create")]  # a person's create, never the controller's
+        created = self.api.request("POST", DEPLOYMENTS.path(NS), query=manager, body={
             "apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": name, "namespace": NS,
                          "annotations": {"reloader.stakater.com/auto": "true", **_ANNOTATIONS.get(name, {})}},
