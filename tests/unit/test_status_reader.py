@@ -6,9 +6,10 @@ import pytest
 
 from gitops_reloader import cli
 from gitops_reloader.config import load_config
+from gitops_reloader.durations import parse_rfc3339
 from gitops_reloader.errors import ConfigError
 from gitops_reloader.model import ObjectRef
-from gitops_reloader.status import _event, _scoped, _seconds
+from gitops_reloader.status import _event, _scoped
 
 OURS = {"source": {"component": "gitops-reloader"}, "reason": "ReloadHeld", "message": "held",
         "involvedObject": {"kind": "Deployment", "namespace": "ns", "name": "web"},
@@ -35,13 +36,13 @@ def test_an_event_not_ours_or_unreadable_is_skipped(change: dict) -> None:
 
 
 def test_an_event_time_falls_back_to_event_time_and_creation() -> None:
-    assert _seconds("2026-11-27T18:58:31.123456Z") == pytest.approx(1795805911.123456)
+    assert parse_rfc3339("2026-11-27T18:58:31.123456Z") == pytest.approx(1795805911.123456)
     event = _event({**OURS, "firstTimestamp": None, "eventTime": "2026-11-27T18:58:32Z"}, "ReloadHeld")
     assert event is not None and event.at == 1795805912.0
     created = {"creationTimestamp": "2026-11-27T18:58:33Z"}
     event = _event({**OURS, "firstTimestamp": None, "metadata": created}, "ReloadHeld")
     assert event is not None and event.at == 1795805913.0
-    assert _seconds(1795805911) is None
+    assert parse_rfc3339(1795805911) is None
 
 
 def test_scope_hashes_every_source_and_narrows_to_the_namespace() -> None:
