@@ -39,7 +39,7 @@ from gitops_reloader.config import load_config
 from gitops_reloader.gitops.locate import GIT_REPO_ANNOTATION
 from gitops_reloader.hashing import configmap_hash
 from gitops_reloader.kube.api import KubeApi
-from gitops_reloader.ledger import Entry, Failure, FailureClass, Ledger, PendingSource, decode, encode
+from gitops_reloader.ledger import Entry, Failure, FailureClass, Ledger, PendingSource, Record, decode, encode
 from gitops_reloader.model import SourceKind, SourceMeta, SourceRef
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.state.ledgerstore import LedgerStore
@@ -508,7 +508,7 @@ def test_outage_record_is_never_written_by_a_replica_that_lost_the_lease(api_cli
     ledger = Ledger()
     store = LedgerStore(KubeApi(api_client), ledger, namespace="default", name="gitops-reloader-failures",
                         metrics=Metrics(CollectorRegistry()), interval=0.05)
-    assert store.read() == []
+    assert store.read() == Record([])
     for number, key in enumerate(("ns/Deployment/web", "ns/Deployment/api")):
         ledger.owe(key, {APP_CONFIG: PendingSource(SourceMeta(APP_CONFIG))})
         ledger.fail(key, [key], sink="git", reason="GitError", failure=FailureClass.TRANSIENT,

@@ -336,6 +336,21 @@ def load(server: ApiServer, resource: str, items: list[dict], group: str = "") -
             assert json.load(response)["created"] == len(items[start:start + 500])
 
 
+def far_opening(now: float) -> float:
+    """The start of the UTC hour twelve hours after ``now``'s: a daily window there is shut now."""
+    return (now // 3600 + 12) * 3600
+
+
+def far_window_file(tmp_path: Path, opens: float) -> str:
+    """A default window opening daily at ``opens``'s hour (the wall clock's hour decides whether
+    a fixed one is open, so a fixed hour would make the test depend on when it runs)."""
+    path = tmp_path / "windows.yaml"
+    hour = time.gmtime(opens).tm_hour
+    path.write_text(f"windows:\n  - name: later\n    schedule: \"0 {hour} * * *\"\n    timeZone: UTC\n"
+                    f"    duration: 1h\ndefault: later\n")
+    return f"--reload-windows-config={path}"
+
+
 def test_owed_fleet_of_5000_readers_held_by_a_window_reload_once_each_after_a_restart(
         server: ApiServer, api_client: ApiClient, tmp_path: Path) -> None:
     """5,000 never-reloaded Deployments read one ConfigMap; a default window holds its change; the
@@ -345,7 +360,8 @@ def test_owed_fleet_of_5000_readers_held_by_a_window_reload_once_each_after_a_re
     create(api_client, configmap("app-config", {"url": "v0"}))
     fleet = [f"app-{i:05}" for i in range(FLEET)]
     load(server, "deployments", [deployment(name, annotations=RELOAD) for name in fleet], group="apps")
-    flags = [windows_file(tmp_path, default="early"), "--workers=8"]
+    opens = far_opening(clock.now())
+    flags = [far_window_file(tmp_path, opens), "--workers=8"]
     with running_controller(api_client, flags, clock=clock) as app:
         set_data(api_client, "app-config", {"url": "v1"})
         wait_for(lambda: len(app.controller.ledger) == FLEET, timeout=60, interval=0.5,
@@ -362,8 +378,7 @@ def test_owed_fleet_of_5000_readers_held_by_a_window_reload_once_each_after_a_re
     with running_controller(api_client, flags, clock=clock) as app:
         wait_for(lambda: app.controller.ledger.reasons() == {"window": FLEET}, timeout=120, interval=0.5,
                  message="all held again")
-        opens = (clock.now() // 86400) * 86400 + 6 * 3600  # "early": 06:00 UTC daily
-        clock.advance((opens if opens > clock.now() else opens + 86400) - clock.now() + 1)
+        clock.advance(opens - clock.now() + 1)
         app.controller.queue.wake()
         wait_for(lambda: not app.controller.ledger.reasons() and app.controller.idle(), timeout=600,
                  interval=0.5, message="the window's reloads done")

@@ -71,9 +71,13 @@ def test_real_apiserver_env_vars_reload_rolls_pods_through_the_real_deployment_c
         wait_for(rolled, timeout=TIMEOUT, message="two new Ready pods with the reload's env var")
     sets = apps.list_namespaced_replica_set(namespace, label_selector="app=web").items
     assert sorted(rs.spec.replicas for rs in sets) == [0, 2]  # the real controller scaled the old one down
+
+    def settled() -> bool:  # the status lags the pods: the old pod is counted until it is gone
+        status = apps.read_namespaced_deployment("web", namespace).status
+        return status.updated_replicas == status.ready_replicas == status.replicas == 2
+    wait_for(settled, timeout=TIMEOUT, message="the Deployment's status: 2 updated, 2 ready, 2 in all")
     deployment = apps.read_namespaced_deployment("web", namespace)
     assert deployment.status.observed_generation == deployment.metadata.generation == 2
-    assert deployment.status.updated_replicas == deployment.status.ready_replicas == 2
 
 
 def test_real_apiserver_evict_waits_on_a_real_disruption_budget_then_restarts_each_pod(
