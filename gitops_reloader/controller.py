@@ -41,6 +41,7 @@ from gitops_reloader.control.caches import Caches
 from gitops_reloader.control.changes import ChangeDetector
 from gitops_reloader.control.evictor import Evictor, Report
 from gitops_reloader.control.failing import Failing
+from gitops_reloader.control.latecomers import RecentChanges
 from gitops_reloader.control.pause import UNPAUSE_PREFIX, PauseScheduler
 from gitops_reloader.control.reconciler import Reconciler, view
 from gitops_reloader.control.restore import current_entry, readers_of
@@ -125,6 +126,7 @@ class Controller:
         )
         self.index = ReferenceIndex()
         self.written_at = DataWrittenAt(api)
+        self.recent_changes = RecentChanges(self.clock)
         self.queue: WorkQueue[str] = WorkQueue(
             clock=self.clock,
             limiter=ItemExponentialLimiter(self.retry.base, self.retry.cap),
@@ -448,6 +450,8 @@ class Controller:
         self.index.update(WorkloadKey(record.ref.key), record.ref.namespace, record.refs,
                           explicit=policy.has_explicit_lists(view(record), self.config.keys))
         if self._active.is_set():
+            if delta.old is None and not event.initial:
+                self._owe_earlier_changes(record, version)
             self.pauses.schedule(record)
             if self.state is not None and self.state.loaded:
                 self._assume_current(record, created=delta.old is None and not event.initial)
@@ -455,6 +459,17 @@ class Controller:
             if old is not None and (old.annotations != record.annotations
                                     or old.template_annotations != record.template_annotations):
                 self._retry_after_annotation_change(record.ref.key)
+
+    def _owe_earlier_changes(self, record: WorkloadRecord, version: str) -> None:
+        """A workload created before a change it reads, heard of after it (control/latecomers.py)."""
+        key = record.ref.key
+        for change in self.recent_changes.made_after(version):
+            ref = change.meta.ref
+            if WorkloadKey(key) in self.index.candidates(ref) and (
+                    change.previous is None or self.touches(key, change.previous, change.meta)):
+                log.info("created before a change it reads, heard of after it: owed the change",
+                         extra={"object": key, "source": str(ref)})
+                self._add_pending(key, {ref: PendingSource(change.meta, detected=self.clock.monotonic())})
 
     def _gone(self, ref: ObjectRef) -> None:
         """A workload deleted: it owes nothing any more (its entry leaves the ledger and the record),
@@ -467,7 +482,7 @@ class Controller:
         if self.state is not None:
             self.state.forget_workload(ref)
         adapter = self.adapters.get(ref.kind)
-        if adapter is None or adapter.orphan(ref) is None:
+        if adapter is None or not adapter.deleted_by_us(ref):
             self.ledger.drop(ref.key)
 
     def _undone(self, record: WorkloadRecord) -> None:
@@ -556,6 +571,8 @@ class Controller:
         disappearing: it touches a workload whose keys the source had.
         """
         self.metrics.change_detected(meta.ref.kind.kube_kind)
+        if not deleted:
+            self.recent_changes.note(meta, previous)
         candidates = self.index.candidates(meta.ref)
         log.debug("source changed", extra={"object": str(meta.ref), "candidates": len(candidates)})
         after = SourceMeta(meta.ref) if deleted else meta

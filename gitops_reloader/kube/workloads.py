@@ -362,6 +362,11 @@ class WorkloadAdapter:
         failed), so that a retry can finish the write; None for kinds patched in place."""
         return None
 
+    def deleted_by_us(self, ref: ObjectRef) -> bool:
+        """Whether a delete of ``ref`` seen now is this adapter's own, to re-create the workload
+        (so the workload still owes what it owed); False for kinds patched in place."""
+        return False
+
     @property
     def keeps_whole_object(self) -> bool:
         """Whether :meth:`apply` needs the whole cached object (a JSON patch is a diff of
@@ -581,6 +586,7 @@ class JobAdapter(WorkloadAdapter):
     def __init__(self, resource: ResourceKind | None = None) -> None:
         super().__init__(resource)
         self._orphans: dict[ObjectRef, WorkloadRecord] = {}
+        self._replaced: set[ObjectRef] = set()  # re-created; the old Job's delete event not seen yet
         self._lock = threading.Lock()
 
     def orphan(self, ref: ObjectRef) -> WorkloadRecord | None:
@@ -612,16 +618,32 @@ class JobAdapter(WorkloadAdapter):
         for key in _JOB_GENERATED_LABELS:
             job_labels.pop(key, None)
         ref = record.ref
+        with self._lock:  # marked before the delete: its watch event may come before the call returns
+            ours = ref in self._orphans
+            self._orphans[ref] = record
         try:
             api.delete(JOBS, ref.namespace, ref.name, propagation="Background")
-        except KubeNotFound:
-            if self.orphan(ref) is None:
-                raise  # deleted by someone else: not ours to bring back
-        with self._lock:
-            self._orphans[ref] = record
+        except Exception as exc:
+            if ours and isinstance(exc, KubeNotFound):
+                pass  # our own delete, its re-create failed before: finish it
+            else:  # deleted by someone else (not ours to bring back), or not deleted at all
+                with self._lock:
+                    if not ours:
+                        self._orphans.pop(ref, None)
+                raise
         api.create(JOBS, ref.namespace, job)
         with self._lock:
             self._orphans.pop(ref, None)
+            self._replaced.add(ref)
+
+    def deleted_by_us(self, ref: ObjectRef) -> bool:
+        """Whether a delete of ``ref`` seen now is ours: re-created already (said once, for the
+        old Job's delete event) or still to be re-created."""
+        with self._lock:
+            if ref in self._replaced:
+                self._replaced.discard(ref)
+                return True
+            return ref in self._orphans
 
 
 def adapters_for(*, argo_rollouts: bool = False, openshift: bool = False,
