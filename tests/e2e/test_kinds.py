@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 from kubernetes.client import BatchV1Api, CustomObjectsApi
-from reload_helpers import configmap, create, env_of, set_cm_data, workload, writes
+from reload_helpers import call, configmap, create, env_of, set_cm_data, workload, writes
 
 from gitops_reloader.hashing import configmap_hash
+from gitops_reloader.model import ObjectRef, SourceKind
 from gitops_reloader.testing.apiserver import ApiServer, Fault
 from gitops_reloader.testing.harness import deployment, running_controller, settle, wait_for
 
@@ -27,6 +28,7 @@ CM_ENV = "STAKATER_APP_CFG_CONFIGMAP"
 NEW_DATA = {"v": "2"}
 NEW_HASH = configmap_hash(NEW_DATA)
 RELOAD = {"configmap.reloader.stakater.com/reload": "app-cfg"}
+NIGHTLY = ObjectRef("CronJob", "ns", "nightly")
 
 
 def uses_cm(name: str = "app-cfg") -> dict[str, Any]:
@@ -131,6 +133,45 @@ def test_cronjob_with_auto_creates_one_job_per_change(server, api_client):
     hashes = sorted(template_env(server.get_object("jobs", "ns", j.metadata.name)["spec"]["template"])
                     [CM_ENV] for j in jobs)
     assert hashes == sorted([NEW_HASH, configmap_hash({"v": "3"})])
+
+
+def change_heard_before(server: ApiServer, app, api_client, create_first: bool) -> None:
+    """A CronJob ``nightly`` created just before (``create_first``) or just after a change of
+    app-cfg, with the CronJob watch held back so that the controller hears of the change first
+    (the race Stakater's suite runs into: the two arrive on different watches)."""
+    batch = BatchV1Api(api_client)
+    server.add_fault(Fault(verb="watch", resource="cronjobs", status=None, latency=3.0, times=1))
+    server.cut_watches()
+    if create_first:
+        batch.create_namespaced_cron_job("ns", cronjob("nightly", annotations=RELOAD))
+    path = "/api/v1/namespaces/ns/configmaps/app-cfg"
+    current = call(api_client, "GET", path)
+    version = call(api_client, "PUT", path, {**current, "data": NEW_DATA})["metadata"]["resourceVersion"]
+    wait_for(lambda: app.controller.seen(SourceKind.CONFIGMAP, "ns", "app-cfg", version),
+             message="the change heard of")
+    if not create_first:
+        batch.create_namespaced_cron_job("ns", cronjob("nightly", annotations=RELOAD))
+    assert app.controller.workload(NIGHTLY) is None  # the CronJob not heard of yet
+    wait_for(lambda: app.controller.workload(NIGHTLY) is not None, message="the CronJob heard of")
+
+
+def test_cronjob_created_just_before_a_change_heard_of_after_it_still_gets_a_job(server, api_client):
+    create(api_client, configmap("app-cfg", {"v": "1"}))
+    with running_controller(api_client) as app:
+        change_heard_before(server, app, api_client, create_first=True)
+        [made] = wait_for(lambda: BatchV1Api(api_client).list_namespaced_job("ns").items, message="a Job")
+        settle(app)
+        assert len(BatchV1Api(api_client).list_namespaced_job("ns").items) == 1
+    assert template_env(server.get_object("jobs", "ns", made.metadata.name)["spec"]["template"]) == {
+        CM_ENV: NEW_HASH}
+
+
+def test_cronjob_created_just_after_a_change_gets_no_job_for_it(server, api_client):
+    create(api_client, configmap("app-cfg", {"v": "1"}))
+    with running_controller(api_client) as app:
+        change_heard_before(server, app, api_client, create_first=False)
+        settle(app)
+        assert BatchV1Api(api_client).list_namespaced_job("ns").items == []
 
 
 # --- Job -----------------------------------------------------------------------------
