@@ -16,7 +16,7 @@ from gitops_reloader.clock import Clock, SystemClock
 from gitops_reloader.config import Config
 from gitops_reloader.control.follower import build_follower
 from gitops_reloader.controller import Controller
-from gitops_reloader.errors import KubeError
+from gitops_reloader.errors import ConfigError, KubeError
 from gitops_reloader.filewatch import FileWatch
 from gitops_reloader.gitops.digestkey import DigestKeyStore
 from gitops_reloader.kube.api import KubeApi
@@ -31,6 +31,7 @@ from gitops_reloader.kube.permissions import (
     required_permissions,
     workload_needs,
 )
+from gitops_reloader.kube.resources import CONFIGMAPS, NAMESPACES
 from gitops_reloader.kube.workloads import WorkloadAdapter, adapters_for
 from gitops_reloader.model import ObjectRef, Outcome, ReloadRequest, SourceKind
 from gitops_reloader.observability.alerts import Alerter, ReloadAlert, alert_config_from_env
@@ -184,6 +185,7 @@ class App:
         no pod template at its path. Discovered kinds not served yet are checked when
         they appear.
         """
+        check_selectors(self.api, self.config)
         check_configured_kinds(self.api, self.adapters)
         pending = unserved_kinds(self.api, self.adapters)
         self.check_permissions({k: a for k, a in self.adapters.items() if k not in pending})
@@ -281,6 +283,26 @@ class App:
             self.alerter.close()
         for server in self.http_servers:
             server.stop()
+
+
+def check_selectors(api: KubeApi, config: Config) -> None:
+    """:class:`ConfigError` when the API server refuses ``--namespace-selector`` or
+    ``--resource-label-selector`` (asked with a one-item list): a selector it cannot parse would
+    fail every list and watch, for ever. Any other answer (a denial, an outage) is for the
+    informers to meet."""
+    filters = config.filters
+    namespace = filters.namespaces[0] if filters.namespaces else None
+    for flag, kind, scope, selector in (
+            ("--namespace-selector", NAMESPACES, None, filters.namespace_selector),
+            ("--resource-label-selector", CONFIGMAPS, namespace, filters.resource_label_selector)):
+        if not selector:
+            continue
+        try:
+            api.list(kind, namespace=scope, label_selector=selector, limit=1)
+        except KubeError as exc:
+            if exc.status == 400:
+                raise ConfigError(f"{flag} {selector!r} is not a label selector the API server "
+                                  f"accepts: {exc}") from exc
 
 
 def build_state_keeper(config: Config, api: KubeApi, metrics: Metrics) -> StateKeeper | None:

@@ -15,6 +15,7 @@ from gitops_reloader.observability.logging import configure_logging
 log = logging.getLogger("gitops_reloader")
 
 USAGE = """usage: gitops-reloader {run,explain,plan,status,demo} [flags]
+       gitops-reloader [run flags]     (run, as Stakater's image takes its chart's args)
        gitops-reloader --version
 
   run    watch the cluster and reload workloads (flags: gitops-reloader run --help)
@@ -67,6 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     command, rest = args[0], args[1:]
     if command == "run":
         return run(rest)
+    if command.startswith("-"):  # flags alone, as Stakater's chart passes them to its image
+        return run(args)
     if command == "explain":
         from gitops_reloader.explain import main as explain_main
 

@@ -18,6 +18,7 @@ from gitops_reloader.control.brakes import Rate, parse_rate
 from gitops_reloader.durations import parse_duration
 from gitops_reloader.errors import ConfigError
 from gitops_reloader.kinds import BUILTIN_KINDS, KindSpec, load_kinds_config
+from gitops_reloader.labelselectors import stakater_selector
 from gitops_reloader.model import ReloadOn, SinkName
 from gitops_reloader.rollout.eviction import MAX_AT_ONCE, EvictionMode
 from gitops_reloader.shard import Shard
@@ -609,8 +610,8 @@ def load_config(argv: Sequence[str], environ: Mapping[str, str] | None = None) -
     filters = Filters(
         namespaces=namespaces,
         namespaces_to_ignore=split_csv(raw["namespaces_to_ignore"]),
-        namespace_selector=raw["namespace_selector"].strip(),
-        resource_label_selector=raw["resource_label_selector"].strip(),
+        namespace_selector=stakater_selector(raw["namespace_selector"]),
+        resource_label_selector=stakater_selector(raw["resource_label_selector"]),
         ignore_configmaps=flag_bool["ignore_configmaps"] or resources_to_ignore.lower() == "configmaps",
         ignore_secrets=flag_bool["ignore_secrets"] or resources_to_ignore.lower() == "secrets",
         ignored_workload_types=ignored_types,

@@ -142,6 +142,36 @@ def test_namespace_selector_watches_only_matching_namespaces(server, api_client)
         assert workload(server, "Deployment", "web", "prod-a") == left
 
 
+def test_namespace_selector_quoted_as_stakaters_chart_emits_it_selects(server, api_client):
+    """Stakater's chart renders ``--namespace-selector="env=test"``, quotes inside the argument:
+    read as Stakater reads it (CSV), it selects ``env=test``."""
+    CoreV1Api(api_client).create_namespace({"metadata": {"name": "tested", "labels": {"env": "test"}}})
+    pair(api_client, "web", namespace="tested")
+    with running_controller(api_client, ['--namespace-selector="env=test"']) as app:
+        assert app.controller.namespace_allowed("tested") and not app.controller.namespace_allowed("ns")
+        set_cm_data(app, api_client, "web-cfg", NEW, namespace="tested")
+        wait_for(lambda: env_of(workload(server, "Deployment", "web", "tested")).get(env_name("web"))
+                 == configmap_hash(NEW), message="reloaded in the selected namespace")
+
+
+@pytest.mark.parametrize(("flag", "selector"), [
+    ("--namespace-selector", "env in (a"), ("--resource-label-selector", "'reload=true'")])
+def test_a_selector_the_api_server_refuses_stops_the_start_with_one_message(
+        server, api_client, flag, selector):
+    """A selector the API server cannot parse would fail every list and watch for ever: the
+    start stops, naming the flag, the selector and the API server's answer."""
+    app = App(load_config([f"{flag}={selector}"], environ=NO_HOME), api_client=api_client, serve_http=False)
+    try:
+        with pytest.raises(ConfigError) as caught:
+            app.start()
+    finally:
+        app.stop()
+    message = str(caught.value)
+    assert message.startswith(f"{flag} {selector!r} is not a label selector the API server accepts")
+    assert ": 400 " in message  # the API server's own words follow
+    assert not [key for key in server.request_counts() if key[0] == "watch"]
+
+
 def test_sync_after_restart_respects_the_namespace_selector(server, api_client):
     core = CoreV1Api(api_client)
     core.create_namespace({"metadata": {"name": "picked", "labels": {"env": "prod"}}})

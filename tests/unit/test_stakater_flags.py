@@ -242,6 +242,16 @@ def test_command_line_beats_environment(argv, env, read, expected):
             "env=prod,team=a",
         ),
         (["--namespaces=a", "--namespaces", "b,c"], lambda c: c.filters.namespaces, ("a", "b", "c")),
+        # Stakater's chart quotes the selector inside the argument; pflag reads each as CSV
+        (['--namespace-selector="env=test"'], lambda c: c.filters.namespace_selector, "env=test"),
+        (['--namespace-selector="env in (a,b)",team=x'], lambda c: c.filters.namespace_selector,
+         "env in (a,b),team=x"),
+        (["--namespace-selector=env:prod,team:*,tier=*"], lambda c: c.filters.namespace_selector,
+         "env=prod,team,tier"),
+        (["--resource-label-selector='reload=true'"], lambda c: c.filters.resource_label_selector,
+         "'reload=true'"),  # single quotes are not CSV quotes: the API server refuses it at start
+        (['--resource-label-selector="reload=true"'], lambda c: c.filters.resource_label_selector,
+         "reload=true"),
         (
             ["--resource-label-selector=a=1", "--resource-label-selector=b=2"],
             lambda c: c.filters.resource_label_selector,
@@ -254,6 +264,13 @@ def test_command_line_beats_environment(argv, env, read, expected):
 )
 def test_slices_repeat_and_spellings(argv, read, expected):
     assert read(load_config(argv, environ=BASE)) == expected
+
+
+def test_flags_alone_run_the_controller_as_stakaters_image_does(capsys):
+    """Stakater's chart passes only args to the image (its entrypoint is the controller): with
+    our image, ``gitops-reloader --reload-strategy=…`` is ``gitops-reloader run --reload-strategy=…``."""
+    assert cli.main(["--reload-strategy=sideways"]) == 2
+    assert "--reload-strategy" in capsys.readouterr().err
 
 
 def test_every_flag_has_one_environment_name_and_kubeconfig_keeps_kubectls():
