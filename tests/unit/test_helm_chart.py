@@ -227,6 +227,8 @@ def test_core_objects_always_rendered(rendered: dict[str, list[Obj]], values: st
         if doc["metadata"]["name"] == f"{FULLNAME}-gitops":  # Argo CD / Flux Roles live in their namespaces
             assert doc["kind"] in ("Role", "RoleBinding")
             continue
+        if values == "scoped-namespaces" and doc["kind"] in ("Role", "RoleBinding"):
+            continue  # one in each watched namespace (test_scoped_namespaces_get_a_role_each…)
         assert doc["metadata"]["namespace"] == NAMESPACE, doc["kind"]
 
 
@@ -628,6 +630,20 @@ def test_namespaced_rbac(rendered: dict[str, list[Obj]]) -> None:
     assert binding["metadata"]["namespace"] == NAMESPACE
     assert binding["roleRef"]["kind"] == "Role"
     assert verbs_for(docs, "apps", "deployments") == {*READ, "patch", "update"}
+
+
+def test_scoped_namespaces_get_a_role_each_and_are_watched(rendered: dict[str, list[Obj]]) -> None:
+    """Stakater's ``reloader.namespaces`` (watchGlobally false): a Role and RoleBinding in every
+    listed namespace and the release namespace, no ClusterRole, all of them in --namespaces."""
+    docs = rendered["scoped-namespaces"]
+    assert not objects(docs, "ClusterRole") and not objects(docs, "ClusterRoleBinding")
+    watched = sorted(["team-a", "team-b", NAMESPACE])
+    roles = [r for r in objects(docs, "Role") if r["metadata"]["name"] == FULLNAME]
+    assert sorted(r["metadata"]["namespace"] for r in roles) == watched
+    bindings = [b for b in objects(docs, "RoleBinding") if b["metadata"]["name"] == FULLNAME]
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == watched
+    assert all(b["subjects"][0]["namespace"] == NAMESPACE for b in bindings)
+    assert flag_values(docs)["--namespaces"] == ",".join(watched)
 
 
 def test_leases_only_with_ha(rendered: dict[str, list[Obj]]) -> None:

@@ -179,6 +179,9 @@ wins over reloadStrategy; "" or "default" means the flag is not passed.
 {{- if and $r.ignoreSecrets $r.ignoreConfigMaps }}
 {{- fail "reloader.ignoreSecrets and reloader.ignoreConfigMaps are both true: nothing would be watched" }}
 {{- end }}
+{{- if and $r.namespaces $r.watchGlobally }}
+{{- fail "reloader.namespaces is set but reloader.watchGlobally is true; set reloader.watchGlobally=false to watch only those namespaces" }}
+{{- end }}
 {{- if and $r.namespaceSelector (not $r.watchGlobally) }}
 {{- fail "reloader.namespaceSelector needs reloader.watchGlobally=true (a namespaced install watches only its own namespace)" }}
 {{- end }}
@@ -438,7 +441,7 @@ Called with (dict "root" $ "shard" <an entry of gitops-reloader.shards>).
 {{- if not $r.knativeServices }}{{ $ignored = append $ignored "services.serving.knative.dev" }}{{ end }}
 {{- if not $r.openKruise }}{{ $ignored = concat $ignored (list "clonesets.apps.kruise.io" "statefulsets.apps.kruise.io" "daemonsets.apps.kruise.io") }}{{ end }}
 {{- if $ignored }}{{ $args = append $args (printf "--ignored-workload-types=%s" (join "," $ignored)) }}{{ end }}
-{{- if not $r.watchGlobally }}{{ $args = append $args (printf "--namespaces=%s" $root.Release.Namespace) }}{{ end }}
+{{- if not $r.watchGlobally }}{{ $args = append $args (printf "--namespaces=%s" (include "gitops-reloader.watchNamespaces" $root | fromJsonArray | join ",")) }}{{ end }}
 {{- with $r.ignoreNamespaces }}{{ $args = append $args (printf "--namespaces-to-ignore=%s" .) }}{{ end }}
 {{- if and (hasKey $r "ignoreSecretTypes") (ne (toString $r.ignoreSecretTypes) "helm.sh/release.v1") }}{{ $args = append $args (printf "--ignore-secret-types=%s" (toString $r.ignoreSecretTypes)) }}{{ end }}
 {{- /* --namespace-selector and --shard-*: per shard (gitops-reloader.shards). */}}
@@ -516,3 +519,15 @@ off
 {{- $mode -}}
 {{- end -}}
 {{- end }}
+
+{{/*
+The namespaces a namespaced install watches (JSON list): the release namespace and
+reloader.namespaces (a list, or a comma list as Stakater's chart also takes), deduped, sorted.
+*/}}
+{{- define "gitops-reloader.watchNamespaces" -}}
+{{- $listed := .Values.reloader.namespaces | default list -}}
+{{- if kindIs "string" $listed -}}{{- $listed = splitList "," $listed -}}{{- end -}}
+{{- $all := list .Release.Namespace -}}
+{{- range $listed -}}{{- with (toString . | trim) -}}{{- $all = append $all . -}}{{- end -}}{{- end -}}
+{{- $all | uniq | sortAlpha | toJson -}}
+{{- end -}}
