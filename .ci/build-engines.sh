@@ -59,6 +59,46 @@ for engine in */; do
     echo "engine ${engine}: NOT built (see the go error above)" >&2
   fi
 done
+# Stakater Reloader (the anchor): its controller, its own end-to-end suites (each beside its source:
+# a suite finds its chart by walking up to go.mod) and the Ginkgo CLI that runs them in parallel,
+# from the vendored source in ../shared/anchors (the module proxy refuses it; docs/real-engines.md
+# says how to get it elsewhere), built with no network into $CACHE/stakater-<hash of the tarball
+# and this recipe>.
+STAKATER_TARBALL="${STAKATER_TARBALL:-$(cd .. && pwd)/../../shared/anchors/stakater-reloader-655a2b38-vendored.tar.gz}"
+STAKATER_SUITES="core annotations advanced flags argo"
+STAKATER_RECIPE="2: ginkgo CLI; suites beside their source"  # change it when the recipe below changes
+STAKATER_LDFLAGS="-s -w -X github.com/stakater/Reloader/pkg/common.Version=v1.4.21-2-g655a2b38 \
+-X github.com/stakater/Reloader/pkg/common.Commit=655a2b3814baadb69d3d1e105242d6cc8875d7cb"
+if [[ -f "${STAKATER_TARBALL}" ]]; then
+  key="$( { sha256sum < "${STAKATER_TARBALL}"; echo "${STAKATER_SUITES} ${STAKATER_LDFLAGS} ${STAKATER_RECIPE}"; } | sha256sum | cut -c1-16)"
+  out="${CACHE}/stakater-${key}"
+  if [[ -f "${out}/.built" ]]; then
+    ln -sfn "${out}" "${CACHE}/stakater"
+    echo "engine stakater: cached (${out})"
+  else
+    rm -rf "${out}" && mkdir -p "${out}"
+    start=$(date +%s)
+    if tar -xzf "${STAKATER_TARBALL}" -C "${out}" \
+      && (cd "${out}/stakater-reloader" \
+          && GOFLAGS=-mod=vendor GOPROXY=off "${GO}" build -trimpath -ldflags "${STAKATER_LDFLAGS}" -o "${out}/reloader" . \
+          && GOFLAGS=-mod=vendor GOPROXY=off "${GO}" build -trimpath -ldflags "-s -w" -o "${out}/ginkgo" \
+               github.com/onsi/ginkgo/v2/ginkgo \
+          && for suite in ${STAKATER_SUITES}; do
+               GOFLAGS=-mod=vendor GOPROXY=off "${GO}" test -c -trimpath \
+                 -o "${out}/stakater-reloader/test/e2e/${suite}/${suite}.test" "./test/e2e/${suite}" || exit 1
+             done); then
+      touch "${out}/.built"
+      ln -sfn "${out}" "${CACHE}/stakater"
+      echo "engine stakater: built in $(( $(date +%s) - start )) s (${out})"
+    else
+      rm -rf "${out}"
+      failed+=("stakater")
+      echo "engine stakater: NOT built (see the go error above)" >&2
+    fi
+  fi
+else
+  echo "engine stakater: no source (${STAKATER_TARBALL} missing): the stakater_e2e tier skips" >&2
+fi
 if (( ${#failed[@]} )); then
   echo "engines not built: ${failed[*]}" >&2
 fi

@@ -1,12 +1,12 @@
 """A real Kubernetes control plane on 127.0.0.1 for the ``-m engines`` tier.
 
 etcd, kube-apiserver and kube-controller-manager (its Deployment, ReplicaSet, StatefulSet,
-DaemonSet and disruption controllers) built by ``.ci/build-engines.sh`` from the Go module
-proxy, started as host processes on free ports with certificates made here (a throw-away CA,
-the apiserver's serving certificate, an admin client certificate in ``system:masters``) and
-a kubeconfig. RBAC is the apiserver's authorizer. Optionally kwok plays the nodes and the
-kubelets: pods bound to a node it manages (``spec.nodeName``) become Running and Ready, and
-are deleted when evicted, as a kubelet would.
+DaemonSet and disruption controllers; more on request), optionally kube-scheduler, built by
+``.ci/build-engines.sh`` from the Go module proxy, started as host processes on free ports with
+certificates made here (a throw-away CA, the apiserver's serving certificate, an admin client
+certificate in ``system:masters``) and a kubeconfig. RBAC is the apiserver's authorizer.
+Optionally kwok plays the nodes and the kubelets: pods bound to a node it manages
+(``spec.nodeName``) become Running and Ready, and are deleted when evicted, as a kubelet would.
 
 Each process writes its log to ``<dir>/<name>.log`` (shown when it fails to start) and is
 stopped by PID at the end.
@@ -159,14 +159,17 @@ def _kubeconfig(path: Path, url: str, ca: Path, cert: Path, key: Path) -> Path:
 
 @contextmanager
 def running_control_plane(directory: Path, *, kwok: bool = False, audit: bool = False,
+                          scheduler: bool = False, controllers: Sequence[str] = (),
                           ) -> Iterator[ControlPlane]:
-    """etcd, kube-apiserver and kube-controller-manager (and kwok with ``kwok``; an audit log of
-    every request's metadata with ``audit``) on free ports under ``directory``; stopped, by PID,
-    at the end."""
+    """etcd, kube-apiserver and kube-controller-manager (and kwok with ``kwok``; kube-scheduler
+    with ``scheduler``, so pods need no ``spec.nodeName``; an audit log of every request's metadata
+    with ``audit``; ``controllers`` beyond the usual ones, e.g. ``job``, ``cronjob``) on free ports
+    under ``directory``; stopped, by PID, at the end."""
     etcd_bin = engine_binary("etcd", "etcd")
     apiserver_bin = engine_binary("kube", "kube-apiserver")
     manager_bin = engine_binary("kube", "kube-controller-manager")
     kwok_bin = engine_binary("kwok", "kwok") if kwok else None
+    scheduler_bin = engine_binary("kube-scheduler", "kube-scheduler") if scheduler else None
     directory.mkdir(parents=True, exist_ok=True)
     pki = directory / "pki"
     pki.mkdir()
@@ -223,7 +226,8 @@ def running_control_plane(directory: Path, *, kwok: bool = False, audit: bool = 
             "--v=1", *auditing])
         wait_ready(f"{url}/readyz", context, apiserver, "kube-apiserver")
         manager = run("kube-controller-manager", [
-            manager_bin, f"--kubeconfig={kubeconfig}", f"--controllers={_CONTROLLERS}",
+            manager_bin, f"--kubeconfig={kubeconfig}",
+            f"--controllers={','.join((_CONTROLLERS, *controllers))}",
             "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
             f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
             "--concurrent-deployment-syncs=5", "--concurrent-statefulset-syncs=5", "--v=1"])
@@ -232,6 +236,12 @@ def running_control_plane(directory: Path, *, kwok: bool = False, audit: bool = 
                          f"--config={kwok_bin.parent / 'stages.yaml'}",
                          "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
                          f"--server-address=127.0.0.1:{free_port()}", "--enable-crds="])
+        if scheduler_bin is not None:
+            run("kube-scheduler", [
+                scheduler_bin, f"--kubeconfig={kubeconfig}", "--leader-elect=false",
+                "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
+                f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
+                "--v=1"])
         if manager.popen.poll() is not None:  # ready is what it does: the tests wait on that
             raise RuntimeError(f"kube-controller-manager exited:\n{manager.tail()}")
         if kwok_bin is not None:
@@ -239,5 +249,18 @@ def running_control_plane(directory: Path, *, kwok: bool = False, audit: bool = 
                 k8s.CoreV1Api(api).create_node({"metadata": {
                     "name": FAKE_NODE, "annotations": {"kwok.x-k8s.io/node": "fake"},
                     "labels": {"kubernetes.io/hostname": FAKE_NODE, "type": "kwok"}}})
+                if scheduler_bin is not None:
+                    schedulable(k8s.CoreV1Api(api))
         yield plane
+
+
+def schedulable(core: k8s.CoreV1Api) -> None:
+    """The fake node without the ``not-ready`` taint the API server puts on every new node (the
+    node lifecycle controller, which would lift it once kwok reports Ready, is not run here)."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while not (core.read_node(FAKE_NODE).spec.taints is None or
+               core.patch_node(FAKE_NODE, {"spec": {"taints": None}}).spec.taints is None):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{FAKE_NODE} keeps its taints")
+        time.sleep(0.2)
 
