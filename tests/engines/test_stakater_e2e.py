@@ -4,7 +4,8 @@ The suites (Ginkgo v2, ``test/e2e/<suite>`` of Stakater's source, built by
 ``.ci/build-engines.sh`` into the engine cache as ``<suite>.test``, run by its Ginkgo CLI in
 :data:`PROCS` processes, as its Makefile's ``GINKGO_PROCS`` would) run unchanged on a real
 control plane (etcd, kube-apiserver, kube-controller-manager with the ``job`` and ``cronjob``
-controllers, kube-scheduler, kwok playing the node; the Argo Rollouts CRD for ``argo``). They
+controllers, kube-scheduler, kwok playing the node; the Argo Rollouts CRD, with
+``rolloutstatus.py`` reporting Rollouts ready as their controller would). They
 install the reloader with ``helm`` from ``PATH``: here ``stakater_helm.py``, which renders a chart
 with the suite's ``--set`` values and runs the container's command as a host process. Three
 ways, each on a test worker and a control plane of its own:
@@ -35,6 +36,7 @@ from pathlib import Path
 import pytest
 from conftest import require, started
 from controlplane import ENGINE_CACHE, ControlPlane, running_control_plane
+from rolloutstatus import RolloutStatusPlayer
 
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
 
@@ -62,8 +64,12 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     if not (STAKATER / ".built").exists():
         require(f"{STAKATER} is not built (.ci/build-engines.sh needs ../shared/anchors/"
                 "stakater-reloader-655a2b38-vendored.tar.gz)")
-    yield from started(running_control_plane(tmp_path_factory.mktemp("stakater") / "cp", kwok=True,
-                                             scheduler=True, controllers=("job", "cronjob")))
+    for plane in started(running_control_plane(tmp_path_factory.mktemp("stakater") / "cp", kwok=True,
+                                               scheduler=True, controllers=("job", "cronjob"))):
+        subprocess.run([real("kubectl"), "apply", "--server-side", "-f", str(ROLLOUTS_CRD)], check=True,
+                       env={**os.environ, "KUBECONFIG": str(plane.kubeconfig)}, capture_output=True)
+        with plane.api_client() as api, RolloutStatusPlayer(api):
+            yield plane
 
 
 def helm_dir(tmp: Path) -> Path:
@@ -108,9 +114,6 @@ def test_stakater_e2e_suite_passes(plane: ControlPlane, tmp_path: Path, implemen
                                    record_property: pytest.RecordProperty) -> None:
     chart, entrypoint, port_env = IMPLEMENTATIONS[implementation]
     directory = STAKATER / "stakater-reloader" / "test" / "e2e" / suite
-    if suite == "argo":
-        subprocess.run([real("kubectl"), "apply", "--server-side", "-f", str(ROLLOUTS_CRD)], check=True,
-                       env={**os.environ, "KUBECONFIG": str(plane.kubeconfig)}, capture_output=True)
     state, report = tmp_path / "helm-state", tmp_path / "report.json"
     env = {**os.environ, "KUBECONFIG": str(plane.kubeconfig),
            "PATH": f"{helm_dir(tmp_path)}:{Path(real('kubectl')).parent}:{os.environ.get('PATH', '')}",
