@@ -42,6 +42,8 @@ from typing import Any
 from ruamel.yaml import YAML
 
 READY_TIMEOUT = 120.0
+CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "Namespace", "CustomResourceDefinition",
+                  "PriorityClass", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"}
 
 
 def main(argv: list[str]) -> int:
@@ -93,9 +95,11 @@ def upgrade_install(state: Path, release: str, chart: str, namespace: str, value
     objects = render(release, chart, namespace, values)
     [deployment] = [o for o in objects if o.get("kind") == "Deployment"]
     deployment["metadata"]["name"] = f"{release}-reloader"  # what the suite waits for
+    for item in objects:  # helm puts a release's namespaced objects in --namespace unless told otherwise
+        if item.get("kind") not in CLUSTER_SCOPED:
+            item["metadata"].setdefault("namespace", namespace)
     kubectl("create", "namespace", namespace)
-    applied = kubectl("apply", "--namespace", namespace, "-f", "-",
-                      stdin="\n---\n".join(json.dumps(o) for o in objects))
+    applied = kubectl("apply", "-f", "-", stdin="\n---\n".join(json.dumps(o) for o in objects))
     if applied.returncode != 0:
         print(applied.stderr, file=sys.stderr)
         return 1
@@ -114,7 +118,8 @@ def upgrade_install(state: Path, release: str, chart: str, namespace: str, value
                                    env=env, start_new_session=True)
     (state / f"{release}.json").write_text(json.dumps({
         "pid": process.pid, "namespace": namespace, "argv": argv,
-        "objects": [[o["kind"], o["metadata"]["name"]] for o in objects]}))
+        "objects": [[o["kind"], o["metadata"]["name"], o["metadata"].get("namespace", "")]
+                    for o in objects]}))
     if wait and not ready(container, process, port):
         print(f"{release}: not ready after {READY_TIMEOUT:.0f}s; its log: {log}", file=sys.stderr)
         return 1
@@ -167,9 +172,9 @@ def uninstall(state: Path, release: str) -> int:
         return 0
     installed = json.loads(record.read_text())
     stop(installed["pid"])
-    for kind, name in installed["objects"]:
-        kubectl("delete", kind, name, "--namespace", installed["namespace"], "--ignore-not-found",
-                "--wait=false")
+    for kind, name, namespace in installed["objects"]:
+        scope = ["--namespace", namespace] if namespace else []
+        kubectl("delete", kind, name, *scope, "--ignore-not-found", "--wait=false")
     record.unlink()
     return 0
 

@@ -66,8 +66,12 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
                 "stakater-reloader-655a2b38-vendored.tar.gz)")
     for plane in started(running_control_plane(tmp_path_factory.mktemp("stakater") / "cp", kwok=True,
                                                scheduler=True, controllers=("job", "cronjob"))):
+        env = {**os.environ, "KUBECONFIG": str(plane.kubeconfig)}
         subprocess.run([real("kubectl"), "apply", "--server-side", "-f", str(ROLLOUTS_CRD)], check=True,
-                       env={**os.environ, "KUBECONFIG": str(plane.kubeconfig)}, capture_output=True)
+                       env=env, capture_output=True)
+        # served before a suite asks (its set-up looks once, and deploys with isArgoRollouts if so)
+        subprocess.run([real("kubectl"), "wait", "--for=condition=Established", "--timeout=60s",
+                        "crd/rollouts.argoproj.io"], check=True, env=env, capture_output=True)
         with plane.api_client() as api, RolloutStatusPlayer(api):
             yield plane
 
