@@ -20,3 +20,24 @@ def isolated_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for key in list(os.environ):
         if key.startswith("GIT_") and key != "GIT_CONFIG_NOSYSTEM":
             monkeypatch.delenv(key)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--dist loadgroup`` as pytest-xdist means it: a test marked ``xdist_group(name)`` gets
+    ``@name`` at the end of its node id, which is how xdist's scheduler sends a group to one
+    worker. xdist 3.8 sets ``item._nodeid``, which pytest 9.2 no longer reads (the id is
+    ``item._id``): without this every group was spread over every worker (each starting its own
+    engines and control plane)."""
+    if not config.getvalue("loadgroup"):
+        return
+    try:
+        from _pytest.nodeid import NodeId  # pytest >= 9.2
+    except ImportError:
+        return  # an older pytest reads _nodeid, as xdist sets it
+
+    for item in items:
+        names = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                        for mark in item.iter_markers("xdist_group")})
+        if names and "@" not in item.nodeid.rpartition("]")[2]:
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")  # type: ignore[attr-defined]

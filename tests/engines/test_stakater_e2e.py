@@ -8,7 +8,7 @@ controllers, kube-scheduler, kwok playing the node; the Argo Rollouts CRD, with
 ``rolloutstatus.py`` reporting Rollouts ready as their controller would). They
 install the reloader with ``helm`` from ``PATH``: here ``stakater_helm.py``, which renders a chart
 with the suite's ``--set`` values and runs the container's command as a host process. Three
-ways, each on a test worker and a control plane of its own:
+ways (those with Stakater's chart share a test worker and a control plane, the other has its own):
 
 * ``gitops-reloader``: the project's own chart, our controller;
 * ``gitops-reloader+stakater-chart``: Stakater's chart rendering the args for our binary (a team
@@ -112,8 +112,9 @@ def counts(report: Path) -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize("suite", SUITES)
-@pytest.mark.parametrize("implementation", [  # one test worker each (and a control plane each)
-    pytest.param(name, marks=pytest.mark.xdist_group(f"stakater-e2e-{name}")) for name in IMPLEMENTATIONS])
+@pytest.mark.parametrize("implementation", [  # a test worker and a control plane per chart
+    pytest.param(name, marks=pytest.mark.xdist_group(f"stakater-e2e-{chart}"))
+    for name, (chart, _, _) in IMPLEMENTATIONS.items()])
 def test_stakater_e2e_suite_passes(plane: ControlPlane, tmp_path: Path, implementation: str, suite: str,
                                    record_property: pytest.RecordProperty) -> None:
     chart, entrypoint, port_env = IMPLEMENTATIONS[implementation]
