@@ -41,3 +41,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                         for mark in item.iter_markers("xdist_group")})
         if names and "@" not in item.nodeid.rpartition("]")[2]:
             item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")  # type: ignore[attr-defined]
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The ``stakater-e2e <implementation> <suite>: …`` lines of tests/engines/test_stakater_e2e.py, one per
+    suite run (recorded as a property, so they come back from xdist workers too)."""
+    lines = sorted({value for reports in terminalreporter.stats.values() for report in reports
+                    for name, value in getattr(report, "user_properties", ()) if name == "stakater-e2e"})
+    for line in lines:
+        terminalreporter.write_line(line)

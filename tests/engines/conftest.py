@@ -82,11 +82,3 @@ def githost(tmp_path: Path, tls: TlsFiles, monkeypatch: pytest.MonkeyPatch) -> I
     with GitHostServer(tmp_path / "git", token=TOKEN, tls=tls.server_context()) as host:
         yield host
 
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """The ``stakater-e2e <implementation> <suite>: …`` lines of test_stakater_e2e.py, one per
-    suite run (recorded as a property, so they come back from xdist workers too)."""
-    lines = sorted({value for reports in terminalreporter.stats.values() for report in reports
-                    for name, value in getattr(report, "user_properties", ()) if name == "stakater-e2e"})
-    for line in lines:
-        terminalreporter.write_line(line)
