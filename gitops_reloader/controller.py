@@ -450,11 +450,12 @@ class Controller:
         self.index.update(WorkloadKey(record.ref.key), record.ref.namespace, record.refs,
                           explicit=policy.has_explicit_lists(view(record), self.config.keys))
         if self._active.is_set():
-            if delta.old is None and not event.initial:
+            created = delta.old is None and not event.initial
+            if created:
                 self._owe_earlier_changes(record, version)
             self.pauses.schedule(record)
             if self.state is not None and self.state.loaded:
-                self._assume_current(record, created=delta.old is None and not event.initial)
+                self._assume_current(record, created=created)
             old = delta.old
             if old is not None and (old.annotations != record.annotations
                                     or old.template_annotations != record.template_annotations):

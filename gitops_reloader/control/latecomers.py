@@ -58,6 +58,7 @@ class RecentChanges:
             return
         with self._lock:
             self._prune()
+            self._changes.pop(meta.ref, None)  # re-inserted last: the dict stays in order of seen
             self._changes[meta.ref] = RecentChange(meta, previous, number, self._clock.monotonic())
 
     def made_after(self, created_version: str) -> list[RecentChange]:
@@ -74,6 +75,11 @@ class RecentChanges:
             return len(self._changes)
 
     def _prune(self) -> None:
+        """Drop the changes older than the horizon: the oldest first, stopping at the first kept
+        (``note`` keeps the dict in order of ``seen``), so a call costs what it drops."""
         oldest = self._clock.monotonic() - self._horizon
-        for ref in [ref for ref, change in self._changes.items() if change.seen < oldest]:
+        while self._changes:
+            ref, change = next(iter(self._changes.items()))
+            if change.seen >= oldest:
+                return
             del self._changes[ref]

@@ -43,3 +43,14 @@ def test_versions_that_are_not_numbers_order_nothing() -> None:
     assert len(recent) == 0
     recent.note(meta("app", "5"), None)
     assert recent.made_after("") == [] and recent.made_after("x1") == []
+
+
+def test_a_source_changed_again_is_kept_by_its_newest_change_time() -> None:
+    clock = FakeClock()
+    recent = RecentChanges(clock)
+    recent.note(meta("a", "10"), None)
+    recent.note(meta("b", "11"), None)
+    clock.advance(HORIZON / 2)
+    recent.note(meta("a", "12"), None)  # a's newest change: kept past b's horizon
+    clock.advance(HORIZON / 2 + 1)
+    assert [c.meta.ref.name for c in recent.made_after("1")] == ["a"]
