@@ -29,7 +29,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     worker. xdist 3.8 sets ``item._nodeid``, which pytest 9.2 no longer reads (the id is
     ``item._id``): without this every group was spread over every worker (each starting its own
     engines and control plane)."""
-    if not config.getvalue("loadgroup"):
+    if not getattr(config.option, "loadgroup", False):  # set on xdist workers under --dist loadgroup
         return
     try:
         from _pytest.nodeid import NodeId  # pytest >= 9.2
