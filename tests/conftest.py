@@ -6,6 +6,12 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property tests check what holds, never how fast: CI runs four workers on two cores, where
+# Hypothesis' default 200 ms deadline per example failed a test at random.
+settings.register_profile("gitops-reloader", deadline=None)
+settings.load_profile("gitops-reloader")
 
 
 @pytest.fixture
