@@ -24,7 +24,7 @@ from gitops_reloader.control.brakes import Rate, StormBrakes, parse_rate
 from gitops_reloader.control.caches import OVERRIDE_MANAGER, Caches
 from gitops_reloader.errors import ReloaderError
 from gitops_reloader.kube.workloads import WorkloadRecord
-from gitops_reloader.ledger import Hold, Ledger, PendingSource, Wait
+from gitops_reloader.ledger import MAX_DETAIL_CHARS, Hold, Ledger, PendingSource, Wait
 from gitops_reloader.model import ObjectRef, Outcome, OutcomeStatus, SourceRef
 from gitops_reloader.observability.metrics import Metrics
 from gitops_reloader.windows import ReloadWindow
@@ -126,10 +126,12 @@ class Holds:
         try:
             window = self.caches.reload_window(record)
         except ReloaderError as exc:  # an unknown name: hold rather than restart outside a window
-            self.metrics.invalid_annotation(record.ref.kind)
-            self.warn(record, "InvalidAnnotation", f"{self.config.keys.reload_window}: {exc}; the reload "
-                      "waits until the annotation names a window")
-            return Hold(Wait.PERSON, now + self.config.runtime.retry_max_delay, "unknown window", quiet)
+            detail = str(exc)[:MAX_DETAIL_CHARS]  # names the window: a different wrong name is said again
+            if was is None or was.why is not Wait.PERSON or was.detail != detail:  # said once a hold
+                self.metrics.invalid_annotation(record.ref.kind)
+                self.warn(record, "InvalidAnnotation", f"{self.config.keys.reload_window}: {exc}; the "
+                          "reload waits until the annotation names a window")
+            return Hold(Wait.PERSON, now + self.config.runtime.retry_max_delay, detail, quiet)
         wait = window.opens_in(now) if window is not None else 0.0
         if wait > 0 and not self._let_through(record, owed, window):  # type: ignore[arg-type]
             assert window is not None

@@ -158,6 +158,18 @@ def test_reload_window_unknown_name_holds_the_reload_with_a_warning(
         assert "no reload window named 'weekends' (known: always, early)" in warning["message"]
         assert env_of(workload(server, "Deployment", "web")).get(ENV) is None
         assert app.controller.ledger.owed("ns/Deployment/web")  # held, not dropped
+        settle(app)
+        assert metric(app, "invalid_annotations_total", kind="Deployment") == 1
+        rewrite(api_client, "v2", app)  # checked again, still the same wrong name: said once a hold
+        assert metric(app, "invalid_annotations_total", kind="Deployment") == 1
+        assert app.controller.ledger.owed("ns/Deployment/web")
+        call(api_client, "PATCH", "/apis/apps/v1/namespaces/ns/deployments/web",
+             {"metadata": {"annotations": {"gitops-reloader.io/reload-window": "weekend"}}},
+             content_type="application/merge-patch+json")
+        wait_for(lambda: [e for e in events(api_client, "web") if "'weekend'" in e["message"]],
+                 message="another wrong name, said again")
+        assert metric(app, "invalid_annotations_total", kind="Deployment") == 2
+        assert env_of(workload(server, "Deployment", "web")).get(ENV) is None
 
 
 def test_reload_window_override_lets_one_change_through_and_says_who(
