@@ -38,8 +38,9 @@ from typing import Any
 
 from gitops_reloader.model import SourceMeta, SourceRef
 
-__all__ = ["LONG_WAITS", "MAX_RECORD_BYTES", "Entry", "Failure", "FailureClass", "Hold", "Ledger",
-           "PendingSource", "Record", "SharedChange", "Wait", "decode", "due", "encode", "read_record"]
+__all__ = ["LONG_WAITS", "MAX_DETAIL_CHARS", "MAX_RECORD_BYTES", "Entry", "Failure", "FailureClass", "Hold",
+           "Ledger", "PendingSource", "Record", "SharedChange", "Wait", "decode", "due", "encode",
+           "encode_counted", "read_record"]
 
 MAX_RECORD_BYTES = 512 * 1024
 """The encoded ledger's bound (a ConfigMap holds 1 MiB)."""
@@ -567,7 +568,14 @@ def _shared_dict(members: list[Entry], wall_of: Callable[[float], float] | None)
 
 def encode(entries: Iterable[Entry], *, limit: int = MAX_RECORD_BYTES,
            wall_of: Callable[[float], float] | None = None) -> dict[str, str]:
-    """ConfigMap data for ``entries``, within ``limit`` bytes. A change owed alike by
+    """ConfigMap data for ``entries`` (:func:`encode_counted`'s, without the count)."""
+    return encode_counted(entries, limit=limit, wall_of=wall_of)[0]
+
+
+def encode_counted(entries: Iterable[Entry], *, limit: int = MAX_RECORD_BYTES,
+                   wall_of: Callable[[float], float] | None = None) -> tuple[dict[str, str], int]:
+    """ConfigMap data for ``entries``, within ``limit`` bytes, and how many entries it could
+    not hold (:attr:`Record.truncated`). A change owed alike by
     :data:`SHARE_AT` readers or more is one item (:class:`SharedChange`; ``wall_of`` turns a
     monotonic time into wall-clock seconds, for when it was seen); the other entries follow,
     failing ones first (oldest first), then held ones, then the rest — whole while they fit, then
@@ -600,7 +608,7 @@ def encode(entries: Iterable[Entry], *, limit: int = MAX_RECORD_BYTES,
     record: dict[str, Any] = {"v": 3, "entries": items, "truncated": truncated}
     if changes:
         record["shared"] = changes
-    return {RECORD_KEY: json.dumps(record, separators=(",", ":"))}
+    return {RECORD_KEY: json.dumps(record, separators=(",", ":"))}, truncated
 
 
 def decode(data: Mapping[str, Any], *, now: float | None = None) -> list[Entry]:

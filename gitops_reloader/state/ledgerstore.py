@@ -31,7 +31,7 @@ from gitops_reloader.clock import Clock, SystemClock
 from gitops_reloader.errors import KubeConflict, KubeError, KubeNotFound
 from gitops_reloader.kube.api import KubeApi
 from gitops_reloader.kube.resources import CONFIGMAPS
-from gitops_reloader.ledger import Ledger, Record, encode, read_record
+from gitops_reloader.ledger import Ledger, Record, encode, encode_counted, read_record
 from gitops_reloader.model import ObjectRef, SourceKind, SourceRef
 from gitops_reloader.observability.metrics import Metrics
 
@@ -143,8 +143,8 @@ class LedgerStore:
         version = self.ledger.version
         if version == self._written:
             return True
-        data = encode(self.ledger.entries(), wall_of=self._wall)
-        self._said_truncated(data)
+        data, truncated = encode_counted(self.ledger.entries(), wall_of=self._wall)
+        self._said_truncated(truncated)
         if data == self._data:  # what changed is not recorded (a check, a coalescing hold's time)
             self._written = version
             return True
@@ -168,10 +168,9 @@ class LedgerStore:
         """Wall-clock seconds of a monotonic time (when a shared change was seen)."""
         return self.clock.now() - (self.clock.monotonic() - monotonic)
 
-    def _said_truncated(self, data: Mapping[str, str]) -> None:
+    def _said_truncated(self, truncated: int) -> None:
         """Entries the record cannot hold: a log line, the gauge and a Warning Event when the
         count changes (never silent); the resync covers those it can."""
-        truncated = read_record(data).truncated
         if truncated == self._truncated:
             return
         self._truncated = truncated
