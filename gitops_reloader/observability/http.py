@@ -3,7 +3,11 @@
 Stakater serves ``/metrics`` and ``/live`` on ``:9090``; keeping both paths and the port
 lets existing probes and scrape configs work unchanged.
 
-* ``/metrics``  Prometheus text format of the injected registry.
+* ``/metrics``  Prometheus text format of the injected registry, once the caches have
+  synced; before that 503 ``caches not synced``. Stakater's chart probes readiness on
+  ``/metrics``: answered before the informers listed, it would call the pod Ready while
+  a change made then is never seen. After the first sync it always answers (a relist
+  after an expired watch leaves no gap in the scrapes).
 * ``/live``, ``/healthz``  200 ``ok`` while ``healthy()`` is true, else 500.
 * ``/readyz``  200 ``ok`` once ``ready()`` is true (caches synced) and ``problems()``
   names nothing, else 503 with one line per reason (``caches not synced``, and each
@@ -78,7 +82,10 @@ class _Handler(BaseHTTPRequestHandler):
         owner = self.server.owner
         path = self.path.split("?", 1)[0]
         if path == "/metrics":
-            self._send(200, generate_latest(owner.registry), CONTENT_TYPE_LATEST)
+            if owner.synced_once():
+                self._send(200, generate_latest(owner.registry), CONTENT_TYPE_LATEST)
+            else:
+                self._send(503, b"caches not synced\n")
         elif path in ("/live", "/healthz"):
             ok = owner.check(owner.healthy)
             self._send(200 if ok else 500, b"ok\n" if ok else b"unhealthy\n")
@@ -131,6 +138,7 @@ class HttpServer:
         self.problems = problems
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        self._synced = threading.Event()
 
     @property
     def port(self) -> int:
@@ -169,6 +177,12 @@ class HttpServer:
         except Exception:
             log.exception("probe callback failed")
             return False
+
+    def synced_once(self) -> bool:
+        """Whether ``ready()`` has been true at least once (it stays so once seen)."""
+        if not self._synced.is_set() and self.check(self.ready):
+            self._synced.set()
+        return self._synced.is_set()
 
     def readiness_problems(self) -> list[str]:
         """What keeps the controller unready besides its caches (one line each, no newlines)."""

@@ -102,8 +102,9 @@ def test_liveness_does_not_depend_on_readiness(server: HttpServer) -> None:
 
 
 def test_metrics_serves_the_injected_registry_in_prometheus_text(
-    server: HttpServer, registry: CollectorRegistry
+    server: HttpServer, registry: CollectorRegistry, ready: Flag
 ) -> None:
+    ready.set(True)
     metrics = Metrics(registry)
     metrics.reload_executed(True, "ns")
     metrics.reload_executed(True, "ns")
@@ -112,6 +113,20 @@ def test_metrics_serves_the_injected_registry_in_prometheus_text(
     assert content_type.startswith("text/plain")
     assert 'reloader_reload_executed_total{success="true"} 2.0' in body
     assert "gitops_reloader_sink_outcomes_total" in body
+
+
+def test_metrics_is_503_until_the_caches_first_sync_then_always_served(
+    server: HttpServer, registry: CollectorRegistry, ready: Flag
+) -> None:
+    """Stakater's chart probes readiness on /metrics: Ready must mean the informers listed."""
+    Metrics(registry).reload_executed(True, "ns")
+    assert get(base(server) + "/metrics")[:2] == (503, "caches not synced\n")
+    ready.set(True)
+    assert get(base(server) + "/metrics")[0] == 200
+    ready.set(False)  # a relist after an expired watch: scrapes go on
+    status, body, _ = get(base(server) + "/metrics")
+    assert status == 200 and 'reloader_reload_executed_total{success="true"} 1.0' in body
+    assert get(base(server) + "/readyz")[0] == 503
 
 
 def test_unknown_path_is_404(server: HttpServer) -> None:
