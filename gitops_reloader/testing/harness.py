@@ -17,15 +17,17 @@ SinkT = TypeVar("SinkT")
 
 
 def wait_for(predicate: Callable[[], Any], *, timeout: float = 10.0, interval: float = 0.01,
-             message: str = "condition") -> Any:
-    """Poll until ``predicate()`` is truthy; return its value or raise AssertionError."""
+             message: str | Callable[[], str] = "condition") -> Any:
+    """Poll until ``predicate()`` is truthy; return its value or raise AssertionError
+    (``message`` called then, when it is a callable: what was left, as it stood)."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+            said = message() if callable(message) else message
+            raise AssertionError(f"timed out after {timeout}s waiting for {said}")
         time.sleep(interval)
 
 

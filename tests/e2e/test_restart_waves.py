@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import os
 import signal
+import time
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -111,6 +113,13 @@ def reasons(api_client: ApiClient, name: str, namespace: str, wanted: tuple[str,
     return [e["reason"] for e in events(api_client, name, namespace) if e["reason"] in wanted]
 
 
+def created_at(api_client: ApiClient, namespace: str, name: str) -> int:
+    """Deployment ``name``'s creationTimestamp, Unix seconds."""
+    stamp = call(api_client, "GET", f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}")["metadata"][
+        "creationTimestamp"]
+    return int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp())
+
+
 def live(api_client: ApiClient, name: str) -> dict:
     return call(api_client, "GET", f"/apis/apps/v1/namespaces/live/deployments/{name}")
 
@@ -134,6 +143,11 @@ def test_killed_mid_git_wave_and_mid_live_wave_restarted_without_flags_finishes_
         second: Controller | None = None
         try:
             first.wait_ready(cluster.http)
+            # Creation times are whole seconds: a workload created in the second its change was
+            # first written may run the new data already, and the resumer leaves it to the ledger
+            # record. The change comes a second after the newest workload, as it would in life.
+            newest = max(created_at(api_client, "ns", n) for n in GIT)
+            wait_for(lambda: time.time() >= newest + 1, timeout=5, message="a second past the creation")
             put_data(api_client, "ConfigMap", "app-config", {"url": "b"})
             v1 = secret_hash(CoreV1Api(api_client).patch_namespaced_secret(
                 "db", "live", {"stringData": {"password": "1"}}).data)
