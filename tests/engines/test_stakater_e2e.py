@@ -54,13 +54,6 @@ IMPLEMENTATIONS = {
     "stakater": ("theirs", [str(STAKATER / "reloader")], ""),
 }
 SUITE_TIMEOUT = 1500  # seconds; the longest suite takes a few minutes
-OPEN_DEFECTS = {
-    # implementation: specs that fail against it now and pass against Stakater — an open defect,
-    # not a difference meant: skipped by name so the rest of the tier guards the drop-in, and
-    # named in the tier's line, docs/real-engines.md and the issue note until fixed.
-    "gitops-reloader+stakater-chart":
-        r"Watch Globally Flag Tests .*should reload workloads in (Reloader's namespace|a listed namespace)",
-}
 ATTEMPTS = 2
 """Ginkgo's own retry: a spec that fails is run once more, and counts as passed only if that run
 passes; the line names it (``…, R passed on a second attempt``). The suites race a workload's
@@ -158,7 +151,6 @@ def test_stakater_e2e_suite_passes(plane: ControlPlane, tmp_path: Path, implemen
         try:
             subprocess.run([str(STAKATER / "ginkgo"), "run", f"--procs={PROCS}", f"--label-filter={LABELS}",
                             f"--flake-attempts={ATTEMPTS}",
-                            *[f"--skip={OPEN_DEFECTS[n]}" for n in (implementation,) if n in OPEN_DEFECTS],
                             f"--json-report={report}", "--no-color", f"--timeout={SUITE_TIMEOUT}s",
                             str(directory / f"{suite}.test")],
                            cwd=directory, env=env, stdout=out, stderr=subprocess.STDOUT,
@@ -170,9 +162,7 @@ def test_stakater_e2e_suite_passes(plane: ControlPlane, tmp_path: Path, implemen
     line = (f"stakater-e2e {implementation} {suite}: {len(states['passed'])} passed, "
             f"{len(states['failed'])} failed, {len(states['skipped'])} skipped"
             + (f" ({len(states['retried'])} passed on a second attempt: {'; '.join(states['retried'])})"
-               if states["retried"] else "")
-            + "".join(f" (open defect, skipped: {OPEN_DEFECTS[name]})"
-                      for name in (implementation,) if name in OPEN_DEFECTS))
+               if states["retried"] else ""))
     record_property("stakater-e2e", line)  # printed at the end of the run (conftest.py)
     assert not states["failed"], f"{line}\nfailed: {states['failed']}\n{tail(log)}\n{process_logs(state)}"
     assert states["passed"], line
