@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from gitops_reloader import syncs
@@ -139,9 +139,11 @@ def test_parsing_is_bounded_in_entries() -> None:
 
 
 @given(st.text(max_size=300))
+@example("0=0@0")  # an entry: the test unpacked two fields of three and failed only when one came
+@example("ConfigMap/a=h@r~ff;Secret/b=h@r~zz")
 def test_any_tenant_text_parses_without_error(text: str) -> None:
-    for ident, (value, recorded) in syncs.parse(text).items():
-        assert ident and value and recorded
+    for ident, (value, recorded, baseline) in syncs.parse(text).items():
+        assert ident and value and recorded and 0 <= baseline < 16 ** 16
 
 
 def test_a_restart_is_needed_only_when_the_pods_run_other_synced_data() -> None:
