@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -42,6 +41,7 @@ from test_pull_request_sink import REPO as PR_REPO
 from test_pull_request_sink import PrSetup, pulls, wait_open_pull
 from test_rollout_waves import change_secret, create_fleet, hashes, names
 
+from gitops_reloader.durations import parse_rfc3339
 from gitops_reloader.hashing import configmap_hash, secret_hash
 from gitops_reloader.rollout.marker import MARKER_ANNOTATION
 from gitops_reloader.testing.apiserver import ApiServer
@@ -113,11 +113,12 @@ def reasons(api_client: ApiClient, name: str, namespace: str, wanted: tuple[str,
     return [e["reason"] for e in events(api_client, name, namespace) if e["reason"] in wanted]
 
 
-def created_at(api_client: ApiClient, namespace: str, name: str) -> int:
+def created_at(api_client: ApiClient, namespace: str, name: str) -> float:
     """Deployment ``name``'s creationTimestamp, Unix seconds."""
-    stamp = call(api_client, "GET", f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}")["metadata"][
-        "creationTimestamp"]
-    return int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp())
+    stamp = parse_rfc3339(call(api_client, "GET", f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}")[
+        "metadata"]["creationTimestamp"])
+    assert stamp is not None
+    return stamp
 
 
 def live(api_client: ApiClient, name: str) -> dict:

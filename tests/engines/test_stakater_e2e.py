@@ -30,7 +30,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,6 +37,8 @@ import pytest
 from conftest import require, started
 from controlplane import ENGINE_CACHE, ControlPlane, running_control_plane
 from rolloutstatus import RolloutStatusPlayer
+
+from gitops_reloader.testing.harness import wait_for
 
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
 
@@ -82,16 +83,13 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
 def established(env: dict[str, str], timeout: float = 90.0) -> None:
     """Wait until the Rollouts CRD says Established (``kubectl wait`` can answer "not found" at once
     for a CRD just applied)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        answer = subprocess.run([real("kubectl"), "get", "crd/rollouts.argoproj.io", "-o",
-                                 'jsonpath={.status.conditions[?(@.type=="Established")].status}'],
-                                env=env, capture_output=True, text=True, check=False)
-        if answer.stdout.strip() == "True":
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"the Rollouts CRD is not Established: {answer.stdout} {answer.stderr}")
-        time.sleep(0.5)
+    def condition() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([real("kubectl"), "get", "crd/rollouts.argoproj.io", "-o",
+                               'jsonpath={.status.conditions[?(@.type=="Established")].status}'],
+                              env=env, capture_output=True, text=True, check=False)
+
+    wait_for(lambda: condition().stdout.strip() == "True", timeout=timeout, interval=0.5,
+             message=lambda: f"the Rollouts CRD Established (now: {condition()})")
 
 
 def helm_dir(tmp: Path) -> Path:
