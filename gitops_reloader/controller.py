@@ -466,11 +466,13 @@ class Controller:
         key = record.ref.key
         for change in self.recent_changes.made_after(version):
             ref = change.meta.ref
+            after = SourceMeta(ref) if change.deleted else change.meta
             if WorkloadKey(key) in self.index.candidates(ref) and (
-                    change.previous is None or self.touches(key, change.previous, change.meta)):
+                    change.previous is None or self.touches(key, change.previous, after)):
                 log.info("created before a change it reads, heard of after it: owed the change",
-                         extra={"object": key, "source": str(ref)})
-                self._add_pending(key, {ref: PendingSource(change.meta, detected=self.clock.monotonic())})
+                         extra={"object": key, "source": str(ref), "deleted": change.deleted})
+                self._add_pending(key, {ref: PendingSource(change.meta, change.deleted,
+                                                           detected=self.clock.monotonic())})
 
     def _gone(self, ref: ObjectRef) -> None:
         """A workload deleted: it owes nothing any more (its entry leaves the ledger and the record),
@@ -540,7 +542,8 @@ class Controller:
                 # A delete's version is the event's; otherwise the object's own.
                 version = event.resource_version if change.deleted else change.meta.resource_version
                 if self.caches.owns_change(change, version):
-                    self.changed(change.meta, deleted=change.deleted, previous=change.previous)
+                    self.changed(change.meta, deleted=change.deleted, previous=change.previous,
+                                 version=version)
         if self.state is not None:
             # After the change is pending, so the store holds its new digest back until
             # every workload it reloads has been handled. Every cached source is recorded
@@ -563,17 +566,17 @@ class Controller:
         return [record.ref for record in self.workloads()]
 
     def changed(self, meta: SourceMeta, *, deleted: bool = False,
-                previous: SourceMeta | None = None) -> None:
+                previous: SourceMeta | None = None, version: str = "") -> None:
         """A source's data changed: make every workload that may use it pending.
 
         ``previous`` is the source before the change (None: unknown); a ``used-keys``
         workload none of whose keys it touched is left alone. A deletion (``deleted``,
-        ``meta`` the source as it was) is judged by the same rule, as every key
-        disappearing: it touches a workload whose keys the source had.
+        ``meta`` the source as it was, ``version`` the delete's resourceVersion) is judged by
+        the same rule, as every key disappearing: it touches a workload whose keys the source
+        had.
         """
         self.metrics.change_detected(meta.ref.kind.kube_kind)
-        if not deleted:
-            self.recent_changes.note(meta, previous)
+        self.recent_changes.note(meta, previous, deleted=deleted, version=version)
         candidates = self.index.candidates(meta.ref)
         log.debug("source changed", extra={"object": str(meta.ref), "candidates": len(candidates)})
         after = SourceMeta(meta.ref) if deleted else meta

@@ -39,6 +39,8 @@ class RecentChange:
     previous: SourceMeta | None
     number: int
     seen: float
+    deleted: bool = False
+    """A delete (``meta``: the source as it was), remembered with ``--reload-on-delete``."""
 
 
 class RecentChanges:
@@ -50,16 +52,18 @@ class RecentChanges:
         self._changes: dict[SourceRef, RecentChange] = {}
         self._lock = threading.Lock()
 
-    def note(self, meta: SourceMeta, previous: SourceMeta | None) -> None:
+    def note(self, meta: SourceMeta, previous: SourceMeta | None, *, deleted: bool = False,
+             version: str = "") -> None:
         """Remember a change of ``meta.ref`` (before its readers are looked up, so a workload
-        indexed meanwhile finds it here)."""
-        number = resource_version_number(meta.resource_version)
+        indexed meanwhile finds it here); ``version``: the change's resourceVersion where it is
+        not the object's (a delete's is the event's), else ``meta``'s."""
+        number = resource_version_number(version or meta.resource_version)
         if number is None:
             return
         with self._lock:
             self._prune()
             self._changes.pop(meta.ref, None)  # re-inserted last: the dict stays in order of seen
-            self._changes[meta.ref] = RecentChange(meta, previous, number, self._clock.monotonic())
+            self._changes[meta.ref] = RecentChange(meta, previous, number, self._clock.monotonic(), deleted)
 
     def made_after(self, created_version: str) -> list[RecentChange]:
         """The remembered changes written after the object at ``created_version`` was."""

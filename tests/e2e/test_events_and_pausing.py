@@ -17,6 +17,7 @@ from reload_helpers import call, configmap, create, env_of, set_cm_data, workloa
 
 from gitops_reloader.hashing import DELETED_HASH, configmap_hash
 from gitops_reloader.model import ObjectRef, SourceKind, SourceRef
+from gitops_reloader.testing.apiserver import Fault
 from gitops_reloader.testing.harness import deployment, running_controller, settle, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -123,6 +124,29 @@ def test_reload_on_delete_annotations_writes_the_delete_marker_hash(server, api_
     assert DELETED_HASH == "aae45badef99284e4dae01d6046154ea9d99532f"
     assert (record["type"], record["name"], record["namespace"], record["hash"]) == (
         "CONFIGMAP", "app-cfg", "ns", DELETED_HASH)
+
+
+def test_reload_on_delete_reaches_a_workload_created_just_before_and_heard_of_after_it(server, api_client):
+    """Stakater's flags suite creates a Deployment and deletes its ConfigMap ~60 ms later: the
+    delete may come in before the Deployment's creation (two watches, no set order). A delete is
+    remembered as a change is (control/latecomers.py), so the workload created before it is owed
+    it; here the Deployment watch is held back so the delete is heard of first."""
+    create(api_client, configmap("app-cfg", {"v": "1"}))
+    web = ObjectRef("Deployment", "ns", "web")
+    with running_controller(api_client, ["--reload-on-delete", "--reload-strategy=annotations"]) as app:
+        server.add_fault(Fault(verb="watch", resource="deployments", status=None, latency=3.0, times=1))
+        server.cut_watches()
+        create(api_client, deployment("web", annotations=RELOAD))
+        created = writes(server, "deployments")
+        call(api_client, "DELETE", "/api/v1/namespaces/ns/configmaps/app-cfg")
+        wait_seen_deleted(app, "app-cfg")
+        assert app.controller.workload(web) is None  # the Deployment not heard of yet
+        wait_for(lambda: writes(server, "deployments") > created, timeout=15,
+                 message="reloaded for the delete")
+        settle(app)
+    record = last_reloaded(workload(server, "Deployment", "web"))
+    assert (record["name"], record["hash"]) == ("app-cfg", DELETED_HASH)
+    assert writes(server, "deployments") == created + 1
 
 
 def test_delete_and_recreate_with_other_data_is_a_change_with_same_data_is_not(

@@ -54,3 +54,11 @@ def test_a_source_changed_again_is_kept_by_its_newest_change_time() -> None:
     recent.note(meta("a", "12"), None)  # a's newest change: kept past b's horizon
     clock.advance(HORIZON / 2 + 1)
     assert [c.meta.ref.name for c in recent.made_after("1")] == ["a"]
+
+
+def test_a_delete_is_ordered_by_its_own_version_and_remembered_as_one() -> None:
+    recent = RecentChanges(FakeClock())
+    recent.note(meta("app", "120"), meta("app", "120"), deleted=True, version="130")  # last written at 120
+    [change] = recent.made_after("125")  # created after the last write, before the delete
+    assert change.deleted and change.number == 130 and change.meta.resource_version == "120"
+    assert recent.made_after("130") == []
