@@ -5,6 +5,7 @@ and changes its ConfigMap ~10 ms later) may reach the controller after the chang
 on different watches, in no set order. When the change was handled, the workload was not in the
 reference index, so nothing was made owed; when its creation arrives, the change is over. Its
 pods (a CronJob's next Job) may have started with the data before the change, so it is owed it.
+A delete (``--reload-on-delete``) is remembered alike, ordered by the delete's own version.
 
 Which came first is told by resourceVersion, not by time (creation and write times are whole
 seconds; the race is milliseconds): kube-apiserver's versions are etcd's revision, one counter
